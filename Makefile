@@ -1,0 +1,37 @@
+# The two commands of the README:  make run  and  make test.  Both install what is missing first.
+JOBS ?= $(shell nproc)
+BUILD ?= build
+
+.PHONY: all setup build run test bench test-asan test-tsan clean
+
+all: build
+
+setup:
+	@./scripts/setup.sh
+
+build: setup
+	@cmake --preset release >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# The main job on the bundled default data (data/a9a.zst, data/a9a.t.zst).
+run: build
+	@./scripts/main_job.sh $(BUILD)/polymargin
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	@./bench/run_all.sh $(BUILD)
+
+test-asan: setup
+	@cmake --preset asan >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+test-tsan: setup
+	@cmake --preset tsan >/dev/null
+	@cmake --build build-tsan -j $(JOBS)
+	@cd build-tsan && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf build build-debug build-asan build-tsan

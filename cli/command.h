@@ -1,0 +1,42 @@
+// Subcommand registry and the option plumbing every subcommand shares: --help, --config FILE
+// (same keys as the long flags), --json. Each cli/cmd_*.cpp registers itself with a static
+// CommandRegistration.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace polymargin::cli {
+
+namespace po = boost::program_options;
+
+using CommandFn = std::function<int(const std::vector<std::string>& args)>;
+
+struct Command {
+  std::string name;
+  std::string summary;  // one line for `polymargin --help`
+  CommandFn run;
+};
+
+/// All registered subcommands, sorted by name.
+std::vector<Command>& commands();
+
+/// Registers a subcommand at static-initialisation time.
+struct CommandRegistration {
+  CommandRegistration(std::string name, std::string summary, CommandFn run);
+};
+
+/// Parses a subcommand's arguments. Adds --help and --config FILE; options in the config file use
+/// the long flag names (`key = value` lines, `#` comments) and the command line wins over the file.
+/// Returns false after printing the help text when --help was given. Throws UsageError on a bad
+/// option, naming it.
+bool parse_options(const std::string& command, const std::string& usage,
+                   po::options_description& options, const po::positional_options_description& positional,
+                   const std::vector<std::string>& args, po::variables_map& vm);
+
+/// Number of worker threads to use: `requested` if > 0, else the hardware concurrency.
+int resolve_threads(int requested);
+
+}  // namespace polymargin::cli

@@ -1,0 +1,80 @@
+// Typed errors of the polymargin library. Library code throws; only cli/ catches, prints and picks
+// the exit code (see ExitCode below and the README's "Exit codes" table).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace polymargin {
+
+/// Process exit codes, shared by every subcommand.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitUsage = 2,        // bad command line or config value
+  kExitData = 3,         // malformed or corrupt input data, shards or model file
+  kExitIo = 4,           // cannot open, read, write, rename, disk full
+  kExitNumerical = 5,    // NaN/Inf in weights, divergence
+  kExitInterrupted = 6,  // stopped by a signal after writing a checkpoint
+};
+
+/// Base of every polymargin error.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+  virtual int exit_code() const { return kExitUsage; }
+};
+
+/// A command-line option or config value is invalid.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return kExitUsage; }
+};
+
+/// Input data are malformed or corrupt. what() reads "file:line:column: message"; line and column are
+/// 1-based and 0 when they do not apply (binary files: the message then names the block or offset).
+class DataError : public Error {
+ public:
+  DataError(std::string file, std::uint64_t line, std::uint64_t column, const std::string& message)
+      : Error(format(file, line, column, message)),
+        file_(std::move(file)),
+        line_(line),
+        column_(column),
+        message_(message) {}
+  int exit_code() const override { return kExitData; }
+  const std::string& file() const { return file_; }
+  std::uint64_t line() const { return line_; }
+  std::uint64_t column() const { return column_; }
+  /// The message without the location prefix.
+  const std::string& message() const { return message_; }
+
+ private:
+  static std::string format(const std::string& file, std::uint64_t line, std::uint64_t column,
+                            const std::string& message) {
+    std::string s = file;
+    if (line > 0) s += ":" + std::to_string(line);
+    if (line > 0 && column > 0) s += ":" + std::to_string(column);
+    return s + ": " + message;
+  }
+  std::string file_;
+  std::uint64_t line_;
+  std::uint64_t column_;
+  std::string message_;
+};
+
+/// The operating system refused a read, write, open or rename.
+class IoError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return kExitIo; }
+};
+
+/// Training diverged or produced a non-finite value.
+class NumericalError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return kExitNumerical; }
+};
+
+}  // namespace polymargin

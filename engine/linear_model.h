@@ -1,0 +1,60 @@
+// A trained linear classifier: score(x) = w·(s∘x) + bias_weight·bias_value, where s is the optional
+// per-feature scaling learnt from the training data (1 / max|x_f|, the papers' [0,1] protocol).
+// Immutable once trained; score() is const and thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/csr.h"
+
+namespace polymargin::engine {
+
+/// Maps the two raw labels of a binary data set to ±1.
+struct LabelMap {
+  double negative = -1;
+  double positive = 1;
+  /// +1 for the positive label, -1 for the negative one; any other value is not binary.
+  int sign(float label) const { return label == static_cast<float>(positive) ? 1 : -1; }
+  bool is_binary_label(float label) const {
+    return label == static_cast<float>(positive) || label == static_cast<float>(negative);
+  }
+};
+
+struct LinearModel {
+  std::string algorithm;   // "ldm" or "svm"
+  nlohmann::json config;   // effective training configuration, seed included
+  LabelMap labels;
+  int index_base = 1;
+  std::uint32_t max_index = 0;  // weights.size() == max_index + 1 (raw feature ids)
+  std::uint64_t features = 0;   // LIBSVM feature count of the training data
+  std::vector<float> scale;     // empty: no scaling; else max_index + 1 multipliers
+  std::vector<double> weights;
+  double bias_value = 0;   // B of --bias (0: no bias feature)
+  double bias_weight = 0;
+
+  /// Score of row r. Features beyond max_index are ignored and counted in *ignored if given.
+  double score(const CsrView& rows, std::size_t r, std::uint64_t* ignored = nullptr) const {
+    const std::uint32_t b = rows.offsets[r], e = rows.offsets[r + 1];
+    double s = bias_weight * bias_value;
+    std::uint64_t skipped = 0;
+    for (std::uint32_t k = b; k < e; ++k) {
+      const std::uint32_t f = rows.indices[k];
+      if (f > max_index) {
+        ++skipped;
+        continue;
+      }
+      double x = rows.values ? rows.values[k] : 1.0;
+      if (!scale.empty()) x *= scale[f];
+      s += weights[f] * x;
+    }
+    if (ignored) *ignored += skipped;
+    return s;
+  }
+};
+
+}  // namespace polymargin::engine

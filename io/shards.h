@@ -1,0 +1,168 @@
+// The binary training format: a directory of shard files plus manifest.json.
+//
+//   DATA.shards/manifest.json        format version, codec, rows, features, nnz, label counts,
+//                                    index base, sources (path, size, mtime), shard list, checksums
+//   DATA.shards/shard-00000.pms ...  blocks of up to block_rows rows (CSR: labels, row lengths,
+//                                    indices, values; values omitted when all are 1), each block
+//                                    checksummed (xxh64). raw codec: plain little-endian arrays,
+//                                    8-byte aligned, read in place from a memory map. zstd codec:
+//                                    indices delta + varint coded, then zstd-compressed.
+//   DATA.shards/feature_maxabs.bin   per-feature max |value| (float32), checksummed, for [0,1] scaling
+//
+// A directory that is stale (a source changed), of another format version, truncated or corrupted is
+// refused with DataError; it is never silently reused or half-read.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/csr.h"
+#include "io/text_reader.h"
+
+namespace polymargin::io {
+
+enum class Codec { kRaw, kZstd };
+Codec parse_codec(const std::string& text);  // "raw" | "zstd"; UsageError otherwise
+std::string codec_name(Codec codec);
+
+struct SourceInfo {
+  std::string path;  // absolute path, "-" for stdin
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+};
+
+struct ShardInfo {
+  std::string file;  // name inside the directory
+  std::uint64_t bytes = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t blocks = 0;
+};
+
+struct Manifest {
+  std::uint32_t format_version = 0;
+  Codec codec = Codec::kZstd;
+  std::uint32_t block_rows = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t nnz = 0;
+  std::uint32_t max_index = 0;  // largest raw index; weight vectors need max_index + 1 slots
+  int index_base = 1;           // 0 or 1, resolved
+  std::uint64_t features = 0;   // max_index + 1 - index_base (LIBSVM's count of features)
+  std::map<double, std::uint64_t> label_counts;
+  bool has_values = true;  // false when every stored value is 1
+  std::vector<SourceInfo> sources;
+  std::vector<ShardInfo> shards;
+  std::uint64_t total_blocks = 0;
+  std::uint64_t bad_lines_skipped = 0;
+  std::string created_utc;
+  double convert_seconds = 0;
+};
+
+struct ConvertOptions {
+  Codec codec = Codec::kZstd;
+  std::uint32_t block_rows = 4096;
+  std::uint32_t shards = 1;
+  int zstd_level = 3;
+  TextOptions text;
+};
+
+/// Appends rows and writes a shard directory: blocks are encoded and compressed in parallel, written
+/// in order, memory bounded by a fixed number of blocks in flight. Everything goes to a temporary
+/// directory that finish() renames into place; destroying an unfinished writer removes it.
+class ShardWriter {
+ public:
+  ShardWriter(const std::string& dir, const ConvertOptions& options, int threads = 0);
+  ~ShardWriter();
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+
+  void append(const CsrView& rows);
+  /// Flushes, writes feature_maxabs.bin and manifest.json, renames into place.
+  Manifest finish(int index_base, const std::vector<SourceInfo>& sources,
+                  std::uint64_t bad_lines_skipped);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Converts LIBSVM text (any supported compression, several files, "-") into a shard directory.
+Manifest convert_text(const std::vector<std::string>& inputs, const std::string& out_dir,
+                      const ConvertOptions& options, int threads = 0);
+
+struct ReadOptions {
+  bool shuffle = true;             // seeded block permutation + row shuffle within a window
+  std::uint64_t seed = 1;
+  std::uint64_t epoch = 0;
+  std::uint32_t window_blocks = 8;  // rows are shuffled within windows of this many blocks
+  int threads = 0;                  // decode threads; 0: all hardware threads
+  bool scale_maxabs = false;        // divide each value by its feature's max |value| (into [0,1])
+};
+
+struct ScanStats {
+  std::uint64_t rows = 0;
+  std::uint64_t nnz = 0;
+  std::uint64_t blocks = 0;
+  double sink_seconds = 0;  // time spent inside the sink (learning)
+  double wait_seconds = 0;  // time the sink side waited for decoded data
+};
+
+struct VerifyReport {
+  std::uint64_t blocks_checked = 0;
+  std::uint64_t bytes_checked = 0;
+};
+
+/// An opened, validated shard directory.
+class ShardSet {
+ public:
+  /// Validates the manifest, format version, every shard file's size and block index, and (when
+  /// check_sources) that each source file still has the recorded size and mtime.
+  static ShardSet open(const std::string& dir, bool check_sources = true);
+
+  const Manifest& manifest() const;
+  const std::string& dir() const;
+  /// Per-feature max |value|, max_index + 1 entries (loaded on first use).
+  const std::vector<float>& feature_maxabs() const;
+
+  /// Streams every row once through `sink` (called serially, in an order that is a function of the
+  /// data, seed and epoch only). Batches are windows of rows; views are valid during the call only.
+  ScanStats scan(const ReadOptions& options, const RowSink& sink) const;
+
+  /// Decodes and checks every block checksum; throws DataError naming shard and block on mismatch.
+  VerifyReport verify(int threads = 0) const;
+
+  ShardSet(ShardSet&&) noexcept;
+  ShardSet& operator=(ShardSet&&) noexcept;
+  ~ShardSet();
+
+ private:
+  ShardSet();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// True if `path` is a shard directory (has a manifest.json).
+bool is_shard_dir(const std::string& path);
+
+/// Opens the data argument of train/eval/predict: a shard directory as is, or LIBSVM text converted on
+/// the fly (through convert_text, into a temporary directory removed when the returned handle dies).
+class Dataset {
+ public:
+  static Dataset open(const std::vector<std::string>& inputs, const ConvertOptions& options,
+                      int threads = 0);
+  const ShardSet& shards() const { return *shards_; }
+  bool converted() const { return !temp_dir_.empty(); }
+  Dataset(Dataset&&) noexcept = default;
+  Dataset& operator=(Dataset&&) noexcept = default;
+  ~Dataset();
+
+ private:
+  Dataset() = default;
+  std::unique_ptr<ShardSet> shards_;
+  std::string temp_dir_;
+};
+
+}  // namespace polymargin::io

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages polymargin needs, only those missing; silent when all are present.
+set -euo pipefail
+packages=(
+  build-essential cmake pkg-config
+  libboost-iostreams-dev libboost-program-options-dev
+  libtbb-dev libzstd-dev zstd libxxhash-dev libfast-float-dev nlohmann-json3-dev
+  zlib1g-dev libbz2-dev bzip2 gzip
+  libgtest-dev libbenchmark-dev
+  liblinear-tools
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "setup: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q >/dev/null
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
