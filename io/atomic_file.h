@@ -1,0 +1,35 @@
+// Files that appear whole or not at all: written under a temporary name in the target's directory,
+// flushed, fsync'ed and renamed into place by commit(). An uncommitted AtomicFile removes its
+// temporary file when destroyed, so an error never leaves a partial output behind.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace polymargin::io {
+
+class AtomicFile {
+ public:
+  /// Opens "<path>.tmp-<pid>-<n>" for writing; throws IoError.
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  /// Appends bytes; throws IoError (disk full included).
+  void write(std::string_view bytes);
+  /// Flushes, fsyncs and renames into place; throws IoError.
+  void commit();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::string temp_path_;
+  std::FILE* file_ = nullptr;
+};
+
+/// Writes `content` to `path` atomically.
+void write_file_atomically(const std::string& path, std::string_view content);
+
+}  // namespace polymargin::io
