@@ -25,9 +25,16 @@
 
 namespace polymargin::io {
 
+/// The on-disk format version this build writes and reads; any other version is refused.
+inline constexpr std::uint32_t kShardFormatVersion = 1;
+
 enum class Codec { kRaw, kZstd };
 Codec parse_codec(const std::string& text);  // "raw" | "zstd"; UsageError otherwise
 std::string codec_name(Codec codec);
+
+/// A label as manifest.json and inspect write it: the shortest text that reads back as the same
+/// float ("-1", "1", "0.5").
+std::string label_text(double label);
 
 struct SourceInfo {
   std::string path;  // absolute path, "-" for stdin
@@ -40,6 +47,7 @@ struct ShardInfo {
   std::uint64_t bytes = 0;
   std::uint64_t rows = 0;
   std::uint64_t blocks = 0;
+  std::uint64_t index_checksum = 0;  // XXH3 of the shard's block index, as in its trailer
 };
 
 struct Manifest {
@@ -59,6 +67,8 @@ struct Manifest {
   std::uint64_t bad_lines_skipped = 0;
   std::string created_utc;
   double convert_seconds = 0;
+  int zstd_level = 0;            // compression level used (zstd codec only)
+  std::uint64_t text_bytes = 0;  // decompressed text bytes read by convert (0 when unknown)
 };
 
 struct ConvertOptions {
@@ -80,6 +90,8 @@ class ShardWriter {
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   void append(const CsrView& rows);
+  /// Records the size of the decompressed text converted (for the manifest's compression ratio).
+  void set_text_bytes(std::uint64_t bytes);
   /// Flushes, writes feature_maxabs.bin and manifest.json, renames into place.
   Manifest finish(int index_base, const std::vector<SourceInfo>& sources,
                   std::uint64_t bad_lines_skipped);
@@ -92,6 +104,13 @@ class ShardWriter {
 /// Converts LIBSVM text (any supported compression, several files, "-") into a shard directory.
 Manifest convert_text(const std::vector<std::string>& inputs, const std::string& out_dir,
                       const ConvertOptions& options, int threads = 0);
+
+/// Called now and then during convert_text with the rows and non-zeros converted so far.
+using ConvertProgress = std::function<void(std::uint64_t rows, std::uint64_t nnz)>;
+
+/// convert_text with a progress callback (called serially, after each parsed batch).
+Manifest convert_text(const std::vector<std::string>& inputs, const std::string& out_dir,
+                      const ConvertOptions& options, int threads, const ConvertProgress& progress);
 
 struct ReadOptions {
   bool shuffle = true;             // seeded block permutation + row shuffle within a window
@@ -124,6 +143,8 @@ class ShardSet {
 
   const Manifest& manifest() const;
   const std::string& dir() const;
+  /// Sources recorded in the manifest that no longer exist (fine: the shards stand alone).
+  const std::vector<std::string>& missing_sources() const;
   /// Per-feature max |value|, max_index + 1 entries (loaded on first use).
   const std::vector<float>& feature_maxabs() const;
 

@@ -1,0 +1,385 @@
+#include "io/shard_format.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "engine/errors.h"
+
+namespace polymargin::io::shard {
+
+static_assert(std::endian::native == std::endian::little,
+              "the shard format is little-endian and read in place");
+
+namespace {
+
+template <class T>
+T load(const std::uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Byte sizes of the raw payload's arrays, each padded so that the next one stays 8-byte aligned.
+struct RawLayout {
+  std::size_t labels, offsets, indices, values;
+  RawLayout(std::size_t rows, std::size_t nnz, bool has_values)
+      : labels(pad8(4 * rows)),
+        offsets(pad8(4 * (rows + 1))),
+        indices(pad8(4 * nnz)),
+        values(has_values ? pad8(4 * nnz) : 0) {}
+  std::size_t total() const { return labels + offsets + indices + values; }
+};
+
+// Copies n bytes to p and zero-fills up to `padded`; returns p + padded.
+std::uint8_t* put_padded(std::uint8_t* p, const void* src, std::size_t n, std::size_t padded) {
+  if (n > 0) std::memcpy(p, src, n);
+  std::memset(p + n, 0, padded - n);
+  return p + padded;
+}
+
+// One pass over the rows before encoding: the writer's only guard of the CSR contract (strictly
+// increasing indices, which the gap coding relies on). Returns whether any value differs from 1.
+bool check_rows(const CsrView& rows, std::uint64_t first_row, const std::string& name) {
+  for (std::size_t r = 0; r < rows.rows; ++r) {
+    for (std::uint32_t k = rows.offsets[r] + 1; k < rows.offsets[r + 1]; ++k)
+      if (rows.indices[k] <= rows.indices[k - 1])
+        throw DataError(name, 0, 0,
+                        "row " + std::to_string(first_row + r + 1) +
+                            ": feature indices are not strictly increasing (" +
+                            std::to_string(rows.indices[k - 1]) + " then " +
+                            std::to_string(rows.indices[k]) + ")");
+  }
+  if (!rows.values) return false;
+  const float* v = rows.values + rows.offsets[0];
+  return std::any_of(v, v + rows.nnz(), [](float x) { return x != 1.0f; });
+}
+
+// Varint decoding without a bound check per byte: the caller guarantees that 8 bytes can be read
+// at p. Branch-free, because index gaps of sparse data take 1 to 4 bytes in no predictable order
+// and a mispredicted branch per non-zero would cost more than the arithmetic.
+inline std::uint64_t get_varint_fast(const std::uint8_t*& p, std::uint64_t& bad) {
+  const std::uint64_t x = load<std::uint64_t>(p);
+  // High bit clear marks the last byte; a sentinel at byte 5 flags a varint longer than 5 bytes.
+  const std::uint64_t stops = (~x & 0x0000008080808080ull) | 0x0000800000000000ull;
+  const unsigned len = static_cast<unsigned>(std::countr_zero(stops)) / 8 + 1;
+  bad |= len > 5;
+  const std::uint64_t v = (x & 0x7f) | ((x >> 1) & (0x7full << 7)) | ((x >> 2) & (0x7full << 14)) |
+                          ((x >> 3) & (0x7full << 21)) | ((x >> 4) & (0x7full << 28));
+  p += len;
+  return v & ((std::uint64_t{1} << (7 * len)) - 1);
+}
+
+// Bounds-checked varint for the last bytes of a stream; false when malformed or cut.
+inline bool get_varint_checked(const std::uint8_t*& p, const std::uint8_t* end, std::uint64_t& v) {
+  v = 0;
+  for (unsigned shift = 0; shift < 35; shift += 7) {
+    if (p == end) return false;
+    const std::uint8_t b = *p++;
+    v |= std::uint64_t{b & 0x7fu} << shift;
+    if (b < 0x80) return true;
+  }
+  return false;
+}
+
+// Decodes the index gaps of one row into absolute indices. False when the stream is malformed.
+inline bool decode_row(const std::uint8_t*& p, const std::uint8_t* end, std::uint32_t count,
+                       std::uint32_t* out) {
+  // prev starts at -1 so that the first gap is the first index itself (mod 2^64).
+  std::uint64_t prev = ~std::uint64_t{0};
+  if (static_cast<std::size_t>(end - p) >= std::size_t{count} * 5 + 8) {
+    std::uint64_t bad = 0, all = 0;
+    for (std::uint32_t k = 0; k < count; ++k) {
+      const std::uint64_t gap = get_varint_fast(p, bad);
+      all |= gap;
+      prev += gap + 1;
+      out[k] = static_cast<std::uint32_t>(prev);
+    }
+    // Gaps below 2^32 and at most kMaxBlockNnz of them cannot overflow 64 bits, so one check of
+    // the last (largest) index covers the whole row.
+    return bad == 0 && (all >> 32) == 0 && (count == 0 || prev <= UINT32_MAX);
+  }
+  for (std::uint32_t k = 0; k < count; ++k) {
+    std::uint64_t gap;
+    if (!get_varint_checked(p, end, gap) || (gap >> 32) != 0) return false;
+    prev += gap + 1;
+    if (prev > UINT32_MAX) return false;
+    out[k] = static_cast<std::uint32_t>(prev);
+  }
+  return true;
+}
+
+std::string hex(std::uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+std::uint64_t checksum(const void* data, std::size_t size) { return XXH3_64bits(data, size); }
+
+void block_error(const BlockName& name, const std::string& message) {
+  throw DataError(name.file, 0, 0,
+                  "block " + std::to_string(name.local) + " (global block " +
+                      std::to_string(name.global) + "): " + message);
+}
+
+BlockEncoder::BlockEncoder(Codec codec, int zstd_level, std::string name)
+    : codec_(codec), level_(zstd_level), name_(std::move(name)) {
+  if (codec_ == Codec::kZstd) {
+    cctx_ = ZSTD_createCCtx();
+    if (!cctx_) throw std::bad_alloc();
+  }
+}
+
+BlockEncoder::~BlockEncoder() { ZSTD_freeCCtx(cctx_); }
+
+void BlockEncoder::encode(const CsrView& rows, std::uint64_t block_index, std::uint64_t first_row,
+                          std::vector<std::uint8_t>& out) {
+  const std::size_t n_rows = rows.rows, nnz = rows.nnz();
+  const bool has_values = check_rows(rows, first_row, name_);
+  const std::uint32_t base = n_rows == 0 ? 0 : rows.offsets[0];
+  const std::uint32_t* indices = rows.indices + base;
+  const float* values = rows.values ? rows.values + base : nullptr;
+
+  BlockHeader header{};
+  std::memcpy(header.magic, kBlockMagic, sizeof header.magic);
+  header.flags = has_values ? kBlockHasValues : 0;
+  header.rows = static_cast<std::uint32_t>(n_rows);
+  header.nnz = static_cast<std::uint32_t>(nnz);
+  header.block_index = block_index;
+  header.first_row = first_row;
+
+  std::size_t payload = 0;
+  if (codec_ == Codec::kRaw) {
+    const RawLayout layout(n_rows, nnz, has_values);
+    payload = layout.total();
+    out.resize(block_bytes(payload));
+    std::uint8_t* p = out.data() + sizeof(BlockHeader);
+    p = put_padded(p, rows.labels, 4 * n_rows, layout.labels);
+    auto* offsets = reinterpret_cast<std::uint32_t*>(p);
+    for (std::size_t r = 0; r <= n_rows; ++r) offsets[r] = (n_rows == 0 ? 0 : rows.offsets[r]) - base;
+    std::memset(p + 4 * (n_rows + 1), 0, layout.offsets - 4 * (n_rows + 1));
+    p += layout.offsets;
+    p = put_padded(p, indices, 4 * nnz, layout.indices);
+    if (has_values) put_padded(p, values, 4 * nnz, layout.values);
+    header.decoded_bytes = payload;
+  } else {
+    stream_.resize(9 * n_rows + 9 * nnz + 8);
+    std::uint8_t* p = stream_.data();
+    for (std::size_t r = 0; r < n_rows; ++r) p = put_varint(p, rows.offsets[r + 1] - rows.offsets[r]);
+    for (std::size_t r = 0; r < n_rows; ++r) {
+      std::uint32_t next = 0;  // smallest index the next entry may have
+      for (std::uint32_t k = rows.offsets[r]; k < rows.offsets[r + 1]; ++k) {
+        p = put_varint(p, rows.indices[k] - next);
+        next = rows.indices[k] + 1;
+      }
+    }
+    if (has_values) {
+      std::memcpy(p, values, 4 * nnz);
+      p += 4 * nnz;
+    }
+    if (n_rows > 0) std::memcpy(p, rows.labels, 4 * n_rows);
+    p += 4 * n_rows;
+    header.decoded_bytes = static_cast<std::uint64_t>(p - stream_.data());
+    const std::size_t bound = ZSTD_compressBound(header.decoded_bytes);
+    out.resize(block_bytes(bound));
+    const std::size_t size = ZSTD_compressCCtx(cctx_, out.data() + sizeof(BlockHeader), bound,
+                                               stream_.data(), header.decoded_bytes, level_);
+    if (ZSTD_isError(size))
+      throw IoError(std::string("zstd compression failed: ") + ZSTD_getErrorName(size));
+    payload = size;
+    out.resize(block_bytes(payload));
+    std::memset(out.data() + sizeof(BlockHeader) + payload, 0, pad8(payload) - payload);
+  }
+  header.payload_bytes = payload;
+  std::memcpy(out.data(), &header, sizeof header);
+  const std::size_t checked = out.size() - sizeof(std::uint64_t);
+  const std::uint64_t sum = checksum(out.data(), checked);
+  std::memcpy(out.data() + checked, &sum, sizeof sum);
+}
+
+BlockHeader check_block(const std::uint8_t* data, const IndexEntry& entry, Codec codec,
+                        const BlockName& name) {
+  if (entry.bytes < block_bytes(0) || entry.bytes % 8 != 0)
+    block_error(name, "impossible size " + std::to_string(entry.bytes) + " in the block index");
+  const std::size_t checked = entry.bytes - sizeof(std::uint64_t);
+  const std::uint64_t stored = load<std::uint64_t>(data + checked);
+  const std::uint64_t actual = checksum(data, checked);
+  if (stored != actual)
+    block_error(name, "checksum mismatch (stored " + hex(stored) + ", computed " + hex(actual) +
+                          "): the shard is corrupt");
+  const BlockHeader h = load<BlockHeader>(data);
+  // A block whose checksum holds but whose header disagrees with the index was not written by the
+  // index's writer (e.g. spliced in from another file): refuse it just the same.
+  if (std::memcmp(h.magic, kBlockMagic, sizeof h.magic) != 0 || (h.flags & ~kBlockHasValues) != 0)
+    block_error(name, "not a block header");
+  if (h.block_index != name.global || h.rows != entry.rows || h.nnz != entry.nnz ||
+      block_bytes(h.payload_bytes) != entry.bytes)
+    block_error(name, "header does not match the block index");
+  const bool has_values = h.flags & kBlockHasValues;
+  if (codec == Codec::kRaw &&
+      (h.payload_bytes != RawLayout(h.rows, h.nnz, has_values).total() ||
+       h.decoded_bytes != h.payload_bytes))
+    block_error(name, "raw payload size does not match its rows and non-zeros");
+  if (codec == Codec::kZstd &&
+      h.decoded_bytes > std::uint64_t{9} * h.rows + std::uint64_t{9} * h.nnz)
+    block_error(name, "implausible decoded size " + std::to_string(h.decoded_bytes));
+  return h;
+}
+
+CsrView raw_block_view(const std::uint8_t* data, const BlockName& name) {
+  const BlockHeader h = load<BlockHeader>(data);
+  const RawLayout layout(h.rows, h.nnz, h.flags & kBlockHasValues);
+  const std::uint8_t* p = data + sizeof(BlockHeader);
+  CsrView v;
+  v.rows = h.rows;
+  v.labels = reinterpret_cast<const float*>(p);
+  v.offsets = reinterpret_cast<const std::uint32_t*>(p + layout.labels);
+  v.indices = reinterpret_cast<const std::uint32_t*>(p + layout.labels + layout.offsets);
+  v.values = layout.values ? reinterpret_cast<const float*>(p + layout.labels + layout.offsets +
+                                                            layout.indices)
+                           : nullptr;
+  // Offsets are trusted by every consumer to index the arrays: check them once, O(rows).
+  bool ok = v.offsets[0] == 0 && v.offsets[h.rows] == h.nnz;
+  for (std::size_t r = 0; ok && r < h.rows; ++r) ok = v.offsets[r] <= v.offsets[r + 1];
+  if (!ok) block_error(name, "row offsets are inconsistent");
+  return v;
+}
+
+BlockDecoder::BlockDecoder() = default;
+
+BlockDecoder::~BlockDecoder() { ZSTD_freeDCtx(dctx_); }
+
+void BlockDecoder::decode(const std::uint8_t* data, Codec codec, const BlockName& name,
+                          const BlockDestination& dest) {
+  const BlockHeader h = load<BlockHeader>(data);
+  const std::uint32_t rows = h.rows, nnz = h.nnz;
+  const bool has_values = h.flags & kBlockHasValues;
+  if (codec == Codec::kRaw) {
+    const CsrView v = raw_block_view(data, name);
+    if (rows > 0) std::memcpy(dest.labels, v.labels, 4 * std::size_t{rows});
+    for (std::uint32_t r = 0; r <= rows; ++r) dest.offsets[r] = dest.nnz_base + v.offsets[r];
+    if (nnz > 0) std::memcpy(dest.indices, v.indices, 4 * std::size_t{nnz});
+    if (dest.values && has_values) std::memcpy(dest.values, v.values, 4 * std::size_t{nnz});
+    if (dest.values && !has_values) std::fill_n(dest.values, nnz, 1.0f);
+    return;
+  }
+
+  if (!dctx_) {
+    dctx_ = ZSTD_createDCtx();
+    if (!dctx_) throw std::bad_alloc();
+  }
+  stream_.resize(h.decoded_bytes);
+  const std::size_t got = ZSTD_decompressDCtx(dctx_, stream_.data(), h.decoded_bytes,
+                                              data + sizeof(BlockHeader), h.payload_bytes);
+  if (ZSTD_isError(got)) block_error(name, std::string("zstd: ") + ZSTD_getErrorName(got));
+  if (got != h.decoded_bytes) block_error(name, "zstd frame decodes to the wrong size");
+
+  const std::uint8_t* p = stream_.data();
+  const std::uint8_t* const end = p + h.decoded_bytes;
+  const std::size_t tail = 4 * (std::size_t{rows} + (has_values ? nnz : 0));  // floats at the end
+  if (h.decoded_bytes < tail) block_error(name, "decoded stream too short");
+  const std::uint8_t* const varint_end = end - tail;
+
+  std::uint64_t total = 0;
+  dest.offsets[0] = dest.nnz_base;
+  for (std::uint32_t r = 0; r < rows; ++r) {
+    std::uint64_t len;
+    if (!get_varint_checked(p, varint_end, len)) block_error(name, "malformed row lengths");
+    total += len;
+    if (total > nnz) block_error(name, "row lengths exceed the block's non-zeros");
+    dest.offsets[r + 1] = dest.nnz_base + static_cast<std::uint32_t>(total);
+  }
+  if (total != nnz) block_error(name, "row lengths do not add up to the block's non-zeros");
+  // The fast varint path reads up to 8 bytes ahead, into the floats after the varints where there
+  // are any; a row that overruns the varint section is caught by the check after the loop, since p
+  // only moves forward.
+  for (std::uint32_t r = 0; r < rows; ++r) {
+    const std::uint32_t b = dest.offsets[r] - dest.nnz_base, e = dest.offsets[r + 1] - dest.nnz_base;
+    if (!decode_row(p, end, e - b, dest.indices + b))
+      block_error(name, "malformed feature indices in row " + std::to_string(r));
+  }
+  if (p != varint_end) block_error(name, "decoded stream has trailing bytes");
+  if (has_values) {
+    if (dest.values) std::memcpy(dest.values, p, 4 * std::size_t{nnz});
+    p += 4 * std::size_t{nnz};
+  } else if (dest.values) {
+    std::fill_n(dest.values, nnz, 1.0f);
+  }
+  if (rows > 0) std::memcpy(dest.labels, p, 4 * std::size_t{rows});
+}
+
+void decode_block_append(BlockDecoder& decoder, const std::uint8_t* data, Codec codec,
+                         const BlockName& name, CsrBuffer& out) {
+  const BlockHeader h = load<BlockHeader>(data);
+  const std::size_t rows0 = out.rows(), nnz0 = out.nnz();
+  if ((h.flags & kBlockHasValues) && !out.has_values) out.ensure_values();
+  out.labels.resize(rows0 + h.rows);
+  out.offsets.resize(rows0 + h.rows + 1);
+  out.indices.resize(nnz0 + h.nnz);
+  if (out.has_values) out.values.resize(nnz0 + h.nnz);
+  decoder.decode(data, codec, name,
+                 {out.labels.data() + rows0, out.offsets.data() + rows0, out.indices.data() + nnz0,
+                  out.has_values ? out.values.data() + nnz0 : nullptr,
+                  static_cast<std::uint32_t>(nnz0)});
+}
+
+MappedFile::MappedFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw IoError("cannot stat " + path + ": " + std::strerror(err));
+  }
+  size_ = static_cast<std::size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      throw IoError("cannot map " + path + ": " + std::strerror(err));
+    }
+    data_ = static_cast<const std::uint8_t*>(p);
+  }
+  ::close(fd);  // the mapping keeps the file alive
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void MappedFile::release(std::size_t offset, std::size_t size) const {
+  if (!data_ || size == 0) return;
+  static const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t begin = offset & ~(page - 1);
+  const std::size_t end = std::min(offset + size, size_);
+  // Advisory only: failure just leaves the pages resident.
+  ::madvise(const_cast<std::uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
+}
+
+}  // namespace polymargin::io::shard

@@ -1,0 +1,210 @@
+// The bytes of one shard file and the block codec, shared by the writer, the reader, the tests and
+// the benchmark. The public contract is io/shards.h; nothing outside io/ includes this header.
+//
+// Shard file (little-endian; every section starts at a multiple of 8 bytes):
+//   FileHeader     64 bytes: "PMSHARD\0", format version, codec, shard index and count, block rows,
+//                  XXH3 of the header's other bytes
+//   block 0..n-1   BlockHeader (48 bytes) | payload, zero-padded to 8 | u64 XXH3 of header + padded
+//                  payload. A block is self-describing and self-checking, so a reader can verify it
+//                  alone, in any thread, without trusting anything else in the file.
+//   block index    IndexEntry[n] (offset, bytes, rows, nnz of each block)
+//   IndexTrailer   offset of the index, n, "PMSHEND\0", u64 XXH3 of the index and the trailer's
+//                  other fields. It sits at the very end, so a truncated file has no valid trailer.
+//
+// Raw payload (read in place from a memory map, hence the 8-byte alignment of every array):
+//   f32 labels[rows] | u32 offsets[rows + 1] (offsets[0] = 0) | u32 indices[nnz] | f32 values[nnz]
+//   (values only when the block has a value other than 1), each array zero-padded to 8 bytes.
+// Zstd payload: one zstd frame of
+//   LEB128 row lengths[rows] | LEB128 index gaps[nnz] | f32 values[nnz] (same rule) | f32 labels[rows]
+//   where a row's first gap is its first index and each further gap is index - previous - 1
+//   (indices are strictly increasing within a row, so gaps are >= 0 and mostly small).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/csr.h"
+#include "io/shards.h"
+
+struct ZSTD_CCtx_s;
+struct ZSTD_DCtx_s;
+
+namespace polymargin::io::shard {
+
+inline constexpr char kFileMagic[8] = {'P', 'M', 'S', 'H', 'A', 'R', 'D', '\0'};
+inline constexpr char kBlockMagic[4] = {'P', 'M', 'B', 'K'};
+inline constexpr char kTrailerMagic[8] = {'P', 'M', 'S', 'H', 'E', 'N', 'D', '\0'};
+inline constexpr char kMaxabsMagic[8] = {'P', 'M', 'M', 'A', 'X', 'A', 'B', 'S'};
+inline constexpr std::uint32_t kBlockHasValues = 1;  // BlockHeader::flags
+/// Largest number of non-zeros a block holds: keeps u32 offsets valid inside windows of blocks and
+/// the memory of one block bounded even when rows are huge.
+inline constexpr std::uint32_t kMaxBlockNnz = std::uint32_t{1} << 24;
+
+struct FileHeader {
+  char magic[8];
+  std::uint32_t format_version;
+  std::uint32_t codec;  // 0 raw, 1 zstd
+  std::uint32_t shard_index;
+  std::uint32_t shard_count;
+  std::uint32_t block_rows;
+  std::uint32_t reserved0;
+  std::uint64_t reserved[3];
+  std::uint64_t checksum;  // XXH3 of the 56 bytes before it
+};
+static_assert(sizeof(FileHeader) == 64);
+
+struct BlockHeader {
+  char magic[4];
+  std::uint32_t flags;
+  std::uint32_t rows;
+  std::uint32_t nnz;
+  std::uint64_t payload_bytes;  // stored payload, without padding (zstd: compressed frame)
+  std::uint64_t decoded_bytes;  // zstd: size of the decompressed stream; raw: payload_bytes
+  std::uint64_t block_index;    // global block number, so a block cannot pass for another
+  std::uint64_t first_row;      // global row number of the block's first row
+};
+static_assert(sizeof(BlockHeader) == 48);
+
+struct IndexEntry {
+  std::uint64_t offset;  // of the BlockHeader in the file
+  std::uint64_t bytes;   // header + padded payload + checksum
+  std::uint32_t rows;
+  std::uint32_t nnz;
+};
+static_assert(sizeof(IndexEntry) == 24);
+
+struct IndexTrailer {
+  std::uint64_t index_offset;
+  std::uint64_t block_count;
+  char magic[8];
+  std::uint64_t checksum;  // XXH3 of the index entries and the 24 bytes before it
+};
+static_assert(sizeof(IndexTrailer) == 32);
+
+/// Header of feature_maxabs.bin; followed by f32[count] and a u64 XXH3 of everything before it.
+struct MaxabsHeader {
+  char magic[8];
+  std::uint32_t format_version;
+  std::uint32_t reserved;
+  std::uint64_t count;
+};
+static_assert(sizeof(MaxabsHeader) == 24);
+
+/// XXH3-64 of a byte range: every checksum of the format.
+std::uint64_t checksum(const void* data, std::size_t size);
+
+constexpr std::size_t pad8(std::size_t n) { return (n + 7) & ~std::size_t{7}; }
+
+/// Total bytes of a block whose payload has `payload_bytes` bytes.
+constexpr std::size_t block_bytes(std::size_t payload_bytes) {
+  return sizeof(BlockHeader) + pad8(payload_bytes) + sizeof(std::uint64_t);
+}
+
+/// Writes v as LEB128 (7 bits a byte, low first); returns the end. Needs 5 bytes of room.
+inline std::uint8_t* put_varint(std::uint8_t* p, std::uint32_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<std::uint8_t>(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<std::uint8_t>(v);
+  return p;
+}
+
+/// Names a block in error messages: "<file>: block L (global G): ...".
+struct BlockName {
+  const std::string& file;
+  std::uint64_t local;
+  std::uint64_t global;
+};
+
+/// Throws DataError naming the shard file and the block.
+[[noreturn]] void block_error(const BlockName& name, const std::string& message);
+
+/// Encodes blocks; one per thread, reused so that the steady state allocates nothing per block.
+class BlockEncoder {
+ public:
+  /// `name` (the output's name) prefixes the DataError of a malformed row.
+  BlockEncoder(Codec codec, int zstd_level, std::string name = "<rows>");
+  ~BlockEncoder();
+  BlockEncoder(const BlockEncoder&) = delete;
+  BlockEncoder& operator=(const BlockEncoder&) = delete;
+
+  /// Encodes `rows` as one complete block (header, payload, checksum) into `out`, resized to fit.
+  /// Throws DataError naming `first_row + r` when row r's indices are not strictly increasing.
+  void encode(const CsrView& rows, std::uint64_t block_index, std::uint64_t first_row,
+              std::vector<std::uint8_t>& out);
+
+ private:
+  Codec codec_;
+  int level_;
+  std::string name_;
+  ZSTD_CCtx_s* cctx_ = nullptr;
+  std::vector<std::uint8_t> stream_;  // zstd: the stream before compression
+};
+
+/// Checks a block's checksum and header against its index entry; returns the header. `data` points
+/// at the block's first byte and `entry.bytes` bytes are readable.
+BlockHeader check_block(const std::uint8_t* data, const IndexEntry& entry, Codec codec,
+                               const BlockName& name);
+
+/// Raw codec: the block's rows as a view into its own bytes (no copy). Call check_block first.
+CsrView raw_block_view(const std::uint8_t* data, const BlockName& name);
+
+/// Where a decoded block lands: `rows` labels, rows + 1 offsets (the first is written too) and the
+/// block's non-zeros. values == nullptr drops the values; otherwise a block without values is
+/// written as ones.
+struct BlockDestination {
+  float* labels;
+  std::uint32_t* offsets;
+  std::uint32_t* indices;
+  float* values;
+  std::uint32_t nnz_base;  // added to every offset, so blocks concatenate into one CSR
+};
+
+/// Decodes checked blocks of either codec; one per thread (owns a ZSTD_DCtx and scratch).
+class BlockDecoder {
+ public:
+  BlockDecoder();
+  ~BlockDecoder();
+  BlockDecoder(const BlockDecoder&) = delete;
+  BlockDecoder& operator=(const BlockDecoder&) = delete;
+
+  /// Decodes the block at `data` (already passed check_block) into `dest`. Throws DataError naming
+  /// the block when its content is inconsistent.
+  void decode(const std::uint8_t* data, Codec codec, const BlockName& name,
+              const BlockDestination& dest);
+
+ private:
+  ZSTD_DCtx_s* dctx_ = nullptr;
+  std::vector<std::uint8_t> stream_;
+};
+
+/// Appends the rows of block `data` to `out` (sized to fit); a convenience over BlockDecoder for
+/// tests and verification.
+void decode_block_append(BlockDecoder& decoder, const std::uint8_t* data, Codec codec,
+                         const BlockName& name, CsrBuffer& out);
+
+/// A read-only memory map of a whole file; pages can be handed back as a scan moves on.
+class MappedFile {
+ public:
+  MappedFile() = default;
+  /// Maps `path`; throws IoError.
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+
+  const std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  /// Drops [offset, offset + size) from this process's resident set. The pages stay in the page
+  /// cache; this only keeps the RSS of a streaming pass bounded by the data in flight.
+  void release(std::size_t offset, std::size_t size) const;
+
+ private:
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace polymargin::io::shard

@@ -1,0 +1,268 @@
+#include "io/shard_manifest.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <xxhash.h>
+
+#include "engine/errors.h"
+#include "io/atomic_file.h"
+#include "io/shard_format.h"
+
+namespace polymargin::io {
+
+Codec parse_codec(const std::string& text) {
+  if (text == "raw") return Codec::kRaw;
+  if (text == "zstd") return Codec::kZstd;
+  throw UsageError("unknown codec '" + text + "' (expected zstd or raw)");
+}
+
+std::string codec_name(Codec codec) { return codec == Codec::kRaw ? "raw" : "zstd"; }
+
+std::string label_text(double label) {
+  // Labels are stored as float32, so the float's shortest round-trip text is exact and short.
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, static_cast<float>(label));
+  return std::string(buf, r.ptr);
+}
+
+namespace shard {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string hex(std::uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Reads manifest fields with one error shape: the file and the field that is wrong.
+class Fields {
+ public:
+  Fields(const Json& json, std::string path) : json_(json), path_(std::move(path)) {}
+
+  template <class T>
+  T get(const Json& object, const char* key) const {
+    const auto it = object.find(key);
+    if (it == object.end()) fail(std::string("field '") + key + "' is missing");
+    try {
+      return it->template get<T>();
+    } catch (const nlohmann::json::exception&) {
+      fail(std::string("field '") + key + "' has the wrong type");
+    }
+  }
+  template <class T>
+  T get(const char* key) const {
+    return get<T>(json_, key);
+  }
+  std::uint64_t get_hex(const Json& object, const char* key) const {
+    const std::string text = get<std::string>(object, key);
+    std::uint64_t v = 0;
+    const auto r = std::from_chars(text.data(), text.data() + text.size(), v, 16);
+    if (r.ec != std::errc() || r.ptr != text.data() + text.size())
+      fail(std::string("field '") + key + "' is not a hexadecimal checksum");
+    return v;
+  }
+  [[noreturn]] void fail(const std::string& message) const {
+    throw DataError(path_, 0, 0, message + " (re-run convert)");
+  }
+
+ private:
+  const Json& json_;
+  std::string path_;
+};
+
+}  // namespace
+
+bool stat_source(const std::string& path, SourceInfo& info) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return false;
+    throw IoError("cannot examine " + path + ": " + std::strerror(errno));
+  }
+  info.path = path;
+  info.size = static_cast<std::uint64_t>(st.st_size);
+  info.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return true;
+}
+
+std::string shard_file_name(std::uint32_t shard) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "shard-%05u.pms", shard);
+  return buf;
+}
+
+std::uint64_t combined_index_checksum(const std::vector<ShardInfo>& shards) {
+  std::vector<std::uint64_t> sums;
+  for (const auto& s : shards) sums.push_back(s.index_checksum);
+  return checksum(sums.data(), sums.size() * sizeof(std::uint64_t));
+}
+
+std::string manifest_json(const Manifest& m) {
+  Json j;
+  j["format"] = "polymargin shards";
+  j["format_version"] = m.format_version;
+  j["codec"] = codec_name(m.codec);
+  j["zstd_level"] = m.zstd_level;
+  j["block_rows"] = m.block_rows;
+  j["rows"] = m.rows;
+  j["nnz"] = m.nnz;
+  j["max_index"] = m.max_index;
+  j["index_base"] = m.index_base;
+  j["features"] = m.features;
+  j["has_values"] = m.has_values;
+  Json labels = Json::object();
+  for (const auto& [label, count] : m.label_counts) labels[label_text(label)] = count;
+  j["label_counts"] = labels;
+  j["text_bytes"] = m.text_bytes;
+  j["bad_lines_skipped"] = m.bad_lines_skipped;
+  j["created_utc"] = m.created_utc;
+  j["convert_seconds"] = m.convert_seconds;
+  Json sources = Json::array();
+  for (const auto& s : m.sources)
+    sources.push_back({{"path", s.path}, {"size", s.size}, {"mtime_ns", s.mtime_ns}});
+  j["sources"] = sources;
+  j["total_blocks"] = m.total_blocks;
+  Json shards = Json::array();
+  for (const auto& s : m.shards)
+    shards.push_back({{"file", s.file},
+                      {"bytes", s.bytes},
+                      {"rows", s.rows},
+                      {"blocks", s.blocks},
+                      {"index_checksum", hex(s.index_checksum)}});
+  j["shards"] = shards;
+  j["block_index_checksum"] = hex(combined_index_checksum(m.shards));
+  return j.dump(2) + "\n";
+}
+
+Manifest read_manifest(const std::string& dir) {
+  const std::string path = dir + "/" + kManifestFile;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw DataError(path, 0, 0,
+                    "manifest missing: not a shard directory, or an unfinished one (re-run "
+                    "convert)");
+  std::stringstream text;
+  text << in.rdbuf();
+  Json j;
+  try {
+    j = Json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(path, 0, 0, std::string("manifest unparseable (") + e.what() + ")");
+  }
+  if (!j.is_object()) throw DataError(path, 0, 0, "manifest unparseable (not a JSON object)");
+  const Fields f(j, path);
+  Manifest m;
+  m.format_version = f.get<std::uint32_t>("format_version");
+  if (m.format_version != kShardFormatVersion)
+    throw DataError(path, 0, 0,
+                    "shard format version " + std::to_string(m.format_version) +
+                        ", this build reads version " + std::to_string(kShardFormatVersion) +
+                        " (re-run convert)");
+  try {
+    m.codec = parse_codec(f.get<std::string>("codec"));
+  } catch (const UsageError&) {
+    f.fail("unknown codec");
+  }
+  m.zstd_level = f.get<int>("zstd_level");
+  m.block_rows = f.get<std::uint32_t>("block_rows");
+  m.rows = f.get<std::uint64_t>("rows");
+  m.nnz = f.get<std::uint64_t>("nnz");
+  m.max_index = f.get<std::uint32_t>("max_index");
+  m.index_base = f.get<int>("index_base");
+  m.features = f.get<std::uint64_t>("features");
+  m.has_values = f.get<bool>("has_values");
+  const Json labels = f.get<Json>("label_counts");  // named: items() only refers to it
+  for (const auto& [key, count] : labels.items()) {
+    float label = 0;
+    const auto r = std::from_chars(key.data(), key.data() + key.size(), label);
+    if (r.ec != std::errc() || r.ptr != key.data() + key.size() || !count.is_number_unsigned())
+      f.fail("bad label count '" + key + "'");
+    m.label_counts[label] = count.get<std::uint64_t>();
+  }
+  m.text_bytes = f.get<std::uint64_t>("text_bytes");
+  m.bad_lines_skipped = f.get<std::uint64_t>("bad_lines_skipped");
+  m.created_utc = f.get<std::string>("created_utc");
+  m.convert_seconds = f.get<double>("convert_seconds");
+  for (const auto& s : f.get<Json>("sources"))
+    m.sources.push_back({f.get<std::string>(s, "path"), f.get<std::uint64_t>(s, "size"),
+                         f.get<std::int64_t>(s, "mtime_ns")});
+  m.total_blocks = f.get<std::uint64_t>("total_blocks");
+  for (const auto& s : f.get<Json>("shards"))
+    m.shards.push_back({f.get<std::string>(s, "file"), f.get<std::uint64_t>(s, "bytes"),
+                        f.get<std::uint64_t>(s, "rows"), f.get<std::uint64_t>(s, "blocks"),
+                        f.get_hex(s, "index_checksum")});
+
+  // Internal consistency: a hand-edited or spliced manifest is refused before any shard is read.
+  std::uint64_t rows = 0, blocks = 0, labelled = 0;
+  for (const auto& s : m.shards) {
+    if (s.file.find('/') != std::string::npos || s.file.empty() || s.file[0] == '.')
+      f.fail("shard file name '" + s.file + "' is not a plain name");
+    rows += s.rows;
+    blocks += s.blocks;
+  }
+  for (const auto& [label, count] : m.label_counts) labelled += count;
+  if (m.shards.empty()) f.fail("no shards listed");
+  if (rows != m.rows || blocks != m.total_blocks || labelled != m.rows)
+    f.fail("row, block or label counts do not add up");
+  if (m.index_base != 0 && m.index_base != 1) f.fail("index_base must be 0 or 1");
+  if (m.block_rows == 0) f.fail("block_rows must be positive");
+  if (f.get_hex(j, "block_index_checksum") != combined_index_checksum(m.shards))
+    f.fail("block index checksum mismatch");
+  return m;
+}
+
+void write_maxabs(const std::string& path, const std::vector<std::span<const float>>& pieces) {
+  MaxabsHeader header{};
+  std::memcpy(header.magic, kMaxabsMagic, sizeof header.magic);
+  header.format_version = kShardFormatVersion;
+  for (const auto& piece : pieces) header.count += piece.size();
+  // The checksum runs over the bytes as they lie in the file, streamed piece by piece.
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                         &XXH3_freeState);
+  if (!state) throw std::bad_alloc();
+  XXH3_64bits_reset(state.get());
+  AtomicFile file(path);
+  const auto put = [&](const void* data, std::size_t size) {
+    XXH3_64bits_update(state.get(), data, size);
+    file.write({static_cast<const char*>(data), size});
+  };
+  put(&header, sizeof header);
+  for (const auto& piece : pieces) put(piece.data(), piece.size_bytes());
+  const std::uint64_t sum = XXH3_64bits_digest(state.get());
+  file.write({reinterpret_cast<const char*>(&sum), sizeof sum});
+  file.commit();
+}
+
+std::vector<float> read_maxabs(const std::string& path, std::uint64_t expected_count) {
+  const MappedFile file(path);
+  const std::size_t expected_bytes =
+      sizeof(MaxabsHeader) + expected_count * sizeof(float) + sizeof(std::uint64_t);
+  if (file.size() != expected_bytes)
+    throw DataError(path, 0, 0,
+                    "size " + std::to_string(file.size()) + " bytes, expected " +
+                        std::to_string(expected_bytes) + " (truncated or foreign; re-run convert)");
+  MaxabsHeader header;
+  std::memcpy(&header, file.data(), sizeof header);
+  std::uint64_t stored;
+  std::memcpy(&stored, file.data() + expected_bytes - sizeof stored, sizeof stored);
+  if (std::memcmp(header.magic, kMaxabsMagic, sizeof header.magic) != 0 ||
+      header.format_version != kShardFormatVersion || header.count != expected_count)
+    throw DataError(path, 0, 0, "not a feature_maxabs file of this format (re-run convert)");
+  if (checksum(file.data(), expected_bytes - sizeof stored) != stored)
+    throw DataError(path, 0, 0, "checksum mismatch: the file is corrupt (re-run convert)");
+  std::vector<float> maxabs(expected_count);
+  std::memcpy(maxabs.data(), file.data() + sizeof header, expected_count * sizeof(float));
+  return maxabs;
+}
+
+}  // namespace shard
+}  // namespace polymargin::io

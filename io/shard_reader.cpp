@@ -1,0 +1,459 @@
+// ShardSet: opens, validates, scans and verifies a shard directory.
+//
+// Scan: a oneTBB parallel_pipeline inside a task_arena of `threads`:
+//   serial_in_order  take the next window of `window_blocks` blocks of the block order (seeded
+//                    permutation of all blocks, a function of (seed, epoch); file order without
+//                    shuffle) and a recycled Window buffer
+//   parallel         check every block's checksum, decode, and with shuffle gather the window's rows
+//                    in a seeded order (a function of (seed, epoch, window number)); scale
+//   serial_in_order  hand the window to the sink, give the mapped pages back, recycle the buffer
+// A fixed pool of Window buffers (one per pipeline token) bounds memory; the order of rows is a
+// function of (data, seed, epoch, window_blocks) only, never of the thread count or timing.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <mutex>
+#include <numeric>
+
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/info.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
+
+#include "engine/errors.h"
+#include "io/shard_format.h"
+#include "io/shard_manifest.h"
+#include "io/shard_shuffle.h"
+#include "io/shards.h"
+
+namespace polymargin::io {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// The seed stream of the block order; window streams use the window number instead.
+constexpr std::uint64_t kBlockOrderStream = ~std::uint64_t{0};
+
+int resolve(int threads) { return threads > 0 ? threads : tbb::info::default_concurrency(); }
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Sizes a recycled buffer for `rows` rows and `nnz` non-zeros. resize() only zero-fills growth,
+// and a recycled buffer has usually grown already, so this costs nothing in the steady state.
+void size_buffer(CsrBuffer& b, std::size_t rows, std::size_t nnz, bool values) {
+  b.labels.resize(rows);
+  b.offsets.resize(rows + 1);
+  b.indices.resize(nnz);
+  b.has_values = values;
+  if (values) b.values.resize(nnz);
+}
+
+// Copies rows perm[0..n) of the concatenation of `parts` (row g of the concatenation is row
+// g - starts[p] of part p) into `out`, sized beforehand.
+void gather(const std::vector<CsrView>& parts, const std::vector<std::uint32_t>& starts,
+            const std::uint32_t* perm, std::size_t n, CsrBuffer& out) {
+  std::uint32_t* const offsets = out.offsets.data();
+  std::uint32_t* const indices = out.indices.data();
+  float* const values = out.has_values ? out.values.data() : nullptr;
+  std::uint32_t pos = 0;
+  offsets[0] = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t g = perm[i];
+    const std::size_t p =
+        parts.size() == 1 ? 0 : std::upper_bound(starts.begin() + 1, starts.end(), g) - starts.begin() - 1;
+    const CsrView& v = parts[p];
+    const std::uint32_t r = g - starts[p];
+    out.labels[i] = v.labels[r];
+    const std::uint32_t b = v.offsets[r], len = v.offsets[r + 1] - b;
+    std::copy_n(v.indices + b, len, indices + pos);
+    if (values) {
+      if (v.values)
+        std::copy_n(v.values + b, len, values + pos);
+      else
+        std::fill_n(values + pos, len, 1.0f);
+    }
+    pos += len;
+    offsets[i + 1] = pos;
+  }
+}
+
+// Values divided by their feature's max |value|, which puts them in [-1, 1] (exactly: |v| <= m
+// implies |v / m| <= 1 in floating point, which multiplying by 1/m would not guarantee).
+void scale_values(CsrBuffer& out, const std::vector<float>& maxabs) {
+  const std::size_t nnz = out.indices.size();
+  const std::uint32_t* idx = out.indices.data();
+  float* v = out.values.data();
+  for (std::size_t k = 0; k < nnz; ++k) {
+    const float m = maxabs[idx[k]];
+    if (m > 0) v[k] /= m;
+  }
+}
+
+// One pipeline token: a window of blocks and the buffer its rows are delivered in.
+struct Window {
+  std::uint64_t number = 0;
+  const std::uint32_t* blocks = nullptr;  // global block numbers, in reading order
+  std::size_t block_count = 0;
+  CsrBuffer out;
+  std::vector<CsrView> views;   // what the sink gets: views into `out`, or into the map
+  bool release_after_sink = false;
+};
+
+// Per-thread decoding state of the parallel stage.
+struct Scratch {
+  shard::BlockDecoder decoder;
+  CsrBuffer concat;                  // a window's zstd blocks decoded back to back, before shuffle
+  std::vector<CsrView> parts;
+  std::vector<std::uint32_t> starts;
+  std::vector<std::uint32_t> perm;
+};
+
+}  // namespace
+
+struct ShardSet::Impl {
+  struct Block {
+    std::uint32_t shard;
+    std::uint64_t local;  // position in its shard's index
+    shard::IndexEntry entry;
+  };
+
+  std::string dir;
+  Manifest manifest;
+  std::vector<std::string> missing_sources;
+  std::vector<std::string> paths;  // per shard
+  std::vector<shard::MappedFile> files;
+  std::vector<Block> blocks;  // global block order
+  mutable std::once_flag maxabs_once;
+  mutable std::vector<float> maxabs;
+
+  shard::BlockName name(std::uint64_t b) const {
+    return {paths[blocks[b].shard], blocks[b].local, b};
+  }
+  const std::uint8_t* data(std::uint64_t b) const {
+    return files[blocks[b].shard].data() + blocks[b].entry.offset;
+  }
+  void release(std::uint64_t b) const {
+    files[blocks[b].shard].release(blocks[b].entry.offset, blocks[b].entry.bytes);
+  }
+
+  const std::vector<float>& feature_maxabs() const {
+    std::call_once(maxabs_once, [&] {
+      maxabs = shard::read_maxabs(dir + "/" + shard::kMaxabsFile,
+                                  manifest.nnz > 0 ? std::uint64_t{manifest.max_index} + 1 : 0);
+    });
+    return maxabs;
+  }
+
+  void check_sources(bool refuse_stale) {
+    for (const auto& source : manifest.sources) {
+      if (source.path == "-") continue;  // stdin cannot be re-examined
+      SourceInfo now;
+      if (!shard::stat_source(source.path, now)) {
+        missing_sources.push_back(source.path);
+        continue;
+      }
+      if (refuse_stale && (now.size != source.size || now.mtime_ns != source.mtime_ns))
+        throw DataError(dir, 0, 0,
+                        "stale shards: " + source.path +
+                            " changed since conversion (re-run convert)");
+    }
+  }
+
+  void open_shard(std::uint32_t s) {
+    const ShardInfo& info = manifest.shards[s];
+    const std::string path = dir + "/" + info.file;
+    const auto fail = [&](const std::string& message) -> void {
+      throw DataError(path, 0, 0, message + " (re-run convert)");
+    };
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) fail("shard file missing");
+    shard::MappedFile file(path);
+    if (file.size() != info.bytes)
+      fail("size " + std::to_string(file.size()) + " bytes, the manifest says " +
+           std::to_string(info.bytes) + ": truncated or modified");
+    if (file.size() < sizeof(shard::FileHeader) + sizeof(shard::IndexTrailer))
+      fail("too short to be a shard file");
+    shard::FileHeader h;
+    std::memcpy(&h, file.data(), sizeof h);
+    if (std::memcmp(h.magic, shard::kFileMagic, sizeof h.magic) != 0) fail("not a shard file");
+    if (h.checksum != shard::checksum(&h, offsetof(shard::FileHeader, checksum)))
+      fail("file header checksum mismatch");
+    if (h.format_version != kShardFormatVersion)
+      fail("shard format version " + std::to_string(h.format_version) + ", this build reads " +
+           std::to_string(kShardFormatVersion));
+    if (h.codec != (manifest.codec == Codec::kRaw ? 0u : 1u) || h.shard_index != s ||
+        h.shard_count != manifest.shards.size())
+      fail("file header does not match the manifest");
+
+    shard::IndexTrailer t;
+    const std::size_t trailer_at = file.size() - sizeof t;
+    std::memcpy(&t, file.data() + trailer_at, sizeof t);
+    if (std::memcmp(t.magic, shard::kTrailerMagic, sizeof t.magic) != 0)
+      fail("no block index at the end: truncated");
+    if (t.block_count > (trailer_at - sizeof h) / sizeof(shard::IndexEntry) ||
+        t.index_offset != trailer_at - t.block_count * sizeof(shard::IndexEntry))
+      fail("block index out of place");
+    const std::uint64_t sum =
+        shard::checksum(file.data() + t.index_offset, file.size() - t.index_offset - sizeof t.checksum);
+    if (sum != t.checksum) fail("block index checksum mismatch: the index is corrupt");
+    if (sum != info.index_checksum) fail("block index does not match the manifest's checksum");
+    if (t.block_count != info.blocks) fail("block count does not match the manifest");
+
+    // Blocks must tile the file between the header and the index, so every entry is in bounds.
+    std::uint64_t expect = sizeof h, rows = 0;
+    for (std::uint64_t i = 0; i < t.block_count; ++i) {
+      shard::IndexEntry e;
+      std::memcpy(&e, file.data() + t.index_offset + i * sizeof e, sizeof e);
+      if (e.offset != expect || e.bytes < shard::block_bytes(0) || e.bytes % 8 != 0 ||
+          e.bytes > t.index_offset - e.offset || e.rows == 0)
+        fail("block index entry " + std::to_string(i) + " is inconsistent");
+      expect += e.bytes;
+      rows += e.rows;
+      const std::uint64_t global = i * manifest.shards.size() + s;
+      if (global >= blocks.size()) fail("more blocks than the manifest lists");
+      blocks[global] = {s, i, e};
+    }
+    if (expect != t.index_offset || rows != info.rows) fail("block index does not add up");
+    paths.push_back(path);
+    files.push_back(std::move(file));
+  }
+
+  // Decodes blocks [0, count) of `w` back to back into `out` (sized beforehand).
+  void decode_into(const Window& w, Scratch& s, CsrBuffer& out) const {
+    std::uint32_t row = 0, nnz = 0;
+    for (std::size_t i = 0; i < w.block_count; ++i) {
+      const std::uint32_t b = w.blocks[i];
+      s.decoder.decode(data(b), manifest.codec, name(b),
+                       {out.labels.data() + row, out.offsets.data() + row, out.indices.data() + nnz,
+                        out.has_values ? out.values.data() + nnz : nullptr, nnz});
+      row += blocks[b].entry.rows;
+      nnz += blocks[b].entry.nnz;
+    }
+  }
+
+  void prepare(Window& w, Scratch& s, const ReadOptions& o, const std::vector<float>* scale) const {
+    const bool raw = manifest.codec == Codec::kRaw;
+    std::uint64_t rows = 0, nnz = 0;
+    bool any_values = false;
+    for (std::size_t i = 0; i < w.block_count; ++i) {
+      const std::uint32_t b = w.blocks[i];
+      const shard::BlockHeader h = shard::check_block(data(b), blocks[b].entry, manifest.codec, name(b));
+      rows += h.rows;
+      nnz += h.nnz;
+      any_values |= (h.flags & shard::kBlockHasValues) != 0;
+    }
+    if (nnz > std::numeric_limits<std::uint32_t>::max())
+      throw UsageError("a window of " + std::to_string(w.block_count) +
+                       " blocks holds more than 2^32 non-zeros: use a smaller window");
+    w.views.clear();
+    w.release_after_sink = false;
+    if (raw && !o.shuffle && !scale) {  // zero copy: the sink reads the map itself
+      for (std::size_t i = 0; i < w.block_count; ++i)
+        w.views.push_back(shard::raw_block_view(data(w.blocks[i]), name(w.blocks[i])));
+      w.release_after_sink = true;
+      return;
+    }
+    const bool values = any_values || scale != nullptr;
+    size_buffer(w.out, rows, nnz, values);
+    if (!o.shuffle) {
+      decode_into(w, s, w.out);
+    } else {
+      s.parts.clear();
+      s.starts.assign(1, 0);
+      if (raw) {  // gather straight from the map
+        for (std::size_t i = 0; i < w.block_count; ++i) {
+          s.parts.push_back(shard::raw_block_view(data(w.blocks[i]), name(w.blocks[i])));
+          s.starts.push_back(s.starts.back() + static_cast<std::uint32_t>(s.parts.back().rows));
+        }
+      } else {
+        size_buffer(s.concat, rows, nnz, values);
+        decode_into(w, s, s.concat);
+        s.parts.push_back(s.concat.view());
+        s.starts.push_back(static_cast<std::uint32_t>(rows));
+      }
+      s.perm.resize(rows);
+      std::iota(s.perm.begin(), s.perm.end(), 0u);
+      shard::SplitMix64 rng(shard::derive_seed(o.seed, o.epoch, w.number));
+      shard::seeded_shuffle(s.perm.data(), s.perm.size(), rng);
+      gather(s.parts, s.starts, s.perm.data(), rows, w.out);
+    }
+    if (scale) scale_values(w.out, *scale);
+    w.views.push_back(w.out.view());
+    for (std::size_t i = 0; i < w.block_count; ++i) release(w.blocks[i]);
+  }
+
+  ScanStats scan(const ReadOptions& o, const RowSink& sink) const {
+    if (o.window_blocks == 0) throw UsageError("window_blocks must be at least 1");
+    const int threads = resolve(o.threads);
+    const std::vector<float>* scale = o.scale_maxabs ? &feature_maxabs() : nullptr;
+    std::vector<std::uint32_t> order(blocks.size());
+    std::iota(order.begin(), order.end(), 0u);
+    if (o.shuffle) {
+      shard::SplitMix64 rng(shard::derive_seed(o.seed, o.epoch, kBlockOrderStream));
+      shard::seeded_shuffle(order.data(), order.size(), rng);
+    }
+    const std::uint64_t window_count = (order.size() + o.window_blocks - 1) / o.window_blocks;
+
+    // Two windows per thread keep every thread busy while the sink consumes; one more lets the
+    // input stage run ahead. Memory is the pool: tokens windows + one scratch per thread.
+    const std::size_t tokens = 2 * static_cast<std::size_t>(threads) + 1;
+    std::vector<std::unique_ptr<Window>> pool;
+    std::vector<Window*> free_windows;
+    std::mutex free_mutex;
+    for (std::size_t i = 0; i < tokens; ++i) {
+      pool.push_back(std::make_unique<Window>());
+      free_windows.push_back(pool.back().get());
+    }
+    tbb::enumerable_thread_specific<Scratch> scratch;
+
+    ScanStats stats;
+    std::uint64_t next = 0;
+    Clock::time_point last = Clock::now();
+    tbb::task_arena arena(threads);
+    arena.execute([&] {
+      tbb::parallel_pipeline(
+          tokens,
+          tbb::make_filter<void, Window*>(
+              tbb::filter_mode::serial_in_order,
+              [&](tbb::flow_control& fc) -> Window* {
+                if (next == window_count) {
+                  fc.stop();
+                  return nullptr;
+                }
+                Window* w;
+                {
+                  std::lock_guard lock(free_mutex);
+                  w = free_windows.back();
+                  free_windows.pop_back();
+                }
+                w->number = next;
+                w->blocks = order.data() + next * o.window_blocks;
+                w->block_count = std::min<std::uint64_t>(o.window_blocks,
+                                                         order.size() - next * o.window_blocks);
+                ++next;
+                return w;
+              }) &
+              tbb::make_filter<Window*, Window*>(tbb::filter_mode::parallel,
+                                                 [&](Window* w) {
+                                                   prepare(*w, scratch.local(), o, scale);
+                                                   return w;
+                                                 }) &
+              tbb::make_filter<Window*, void>(
+                  tbb::filter_mode::serial_in_order, [&](Window* w) {
+                    const Clock::time_point begin = Clock::now();
+                    stats.wait_seconds += seconds(begin - last);
+                    for (const CsrView& v : w->views) {
+                      sink(v);
+                      stats.rows += v.rows;
+                      stats.nnz += v.nnz();
+                    }
+                    last = Clock::now();
+                    stats.sink_seconds += seconds(last - begin);
+                    stats.blocks += w->block_count;
+                    if (w->release_after_sink)
+                      for (std::size_t i = 0; i < w->block_count; ++i) release(w->blocks[i]);
+                    std::lock_guard lock(free_mutex);
+                    free_windows.push_back(w);
+                  }));
+    });
+    return stats;
+  }
+
+  VerifyReport verify(int requested_threads) const {
+    struct Checker {
+      shard::BlockDecoder decoder;
+      CsrBuffer rows;
+    };
+    tbb::enumerable_thread_specific<Checker> checkers;
+    std::mutex mutex;
+    std::uint64_t first_bad = std::numeric_limits<std::uint64_t>::max();
+    std::exception_ptr error;
+    tbb::task_arena arena(resolve(requested_threads));
+    arena.execute([&] {
+      tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, blocks.size()),
+                        [&](const tbb::blocked_range<std::uint64_t>& range) {
+                          Checker& c = checkers.local();
+                          for (std::uint64_t b = range.begin(); b != range.end(); ++b) {
+                            try {
+                              shard::check_block(data(b), blocks[b].entry, manifest.codec, name(b));
+                              c.rows.clear();
+                              shard::decode_block_append(c.decoder, data(b), manifest.codec,
+                                                         name(b), c.rows);
+                            } catch (const DataError&) {
+                              // Report the first bad block in block order, whatever the timing.
+                              std::lock_guard lock(mutex);
+                              if (b < first_bad) {
+                                first_bad = b;
+                                error = std::current_exception();
+                              }
+                            }
+                            release(b);
+                          }
+                        });
+    });
+    if (error) std::rethrow_exception(error);
+    VerifyReport report;
+    report.blocks_checked = blocks.size();
+    for (const auto& b : blocks) report.bytes_checked += b.entry.bytes;
+    // The scaling table is data too: read it once to check its checksum, then let it go.
+    const auto table = shard::read_maxabs(dir + "/" + shard::kMaxabsFile,
+                                          manifest.nnz > 0 ? std::uint64_t{manifest.max_index} + 1 : 0);
+    report.bytes_checked += table.size() * sizeof(float);
+    return report;
+  }
+};
+
+ShardSet::ShardSet() : impl_(std::make_unique<Impl>()) {}
+ShardSet::ShardSet(ShardSet&&) noexcept = default;
+ShardSet& ShardSet::operator=(ShardSet&&) noexcept = default;
+ShardSet::~ShardSet() = default;
+
+ShardSet ShardSet::open(const std::string& dir, bool check_sources) {
+  ShardSet set;
+  Impl& impl = *set.impl_;
+  impl.dir = dir;
+  while (impl.dir.size() > 1 && impl.dir.back() == '/') impl.dir.pop_back();
+  impl.manifest = shard::read_manifest(impl.dir);
+  impl.check_sources(check_sources);
+  impl.blocks.resize(impl.manifest.total_blocks);
+  for (std::uint32_t s = 0; s < impl.manifest.shards.size(); ++s) impl.open_shard(s);
+  std::uint64_t nnz = 0;
+  for (const auto& b : impl.blocks) {
+    // Shard s must hold exactly the blocks b with b % shards == s; a gap shows up as an empty entry.
+    if (b.entry.bytes == 0)
+      throw DataError(impl.dir, 0, 0, "the block indexes do not cover every block (re-run convert)");
+    nnz += b.entry.nnz;
+  }
+  if (nnz != impl.manifest.nnz)
+    throw DataError(impl.dir, 0, 0,
+                    "non-zeros of the block indexes do not match the manifest (re-run convert)");
+  return set;
+}
+
+const Manifest& ShardSet::manifest() const { return impl_->manifest; }
+const std::string& ShardSet::dir() const { return impl_->dir; }
+const std::vector<std::string>& ShardSet::missing_sources() const {
+  return impl_->missing_sources;
+}
+const std::vector<float>& ShardSet::feature_maxabs() const { return impl_->feature_maxabs(); }
+
+ScanStats ShardSet::scan(const ReadOptions& options, const RowSink& sink) const {
+  return impl_->scan(options, sink);
+}
+
+VerifyReport ShardSet::verify(int threads) const { return impl_->verify(threads); }
+
+bool is_shard_dir(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::exists(fs::path(path) / shard::kManifestFile, ec);
+}
+
+}  // namespace polymargin::io

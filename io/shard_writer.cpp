@@ -1,0 +1,532 @@
+// ShardWriter: rows in, a shard directory out.
+//
+// Flow: append() (the caller's thread) copies rows into a free block slot; a full slot goes to a
+// queue read by a oneTBB parallel_pipeline on the writer's own thread: serial_in_order take →
+// parallel encode/compress → serial_in_order write, which appends the block to shard
+// (block number mod shards) and hands the slot back. Memory is the fixed pool of slots, never the
+// input size; the bytes written depend only on the rows, never on the thread count, because
+// blocks are cut by the caller and written in block order.
+//
+// Block-wise round robin: global block b lives in shard b % shards at position b / shards, so a
+// reader that takes blocks in global order reads the rows in input order.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <zstd.h>
+
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/info.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
+
+#include "engine/errors.h"
+#include "io/atomic_file.h"
+#include "io/shard_format.h"
+#include "io/shard_manifest.h"
+#include "io/shards.h"
+
+namespace polymargin::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A block on its way through the writer: filled by append(), encoded by a worker, written in order.
+struct Slot {
+  CsrBuffer rows;
+  std::vector<std::uint8_t> bytes;  // the encoded block
+  std::uint64_t block_index = 0;
+  std::uint64_t first_row = 0;
+};
+
+// A blocking queue of slots whose close() is sticky: once closed, pop() drains what is left and
+// then returns nullptr. (tbb::concurrent_bounded_queue::abort only wakes the current waiters, which
+// leaves a window for a later pop to block forever after a failure.)
+class SlotQueue {
+ public:
+  void push(Slot* slot) {
+    {
+      std::lock_guard lock(mutex_);
+      items_.push_back(slot);
+    }
+    cv_.notify_one();
+  }
+  Slot* pop() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return !items_.empty() || closed_; });
+    if (items_.empty()) return nullptr;
+    Slot* slot = items_.front();
+    items_.pop_front();
+    return slot;
+  }
+  void close() {
+    {
+      std::lock_guard lock(mutex_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Slot*> items_;
+  bool closed_ = false;
+};
+
+// One output shard file.
+struct ShardOut {
+  std::string path;
+  int fd = -1;
+  std::uint64_t offset = 0;
+  std::uint64_t rows = 0;
+  std::vector<shard::IndexEntry> index;
+};
+
+void write_all(int fd, const void* data, std::size_t size, const std::string& path) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw IoError("cannot write " + path + ": " + std::strerror(errno));
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+// "out/a.shards/" and "out//a.shards" name the same directory as "out/a.shards"; the temporary
+// sibling must be derived from the latter.
+std::string normalize_dir(const std::string& path) {
+  std::string dir = fs::path(path).lexically_normal().string();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // best effort: durability of the directory entry, not correctness
+  ::fsync(fd);
+  ::close(fd);
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Per-feature max |value| in chunks allocated on first touch: grows with the largest index without
+// ever copying (a doubling vector would briefly hold 2.5 copies of an 80 MB table).
+class MaxabsTable {
+ public:
+  static constexpr std::size_t kChunk = std::size_t{1} << 20;
+
+  void update(std::uint32_t index, float value) {
+    const std::size_t c = index / kChunk;
+    if (c >= chunks_.size()) chunks_.resize(c + 1);
+    if (!chunks_[c]) chunks_[c] = std::make_unique<float[]>(kChunk);  // zero-initialised
+    float& m = chunks_[c][index % kChunk];
+    m = std::max(m, std::fabs(value));
+  }
+
+  /// The first `count` entries as pieces; untouched chunks read as zeros.
+  std::vector<std::span<const float>> pieces(std::size_t count) {
+    std::vector<std::span<const float>> out;
+    for (std::size_t c = 0; c * kChunk < count; ++c) {
+      if (c >= chunks_.size()) chunks_.resize(c + 1);
+      if (!chunks_[c]) chunks_[c] = std::make_unique<float[]>(kChunk);
+      out.emplace_back(chunks_[c].get(), std::min(kChunk, count - c * kChunk));
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::unique_ptr<float[]>> chunks_;
+};
+
+}  // namespace
+
+struct ShardWriter::Impl {
+  std::string dir;
+  std::string temp_dir;
+  ConvertOptions options;
+  int threads = 1;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+  std::vector<ShardOut> shards;
+  std::vector<std::unique_ptr<Slot>> slots;
+  SlotQueue free_slots;
+  SlotQueue filled;
+  Slot* current = nullptr;
+  std::uint64_t blocks_submitted = 0;
+  std::uint64_t rows_appended = 0;
+  std::uint64_t text_bytes = 0;
+  bool finished = false;
+
+  tbb::enumerable_thread_specific<shard::BlockEncoder> encoders;
+  std::thread pipeline;
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
+
+  // Totals, touched only by the serial write stage until the pipeline has been joined.
+  std::uint64_t rows = 0;
+  std::uint64_t nnz = 0;
+  std::uint32_t max_index = 0;
+  bool any_index = false;
+  bool saw_index_zero = false;
+  bool has_values = false;
+  std::map<double, std::uint64_t> label_counts;
+  MaxabsTable maxabs;
+
+  Impl(const std::string& out_dir, const ConvertOptions& opts, int requested_threads)
+      : dir(normalize_dir(out_dir)),
+        temp_dir(dir + ".tmp-" + std::to_string(::getpid())),
+        options(opts),
+        threads(requested_threads > 0 ? requested_threads : tbb::info::default_concurrency()),
+        encoders(opts.codec, opts.zstd_level, dir) {
+    check_options();
+    std::error_code ec;
+    fs::remove_all(temp_dir, ec);  // left over by a crashed run that had our pid
+    if (!fs::create_directories(temp_dir, ec) || ec)
+      throw IoError("cannot create " + temp_dir + ": " + ec.message());
+    try {
+      for (std::uint32_t s = 0; s < options.shards; ++s) open_shard(s);
+    } catch (...) {
+      close_files();
+      fs::remove_all(temp_dir, ec);
+      throw;
+    }
+    const int tokens = std::max(2, 2 * threads);
+    for (int i = 0; i < tokens + 2; ++i) {
+      slots.push_back(std::make_unique<Slot>());
+      free_slots.push(slots.back().get());
+    }
+    pipeline = std::thread([this, tokens] { run_pipeline(tokens); });
+  }
+
+  void check_options() const {
+    if (dir.empty() || dir == "." || dir == "/") throw UsageError("invalid output directory '" + dir + "'");
+    if (options.block_rows == 0 || options.block_rows > (1u << 24))
+      throw UsageError("block rows must be in [1, 16777216], got " +
+                       std::to_string(options.block_rows));
+    if (options.shards == 0 || options.shards > 4096)
+      throw UsageError("shards must be in [1, 4096], got " + std::to_string(options.shards));
+    if (options.codec == Codec::kZstd &&
+        (options.zstd_level < ZSTD_minCLevel() || options.zstd_level > ZSTD_maxCLevel()))
+      throw UsageError("zstd level must be in [" + std::to_string(ZSTD_minCLevel()) + ", " +
+                       std::to_string(ZSTD_maxCLevel()) + "], got " +
+                       std::to_string(options.zstd_level));
+    // An existing output is replaced only when it is a shard directory (or empty): a mistyped -o
+    // must never wipe somebody's data.
+    std::error_code ec;
+    const auto status = fs::status(dir, ec);
+    if (fs::exists(status)) {
+      if (!fs::is_directory(status))
+        throw UsageError("output " + dir + " exists and is not a directory");
+      if (!fs::is_empty(dir, ec) && !fs::exists(fs::path(dir) / shard::kManifestFile))
+        throw UsageError("refusing to replace " + dir + ": it is not a shard directory");
+    }
+  }
+
+  void open_shard(std::uint32_t s) {
+    ShardOut out;
+    out.path = temp_dir + "/" + shard::shard_file_name(s);
+    out.fd = ::open(out.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out.fd < 0) throw IoError("cannot create " + out.path + ": " + std::strerror(errno));
+    shards.push_back(std::move(out));
+    shard::FileHeader h{};
+    std::memcpy(h.magic, shard::kFileMagic, sizeof h.magic);
+    h.format_version = kShardFormatVersion;
+    h.codec = options.codec == Codec::kRaw ? 0 : 1;
+    h.shard_index = s;
+    h.shard_count = options.shards;
+    h.block_rows = options.block_rows;
+    h.checksum = shard::checksum(&h, offsetof(shard::FileHeader, checksum));
+    write_all(shards.back().fd, &h, sizeof h, shards.back().path);
+    shards.back().offset = sizeof h;
+  }
+
+  void close_files() {
+    for (auto& s : shards)
+      if (s.fd >= 0) {
+        ::close(s.fd);
+        s.fd = -1;
+      }
+  }
+
+  // Records the first failure and unblocks both sides: the pipeline's input stage and an
+  // append() waiting for a free slot.
+  void fail(std::exception_ptr e) {
+    {
+      std::lock_guard lock(error_mutex);
+      if (!error) error = e;
+    }
+    failed = true;
+    filled.close();
+    free_slots.close();
+  }
+
+  [[noreturn]] void rethrow_failure() {
+    std::lock_guard lock(error_mutex);
+    if (error) std::rethrow_exception(error);
+    throw IoError("shard writer for " + dir + " was stopped");
+  }
+
+  template <class F>
+  void guarded(F&& f) {
+    try {
+      f();
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+
+  void run_pipeline(int tokens) {
+    guarded([&] {
+      tbb::task_arena arena(threads);
+      arena.execute([&] {
+        tbb::parallel_pipeline(
+            static_cast<std::size_t>(tokens),
+            tbb::make_filter<void, Slot*>(tbb::filter_mode::serial_in_order,
+                                          [&](tbb::flow_control& fc) -> Slot* {
+                                            Slot* s = failed ? nullptr : filled.pop();
+                                            if (!s || failed) fc.stop();
+                                            return s;
+                                          }) &
+                tbb::make_filter<Slot*, Slot*>(tbb::filter_mode::parallel,
+                                               [&](Slot* s) -> Slot* {
+                                                 if (!s || failed) return nullptr;
+                                                 bool ok = false;
+                                                 guarded([&] {
+                                                   encoders.local().encode(s->rows.view(),
+                                                                           s->block_index,
+                                                                           s->first_row, s->bytes);
+                                                   ok = true;
+                                                 });
+                                                 return ok ? s : nullptr;
+                                               }) &
+                tbb::make_filter<Slot*, void>(tbb::filter_mode::serial_in_order, [&](Slot* s) {
+                  if (!s || failed) return;
+                  guarded([&] {
+                    write_block(*s);
+                    free_slots.push(s);
+                  });
+                }));
+      });
+    });
+  }
+
+  // Serial, in block order.
+  void write_block(const Slot& s) {
+    ShardOut& out = shards[s.block_index % shards.size()];
+    write_all(out.fd, s.bytes.data(), s.bytes.size(), out.path);
+    const CsrView v = s.rows.view();
+    out.index.push_back({out.offset, s.bytes.size(), static_cast<std::uint32_t>(v.rows),
+                         static_cast<std::uint32_t>(v.nnz())});
+    out.offset += s.bytes.size();
+    out.rows += v.rows;
+    accumulate(v, s.first_row);
+    shard::BlockHeader h;
+    std::memcpy(&h, s.bytes.data(), sizeof h);
+    has_values |= (h.flags & shard::kBlockHasValues) != 0;
+  }
+
+  void accumulate(const CsrView& v, std::uint64_t first_row) {
+    rows += v.rows;
+    nnz += v.nnz();
+    double last_label = std::nan("");
+    std::uint64_t* last_count = nullptr;
+    for (std::size_t r = 0; r < v.rows; ++r) {
+      const float label = v.labels[r];
+      if (std::isnan(label))
+        throw DataError(dir, 0, 0, "row " + std::to_string(first_row + r + 1) + ": label is NaN");
+      if (label != last_label) {
+        last_label = label;
+        last_count = &label_counts[label];
+      }
+      ++*last_count;
+    }
+    for (std::size_t k = v.offsets[0]; k < v.offsets[v.rows]; ++k) {
+      const std::uint32_t index = v.indices[k];
+      max_index = std::max(max_index, index);
+      saw_index_zero |= index == 0;
+      maxabs.update(index, v.value(k));
+    }
+    any_index |= v.nnz() > 0;
+  }
+
+  void take_row(const CsrView& in, std::size_t r) {
+    const std::size_t row_nnz = in.row_nnz(r);
+    if (row_nnz > shard::kMaxBlockNnz)
+      throw DataError(dir, 0, 0,
+                      "row " + std::to_string(rows_appended + 1) + " has " +
+                          std::to_string(row_nnz) + " non-zeros; at most " +
+                          std::to_string(shard::kMaxBlockNnz) + " are supported");
+    if (current && current->rows.nnz() + row_nnz > shard::kMaxBlockNnz) submit();
+    if (!current) {
+      current = free_slots.pop();
+      if (!current || failed) {
+        current = nullptr;
+        rethrow_failure();
+      }
+      current->rows.clear();
+      current->first_row = rows_appended;
+    }
+    current->rows.append_row(in, r);
+    ++rows_appended;
+    if (current->rows.rows() == options.block_rows) submit();
+  }
+
+  void submit() {
+    current->block_index = blocks_submitted++;
+    filled.push(current);
+    current = nullptr;
+  }
+
+  // Ends the pipeline (draining it unless it failed) and joins its thread.
+  void stop_pipeline() {
+    filled.close();
+    if (pipeline.joinable()) pipeline.join();
+  }
+
+  void write_indexes() {
+    for (auto& s : shards) {
+      const std::uint64_t index_offset = s.offset;
+      const std::size_t index_bytes = s.index.size() * sizeof(shard::IndexEntry);
+      shard::IndexTrailer t{};
+      t.index_offset = index_offset;
+      t.block_count = s.index.size();
+      std::memcpy(t.magic, shard::kTrailerMagic, sizeof t.magic);
+      std::vector<std::uint8_t> bytes(index_bytes + sizeof t);
+      if (index_bytes > 0) std::memcpy(bytes.data(), s.index.data(), index_bytes);
+      std::memcpy(bytes.data() + index_bytes, &t, sizeof t);
+      t.checksum = shard::checksum(bytes.data(), bytes.size() - sizeof t.checksum);
+      std::memcpy(bytes.data() + bytes.size() - sizeof t.checksum, &t.checksum, sizeof t.checksum);
+      write_all(s.fd, bytes.data(), bytes.size(), s.path);
+      s.offset += bytes.size();
+      if (::fsync(s.fd) != 0) throw IoError("cannot write " + s.path + ": " + std::strerror(errno));
+      if (::close(s.fd) != 0) {
+        s.fd = -1;
+        throw IoError("cannot write " + s.path + ": " + std::strerror(errno));
+      }
+      s.fd = -1;
+      s.index.shrink_to_fit();
+      index_checksums.push_back(t.checksum);
+    }
+  }
+  std::vector<std::uint64_t> index_checksums;
+
+  // Puts the finished temporary directory where `dir` was; an old directory is removed only after
+  // the new one is in place.
+  void move_into_place() {
+    std::error_code ec;
+    const std::string old = dir + ".old-" + std::to_string(::getpid());
+    const bool replacing = fs::exists(dir);
+    if (replacing) {
+      fs::remove_all(old, ec);
+      fs::rename(dir, old, ec);
+      if (ec) throw IoError("cannot move " + dir + " aside: " + ec.message());
+    }
+    fs::rename(temp_dir, dir, ec);
+    if (ec) {
+      const std::string reason = ec.message();
+      if (replacing) fs::rename(old, dir, ec);
+      throw IoError("cannot rename " + temp_dir + " to " + dir + ": " + reason);
+    }
+    fsync_path(fs::path(dir).parent_path().empty() ? "." : fs::path(dir).parent_path().string());
+    if (replacing) fs::remove_all(old, ec);
+  }
+
+  ~Impl() {
+    if (pipeline.joinable()) {
+      failed = true;
+      free_slots.close();
+      stop_pipeline();
+    }
+    close_files();
+    if (!finished) {
+      std::error_code ec;
+      fs::remove_all(temp_dir, ec);
+    }
+  }
+};
+
+ShardWriter::ShardWriter(const std::string& dir, const ConvertOptions& options, int threads)
+    : impl_(std::make_unique<Impl>(dir, options, threads)) {}
+
+ShardWriter::~ShardWriter() = default;
+
+void ShardWriter::append(const CsrView& rows) {
+  if (impl_->finished) throw std::logic_error("ShardWriter::append after finish");
+  if (impl_->failed) impl_->rethrow_failure();
+  for (std::size_t r = 0; r < rows.rows; ++r) impl_->take_row(rows, r);
+}
+
+void ShardWriter::set_text_bytes(std::uint64_t bytes) { impl_->text_bytes = bytes; }
+
+Manifest ShardWriter::finish(int index_base, const std::vector<SourceInfo>& sources,
+                             std::uint64_t bad_lines_skipped) {
+  Impl& w = *impl_;
+  if (w.finished) throw std::logic_error("ShardWriter::finish called twice");
+  if (index_base != 0 && index_base != 1)
+    throw UsageError("index base must be 0 or 1, got " + std::to_string(index_base));
+  if (w.current && !w.failed) w.submit();
+  w.stop_pipeline();
+  if (w.failed) w.rethrow_failure();
+  if (index_base == 1 && w.saw_index_zero)
+    throw DataError(w.dir, 0, 0, "feature index 0 present but the index base is 1");
+
+  w.write_indexes();
+  Manifest m;
+  m.format_version = kShardFormatVersion;
+  m.codec = w.options.codec;
+  m.zstd_level = w.options.codec == Codec::kZstd ? w.options.zstd_level : 0;
+  m.block_rows = w.options.block_rows;
+  m.rows = w.rows;
+  m.nnz = w.nnz;
+  m.max_index = w.max_index;
+  m.index_base = index_base;
+  m.features = w.any_index ? std::uint64_t{w.max_index} + 1 - index_base : 0;
+  m.label_counts = w.label_counts;
+  m.has_values = w.has_values;
+  m.sources = sources;
+  for (std::size_t s = 0; s < w.shards.size(); ++s)
+    m.shards.push_back({shard::shard_file_name(static_cast<std::uint32_t>(s)), w.shards[s].offset,
+                        w.shards[s].rows, w.shards[s].index.size(), w.index_checksums[s]});
+  m.total_blocks = w.blocks_submitted;
+  m.bad_lines_skipped = bad_lines_skipped;
+  m.created_utc = utc_now();
+  m.text_bytes = w.text_bytes;
+
+  shard::write_maxabs(w.temp_dir + "/" + shard::kMaxabsFile,
+                      w.maxabs.pieces(w.any_index ? std::size_t{w.max_index} + 1 : 0));
+  m.convert_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - w.start).count();
+  // The manifest goes last: a directory with a manifest is complete by construction.
+  write_file_atomically(w.temp_dir + "/" + shard::kManifestFile, shard::manifest_json(m));
+  fsync_path(w.temp_dir);
+  w.move_into_place();
+  w.finished = true;
+  return m;
+}
+
+}  // namespace polymargin::io

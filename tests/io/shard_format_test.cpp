@@ -1,0 +1,188 @@
+// The block codec alone: round trips, checksums, malformed content, the shuffle generator.
+#include "io/shard_format.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <zstd.h>
+
+#include "engine/errors.h"
+#include "io/shard_shuffle.h"
+#include "tests/io/shard_test_util.h"
+
+namespace polymargin::io::shard {
+namespace {
+
+using testing::random_rows;
+using testing::rows_of;
+using testing::Values;
+
+const std::string kFile = "test.pms";
+
+IndexEntry entry_of(const std::vector<std::uint8_t>& block) {
+  BlockHeader h;
+  std::memcpy(&h, block.data(), sizeof h);
+  return {0, block.size(), h.rows, h.nnz};
+}
+
+CsrBuffer decode(const std::vector<std::uint8_t>& block, Codec codec, std::uint64_t global = 0) {
+  const BlockName name{kFile, 0, global};
+  check_block(block.data(), entry_of(block), codec, name);
+  BlockDecoder decoder;
+  CsrBuffer out;
+  decode_block_append(decoder, block.data(), codec, name, out);
+  return out;
+}
+
+class BlockRoundTrip : public ::testing::TestWithParam<Codec> {};
+
+// Property: decode(encode(rows)) == rows for random rows of every shape, with and without values.
+TEST_P(BlockRoundTrip, RandomRowsComeBackExactly) {
+  const Codec codec = GetParam();
+  BlockEncoder encoder(codec, 3);
+  std::vector<std::uint8_t> block;
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    for (const Values values : {Values::kNone, Values::kOnes, Values::kRandom, Values::kSomeRows}) {
+      const std::size_t n_rows = seed % 5 == 0 ? 1 : seed * 37 % 700;
+      const std::uint32_t max_index = seed % 3 == 0 ? 50 : seed % 3 == 1 ? 20'200'000 : UINT32_MAX;
+      const CsrBuffer rows = random_rows(seed, n_rows, seed % 4 == 0 ? 0 : 80, max_index, values);
+      encoder.encode(rows.view(), seed, 1000 * seed, block);
+      ASSERT_EQ(block.size() % 8, 0u);
+      const CsrBuffer back = decode(block, codec, seed);
+      EXPECT_EQ(rows_of(back.view()), rows_of(rows.view())) << "seed " << seed;
+      BlockHeader h;
+      std::memcpy(&h, block.data(), sizeof h);
+      const bool non_unit = values == Values::kRandom || values == Values::kSomeRows;
+      // Values equal to 1 everywhere are not stored (unless no row has any entry with another).
+      if (!non_unit) {
+        EXPECT_EQ(h.flags & kBlockHasValues, 0u);
+      }
+      EXPECT_EQ(back.has_values, (h.flags & kBlockHasValues) != 0);
+      EXPECT_EQ(h.first_row, 1000 * seed);
+    }
+  }
+}
+
+TEST_P(BlockRoundTrip, ViewWithNonZeroFirstOffsetIsRebased) {
+  const CsrBuffer rows = random_rows(7, 50, 20, 1000, Values::kRandom);
+  CsrView tail = rows.view();
+  tail.rows -= 10;
+  tail.labels += 10;
+  tail.offsets += 10;  // offsets[0] > 0: indices and values stay based at the buffer's start
+  BlockEncoder encoder(GetParam(), 1);
+  std::vector<std::uint8_t> block;
+  encoder.encode(tail, 0, 0, block);
+  EXPECT_EQ(rows_of(decode(block, GetParam()).view()), rows_of(tail));
+}
+
+TEST_P(BlockRoundTrip, EveryCorruptByteIsCaughtAndNamesTheBlock) {
+  const Codec codec = GetParam();
+  const CsrBuffer rows = random_rows(3, 40, 12, 100000, Values::kRandom);
+  BlockEncoder encoder(codec, 3);
+  std::vector<std::uint8_t> block;
+  encoder.encode(rows.view(), 17, 0, block);
+  for (std::size_t at = 0; at < block.size(); at += 1 + at / 16) {
+    auto bad = block;
+    bad[at] ^= 0x20;
+    try {
+      check_block(bad.data(), entry_of(block), codec, {kFile, 5, 17});
+      ADD_FAILURE() << "flipped byte " << at << " was not detected";
+    } catch (const DataError& e) {
+      EXPECT_EQ(e.file(), kFile);
+      EXPECT_NE(e.message().find("block 5 (global block 17)"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_P(BlockRoundTrip, BlockPassedOffAsAnotherIsRefused) {
+  const CsrBuffer rows = random_rows(4, 10, 5, 100, Values::kNone);
+  BlockEncoder encoder(GetParam(), 3);
+  std::vector<std::uint8_t> block;
+  encoder.encode(rows.view(), 2, 0, block);
+  EXPECT_THROW(check_block(block.data(), entry_of(block), GetParam(), {kFile, 0, 3}), DataError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, BlockRoundTrip, ::testing::Values(Codec::kRaw, Codec::kZstd),
+                         [](const auto& info) { return codec_name(info.param); });
+
+TEST(BlockEncoder, IndicesNotIncreasingAreADataError) {
+  CsrBuffer rows;
+  rows.labels = {1};
+  rows.indices = {5, 5};
+  rows.offsets = {0, 2};
+  BlockEncoder encoder(Codec::kZstd, 3, "out.shards");
+  std::vector<std::uint8_t> block;
+  try {
+    encoder.encode(rows.view(), 0, 41, block);
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.file(), "out.shards");
+    EXPECT_NE(e.message().find("row 42"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BlockEncoder, RawArraysAreAlignedForZeroCopy) {
+  const CsrBuffer rows = random_rows(9, 33, 7, 1000, Values::kRandom);  // odd sizes
+  BlockEncoder encoder(Codec::kRaw, 0);
+  std::vector<std::uint8_t> block;
+  encoder.encode(rows.view(), 0, 0, block);
+  const CsrView v = raw_block_view(block.data(), {kFile, 0, 0});
+  for (const void* p : {static_cast<const void*>(v.labels), static_cast<const void*>(v.offsets),
+                        static_cast<const void*>(v.indices), static_cast<const void*>(v.values)})
+    EXPECT_EQ((reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(block.data())) % 8, 0u);
+  EXPECT_EQ(rows_of(v), rows_of(rows.view()));
+}
+
+// A zstd block with a valid checksum but a malformed stream (as a buggy writer could produce) is
+// refused by the decoder, not read out of bounds.
+TEST(BlockDecoder, MalformedStreamWithValidChecksumIsRefused) {
+  const CsrBuffer rows = random_rows(5, 20, 10, 5000, Values::kNone);
+  BlockEncoder encoder(Codec::kZstd, 3);
+  std::vector<std::uint8_t> block;
+  encoder.encode(rows.view(), 0, 0, block);
+  BlockHeader h;
+  std::memcpy(&h, block.data(), sizeof h);
+  std::vector<std::uint8_t> stream(h.decoded_bytes);
+  ASSERT_EQ(ZSTD_decompress(stream.data(), stream.size(), block.data() + sizeof h, h.payload_bytes),
+            stream.size());
+  for (const std::size_t cut : {std::size_t{0}, std::size_t{1}, stream.size() / 2}) {
+    auto broken = stream;
+    broken[cut] = 0xff;  // a varint that never ends or a huge row length
+    std::vector<std::uint8_t> frame(ZSTD_compressBound(broken.size()));
+    frame.resize(ZSTD_compress(frame.data(), frame.size(), broken.data(), broken.size(), 1));
+    BlockHeader bh = h;
+    bh.payload_bytes = frame.size();
+    std::vector<std::uint8_t> bad(block_bytes(frame.size()), 0);
+    std::memcpy(bad.data(), &bh, sizeof bh);
+    std::memcpy(bad.data() + sizeof bh, frame.data(), frame.size());
+    const std::uint64_t sum = checksum(bad.data(), bad.size() - 8);
+    std::memcpy(bad.data() + bad.size() - 8, &sum, 8);
+    EXPECT_THROW(decode(bad, Codec::kZstd), DataError) << "byte " << cut;
+  }
+}
+
+TEST(SplitMix64, MatchesTheReferenceSequence) {
+  // First outputs of the reference splitmix64.c with state 0.
+  SplitMix64 g(0);
+  EXPECT_EQ(g.next(), 0xe220a8397b1dcdafull);
+  EXPECT_EQ(g.next(), 0x6e789e6aa1b965f4ull);
+}
+
+TEST(SeededShuffle, IsAPermutationAndDependsOnTheSeed) {
+  std::vector<std::uint32_t> a(1000), b(1000);
+  std::iota(a.begin(), a.end(), 0u);
+  std::iota(b.begin(), b.end(), 0u);
+  SplitMix64 ra(derive_seed(1, 0, 0)), rb(derive_seed(1, 1, 0));
+  seeded_shuffle(a.data(), a.size(), ra);
+  seeded_shuffle(b.data(), b.size(), rb);
+  EXPECT_NE(a, b);
+  std::sort(a.begin(), a.end());
+  for (std::uint32_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], i);
+  SplitMix64 g(5);
+  for (int i = 0; i < 1000; ++i) ASSERT_LT(g.below(7), 7u);
+}
+
+}  // namespace
+}  // namespace polymargin::io::shard

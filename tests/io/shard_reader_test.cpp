@@ -1,0 +1,356 @@
+// ShardSet: refusals (corrupt, truncated, stale, foreign), scan order and determinism, scaling.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <utime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "engine/errors.h"
+#include "io/shard_format.h"
+#include "io/shard_manifest.h"
+#include "io/shards.h"
+#include "tests/io/shard_test_util.h"
+
+namespace polymargin::io {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::fresh_dir;
+using testing::random_rows;
+using testing::Row;
+using testing::rows_of;
+using testing::scan_rows;
+using testing::Values;
+using testing::write_shards;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void spit(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// The block index of a shard file, read the way the format describes it.
+std::vector<shard::IndexEntry> block_index(const fs::path& file) {
+  const std::string bytes = slurp(file);
+  shard::IndexTrailer t;
+  std::memcpy(&t, bytes.data() + bytes.size() - sizeof t, sizeof t);
+  std::vector<shard::IndexEntry> index(t.block_count);
+  std::memcpy(index.data(), bytes.data() + t.index_offset, index.size() * sizeof(shard::IndexEntry));
+  return index;
+}
+
+void flip_byte(const fs::path& file, std::uint64_t at) {
+  std::string bytes = slurp(file);
+  bytes[at] ^= 0x01;
+  spit(file, bytes);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "(no DataError)";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class Corruption : public ::testing::TestWithParam<Codec> {
+ protected:
+  void SetUp() override {
+    root_ = fresh_dir(std::string("corrupt_") + codec_name(GetParam()));
+    dir_ = (root_ / "c.shards").string();
+    write_shards(random_rows(2, 400, 20, 100000, Values::kRandom), dir_, GetParam(), 25, 2);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  fs::path shard(int s) const { return fs::path(dir_) / shard::shard_file_name(s); }
+  fs::path root_;
+  std::string dir_;
+};
+
+// A flipped byte in the payload of block 3 of shard 1 (global block 7): the directory still opens
+// (blocks are checked when read), but scan and verify refuse it naming the file and the block.
+TEST_P(Corruption, FlippedByteInABlockIsRefusedNamingTheBlock) {
+  const auto index = block_index(shard(1));
+  flip_byte(shard(1), index[3].offset + index[3].bytes / 2);
+  const ShardSet set = ShardSet::open(dir_);
+  for (const bool shuffle : {false, true}) {
+    ReadOptions read;
+    read.shuffle = shuffle;
+    const std::string e = error_of([&] { scan_rows(set, read); });
+    EXPECT_TRUE(contains(e, shard(1).string())) << e;
+    EXPECT_TRUE(contains(e, "block 3 (global block 7): checksum mismatch")) << e;
+  }
+  const std::string e = error_of([&] { set.verify(2); });
+  EXPECT_TRUE(contains(e, "shard-00001.pms: block 3 (global block 7)")) << e;
+}
+
+TEST_P(Corruption, TruncatedShardIsRefusedAtOpen) {
+  const std::string bytes = slurp(shard(0));
+  spit(shard(0), bytes.substr(0, bytes.size() - 1));
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "truncated")) << "cut by 1 byte";
+  // Even when the manifest is edited to the new size, the missing trailer gives it away.
+  spit(shard(0), bytes.substr(0, bytes.size() / 2));
+  std::string manifest = slurp(fs::path(dir_) / "manifest.json");
+  const std::string from = "\"bytes\": " + std::to_string(bytes.size());
+  ASSERT_NE(manifest.find(from), std::string::npos);
+  manifest.replace(manifest.find(from), from.size(), "\"bytes\": " + std::to_string(bytes.size() / 2));
+  spit(fs::path(dir_) / "manifest.json", manifest);
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "truncated"));
+}
+
+TEST_P(Corruption, CorruptBlockIndexIsRefusedAtOpen) {
+  const std::string bytes = slurp(shard(1));
+  flip_byte(shard(1), bytes.size() - sizeof(shard::IndexTrailer) - 5);
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "block index checksum mismatch"));
+}
+
+TEST_P(Corruption, ShardFromAnotherConversionIsRefused) {
+  const fs::path other = root_ / "other.shards";
+  write_shards(random_rows(3, 400, 20, 100000, Values::kRandom), other.string(), GetParam(), 25, 2);
+  fs::copy_file(other / "shard-00001.pms", shard(1), fs::copy_options::overwrite_existing);
+  EXPECT_NE(error_of([&] { ShardSet::open(dir_); }), "(no DataError)");
+}
+
+TEST_P(Corruption, MissingShardFileIsRefused) {
+  fs::remove(shard(1));
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "shard file missing"));
+}
+
+TEST_P(Corruption, CorruptFeatureMaxabsIsRefused) {
+  const fs::path file = fs::path(dir_) / "feature_maxabs.bin";
+  flip_byte(file, 100);
+  const ShardSet set = ShardSet::open(dir_);
+  EXPECT_TRUE(contains(error_of([&] { set.feature_maxabs(); }), "checksum mismatch"));
+  EXPECT_TRUE(contains(error_of([&] { set.verify(); }), "feature_maxabs.bin"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, Corruption, ::testing::Values(Codec::kRaw, Codec::kZstd),
+                         [](const auto& info) { return codec_name(info.param); });
+
+class Refusal : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fresh_dir("refusal");
+    dir_ = (root_ / "r.shards").string();
+    source_ = root_ / "train.svm";
+    spit(source_, "+1 1:1\n-1 2:1\n");
+    SourceInfo info;
+    info.path = fs::absolute(source_).string();
+    struct stat st;
+    ASSERT_EQ(::stat(info.path.c_str(), &st), 0);
+    info.size = static_cast<std::uint64_t>(st.st_size);
+    info.mtime_ns = st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+    write_shards(random_rows(4, 50, 5, 100, Values::kNone), dir_, Codec::kZstd, 8, 1, 1, {info});
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  void edit_manifest(const std::string& from, const std::string& to) {
+    std::string m = slurp(fs::path(dir_) / "manifest.json");
+    ASSERT_NE(m.find(from), std::string::npos) << from;
+    m.replace(m.find(from), from.size(), to);
+    spit(fs::path(dir_) / "manifest.json", m);
+  }
+  fs::path root_, source_;
+  std::string dir_;
+};
+
+TEST_F(Refusal, ModifiedSourceMakesTheShardsStale) {
+  EXPECT_NO_THROW(ShardSet::open(dir_));
+  spit(source_, "+1 1:1\n-1 2:1\n+1 3:1\n");
+  const std::string e = error_of([&] { ShardSet::open(dir_); });
+  EXPECT_TRUE(contains(e, "stale shards: " + fs::absolute(source_).string() +
+                              " changed since conversion (re-run convert)"))
+      << e;
+  EXPECT_NO_THROW(ShardSet::open(dir_, /*check_sources=*/false));
+}
+
+TEST_F(Refusal, TouchedSourceMakesTheShardsStale) {
+  struct utimbuf times {1000000000, 1000000000};  // same size, other mtime
+  ASSERT_EQ(::utime(source_.c_str(), &times), 0);
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "stale shards"));
+}
+
+TEST_F(Refusal, MissingSourceIsFineAndNoted) {
+  fs::remove(source_);
+  const ShardSet set = ShardSet::open(dir_);
+  ASSERT_EQ(set.missing_sources().size(), 1u);
+  EXPECT_EQ(set.missing_sources()[0], fs::absolute(source_).string());
+}
+
+TEST_F(Refusal, OtherFormatVersionIsRefused) {
+  edit_manifest("\"format_version\": 1", "\"format_version\": 2");
+  const std::string e = error_of([&] { ShardSet::open(dir_); });
+  EXPECT_TRUE(contains(e, "format version 2, this build reads version 1")) << e;
+}
+
+TEST_F(Refusal, MissingOrUnparseableManifestIsRefused) {
+  const fs::path manifest = fs::path(dir_) / "manifest.json";
+  const std::string good = slurp(manifest);
+  spit(manifest, good.substr(0, good.size() / 2));
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "manifest unparseable"));
+  fs::remove(manifest);
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "manifest missing"));
+  EXPECT_FALSE(is_shard_dir(dir_));
+}
+
+TEST_F(Refusal, ShardSizeDifferentFromManifestIsRefused) {
+  std::ofstream(fs::path(dir_) / "shard-00000.pms", std::ios::app) << "extra";
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "the manifest says"));
+}
+
+TEST_F(Refusal, ManifestContradictingItselfIsRefused) {
+  edit_manifest("\"rows\": 50", "\"rows\": 51");
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "do not add up"));
+}
+
+// Labels are row numbers, so every delivered row says where it came from.
+CsrBuffer numbered_rows(std::size_t n, Values values) {
+  CsrBuffer rows = random_rows(99, n, 30, 50000, values);
+  for (std::size_t r = 0; r < n; ++r) rows.labels[r] = static_cast<float>(r);
+  return rows;
+}
+
+class Scan : public ::testing::TestWithParam<Codec> {
+ protected:
+  void SetUp() override {
+    root_ = fresh_dir(std::string("scan_") + codec_name(GetParam()));
+    rows_ = numbered_rows(5000, Values::kSomeRows);
+    write_shards(rows_, (root_ / "s.shards").string(), GetParam(), 64, 3);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  ShardSet open() const { return ShardSet::open((root_ / "s.shards").string()); }
+  fs::path root_;
+  CsrBuffer rows_;
+};
+
+TEST_P(Scan, RowSequenceIsIdenticalWithOneTwoAndFourThreads) {
+  const ShardSet set = open();
+  for (const bool shuffle : {true, false}) {
+    for (const bool scale : {false, true}) {
+      ReadOptions read;
+      read.shuffle = shuffle;
+      read.scale_maxabs = scale;
+      read.seed = 7;
+      read.epoch = 3;
+      read.threads = 1;
+      const std::vector<Row> one = scan_rows(set, read);
+      ASSERT_EQ(one.size(), 5000u);
+      for (const int threads : {2, 4}) {
+        read.threads = threads;
+        EXPECT_EQ(scan_rows(set, read), one) << threads << " threads, shuffle " << shuffle;
+      }
+    }
+  }
+}
+
+TEST_P(Scan, ShuffleIsAPermutationPerEpochAndChangesBetweenEpochs) {
+  const ShardSet set = open();
+  const std::vector<Row> original = rows_of(rows_.view());
+  ReadOptions read;
+  read.seed = 42;
+  read.window_blocks = 4;
+  std::vector<std::vector<float>> orders;
+  for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {
+    read.epoch = epoch;
+    const std::vector<Row> got = scan_rows(set, read);
+    ASSERT_EQ(got.size(), original.size());
+    std::vector<float> order;
+    std::vector<bool> seen(original.size(), false);
+    for (const Row& row : got) {
+      const auto r = static_cast<std::size_t>(row.label);
+      ASSERT_LT(r, original.size());
+      EXPECT_FALSE(seen[r]) << "row " << r << " delivered twice";
+      seen[r] = true;
+      EXPECT_EQ(row.indices, original[r].indices);
+      EXPECT_EQ(row.values, original[r].values);
+      order.push_back(row.label);
+    }
+    orders.push_back(order);
+  }
+  EXPECT_NE(orders[0], orders[1]);
+  EXPECT_NE(orders[1], orders[2]);
+  // Rows are mixed across blocks, not only blocks reordered: some window holds rows of several
+  // blocks side by side.
+  bool mixed = false;
+  for (std::size_t i = 1; i < orders[0].size() && !mixed; ++i)
+    mixed = static_cast<int>(orders[0][i]) / 64 != static_cast<int>(orders[0][i - 1]) / 64;
+  EXPECT_TRUE(mixed);
+  // Same seed and epoch: same order; another seed: another order.
+  read.epoch = 0;
+  std::vector<float> again, other;
+  for (const Row& row : scan_rows(set, read)) again.push_back(row.label);
+  read.seed = 43;
+  for (const Row& row : scan_rows(set, read)) other.push_back(row.label);
+  EXPECT_EQ(again, orders[0]);
+  EXPECT_NE(other, orders[0]);
+}
+
+TEST_P(Scan, ScalingDividesByTheFeatureMaxabs) {
+  const ShardSet set = open();
+  ReadOptions read;
+  read.shuffle = false;
+  read.scale_maxabs = true;
+  const std::vector<Row> got = scan_rows(set, read);
+  const std::vector<Row> original = rows_of(rows_.view());
+  const std::vector<float>& maxabs = set.feature_maxabs();
+  std::vector<float> largest(maxabs.size(), 0.0f);
+  ASSERT_EQ(got.size(), original.size());
+  for (std::size_t r = 0; r < got.size(); ++r) {
+    ASSERT_EQ(got[r].indices, original[r].indices);
+    for (std::size_t k = 0; k < got[r].indices.size(); ++k) {
+      const std::uint32_t j = got[r].indices[k];
+      // A feature whose values are all 0 has maxabs 0 and keeps its zeros.
+      EXPECT_EQ(got[r].values[k], maxabs[j] > 0 ? original[r].values[k] / maxabs[j] : 0.0f);
+      EXPECT_LE(std::fabs(got[r].values[k]), 1.0f);
+      largest[j] = std::max(largest[j], std::fabs(got[r].values[k]));
+    }
+  }
+  for (std::size_t j = 0; j < maxabs.size(); ++j)
+    if (maxabs[j] > 0) {
+      EXPECT_EQ(largest[j], 1.0f) << "feature " << j;
+    }
+}
+
+TEST_P(Scan, StatsCountEverything) {
+  const ShardSet set = open();
+  ReadOptions read;
+  read.threads = 2;
+  std::uint64_t calls = 0;
+  const ScanStats stats = set.scan(read, [&](const CsrView&) { ++calls; });
+  EXPECT_EQ(stats.rows, 5000u);
+  EXPECT_EQ(stats.nnz, rows_.nnz());
+  EXPECT_EQ(stats.blocks, set.manifest().total_blocks);
+  EXPECT_EQ(calls, (set.manifest().total_blocks + read.window_blocks - 1) / read.window_blocks);
+  EXPECT_GE(stats.sink_seconds, 0.0);
+  EXPECT_GE(stats.wait_seconds, 0.0);
+  const VerifyReport report = set.verify(2);
+  EXPECT_EQ(report.blocks_checked, set.manifest().total_blocks);
+  EXPECT_GT(report.bytes_checked, 0u);
+}
+
+TEST_P(Scan, AnExceptionInTheSinkPropagates) {
+  const ShardSet set = open();
+  int calls = 0;
+  EXPECT_THROW(set.scan(ReadOptions{}, [&](const CsrView&) {
+    if (++calls == 3) throw std::runtime_error("learner failed");
+  }),
+               std::runtime_error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, Scan, ::testing::Values(Codec::kRaw, Codec::kZstd),
+                         [](const auto& info) { return codec_name(info.param); });
+
+}  // namespace
+}  // namespace polymargin::io
