@@ -1,0 +1,428 @@
+#include "engine/ldm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "engine/errors.h"
+#include "engine/sparse.h"
+
+namespace polymargin::engine {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// η0 calibration: sample pairs and the bracket's bounds (§2.5).
+constexpr std::uint64_t kCalibrationPairs = 1000;
+constexpr double kMinEta0 = 1.0 / (1 << 30);
+constexpr int kPatience = 3;
+
+// SplitMix64 (Steele et al. 2014): one 64-bit word of state, so the trainer's RNG is a plain
+// scalar that can be checkpointed; our own Fisher–Yates keeps results independent of the standard
+// library's shuffle.
+std::uint64_t next_random(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, n) by multiply-shift (Lemire); the bias, ≤ n/2^64, is far below anything
+// measurable here.
+std::uint32_t random_below(std::uint64_t& state, std::uint32_t n) {
+  return static_cast<std::uint32_t>((static_cast<unsigned __int128>(next_random(state)) * n) >> 64);
+}
+
+std::string format_double(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+}  // namespace
+
+void LdmConfig::validate() const {
+  auto fail = [](const std::string& what) { throw UsageError(what); };
+  if (!(c > 0) || !std::isfinite(c))
+    fail("C must be a positive number (got " + format_double(c) + ")");
+  if (lambda1 && (!(*lambda1 >= 0) || !std::isfinite(*lambda1)))
+    fail("lambda1 must be ≥ 0 (got " + format_double(*lambda1) + ")");
+  if (lambda2 && (!(*lambda2 >= 0) || !std::isfinite(*lambda2)))
+    fail("lambda2 must be ≥ 0 (got " + format_double(*lambda2) + ")");
+  if (epochs < 1) fail("epochs must be ≥ 1 (got " + std::to_string(epochs) + ")");
+  if (avg_start_epochs < 0 || avg_start_epochs >= epochs)
+    fail("avg-start-epochs must be in [0, epochs) so that averaging happens (got " +
+         std::to_string(avg_start_epochs) + " with " + std::to_string(epochs) + " epochs)");
+  if (!std::isfinite(eta0)) fail("eta0 must be finite (got " + format_double(eta0) + ")");
+  if (!(bias >= 0) || !std::isfinite(bias))
+    fail("bias must be ≥ 0 (got " + format_double(bias) + "; 0 = no bias)");
+  if (!(renorm_threshold > 1)) fail("renorm threshold must be > 1");
+}
+
+LdmConfig LdmConfig::resolved(std::uint64_t m) const {
+  LdmConfig r = *this;
+  const double mc = static_cast<double>(m) * c;
+  if (!r.lambda1) r.lambda1 = kDefaultLambda1Rel * mc;
+  if (!r.lambda2) r.lambda2 = kDefaultLambda2Rel * mc;
+  return r;
+}
+
+double ldm_step_size(double eta0, double lambda, std::uint64_t t) {
+  const double x = 1 + lambda * eta0 * static_cast<double>(t);
+  return eta0 / std::sqrt(x * std::sqrt(x));
+}
+
+double ldm_objective(double lambda, double lambda1p, double lambda2p, const MarginStats& margins,
+                     double norm2) {
+  const double hinge = margins.rows ? margins.hinge / margins.rows : 0;
+  return lambda / 2 * norm2 + 2 * lambda1p * margins.variance() - lambda2p * margins.mean() + hinge;
+}
+
+LdmTrainer::LdmTrainer(const LdmConfig& config, std::uint64_t m, std::uint32_t max_index,
+                       LabelMap labels)
+    : config_(config.resolved(m)), m_(m), bias_slot_(max_index + 1), labels_(labels) {
+  config_.validate();
+  if (m == 0) throw std::invalid_argument("LdmTrainer: no training rows");
+  const double mc = static_cast<double>(m) * config_.c;
+  lambda_ = 1 / mc;
+  lambda1p_ = *config_.lambda1 / mc;
+  lambda2p_ = *config_.lambda2 / mc;
+  t0_ = static_cast<std::uint64_t>(config_.avg_start_epochs) * m;
+  state_.w.assign(std::size_t{max_index} + 2, 0.0);
+  state_.avg.assign(state_.w.size(), 0.0);
+  state_.rng = config_.seed;
+  if (config_.eta0 > 0) state_.eta0 = clamp_eta0(config_.eta0);
+}
+
+double LdmTrainer::clamp_eta0(double eta0) {
+  // 1 − λη_t ≥ 1/2 keeps the divisor a positive and finite (§2.6).
+  const double eta_max = 0.5 / lambda_;
+  eta0_clamped_ = eta0 > eta_max;
+  return std::min(eta0, eta_max);
+}
+
+double LdmTrainer::calibrate(const CsrView& sample) {
+  if (state_.eta0 > 0 || sample.rows == 0) return state_.eta0;
+  const std::uint64_t pairs = std::min(kCalibrationPairs, m_);
+  std::uint64_t rng = config_.seed ^ 0x6a09e667f3bcc909ULL;  // independent of the pairing stream
+  const auto n = static_cast<std::uint32_t>(sample.rows);
+  sample_i_.resize(pairs);
+  sample_j_.resize(pairs);
+  sample_features_.clear();
+  for (std::uint64_t k = 0; k < pairs; ++k) {
+    sample_i_[k] = random_below(rng, n);
+    sample_j_[k] = random_below(rng, n);
+    const sparse::Row x = sparse::row(sample, sample_i_[k]);
+    sample_features_.insert(sample_features_.end(), x.index, x.index + x.nnz);
+  }
+  std::sort(sample_features_.begin(), sample_features_.end());
+  sample_features_.erase(std::unique(sample_features_.begin(), sample_features_.end()),
+                         sample_features_.end());
+  sample_features_.push_back(bias_slot_);
+
+  // Factor-2 search around η0 = 1 (Bottou's determineEta0, LDM-ref's determine_eta0), keeping the
+  // cheapest η seen. Unlike their bracket, a walk stops only after kPatience factors without
+  // improvement: F_S is noisy at large η (a9a: cost(1/2) > cost(1) but cost(1/32) is 3× lower),
+  // and stopping at the first uphill step there picked η0 = 1, 30× too large. Non-finite costs
+  // count as +∞ and never count against the patience, so a diverging start keeps halving.
+  const double eta_max = 0.5 / lambda_;
+  double best = std::min(1.0, eta_max), best_cost = calibration_cost(sample, best);
+  auto walk = [&](double eta, double factor) {
+    for (int misses = 0; misses < kPatience && eta >= kMinEta0 && eta <= eta_max; eta *= factor) {
+      const double cost = calibration_cost(sample, eta);
+      if (cost < best_cost) {
+        best = eta;
+        best_cost = cost;
+        misses = 0;
+      } else if (best_cost < kInf) {
+        ++misses;
+      }
+    }
+  };
+  walk(best / 2, 0.5);
+  walk(best * 2, 2);
+  const double eta0 = best;
+  state_.eta0 = clamp_eta0(eta0);
+  return state_.eta0;
+}
+
+double LdmTrainer::calibration_cost(const CsrView& sample, double eta0) {
+  // S plain SGD steps from w = 0 with the training schedule, no averaging (§2.5). W is zero
+  // outside sample_features_, so renormalising and resetting touch only those slots.
+  double* w = state_.w.data();
+  const double bias = config_.bias;
+  double a = 1;
+  bool finite = true;
+  for (std::size_t k = 0; k < sample_i_.size() && finite; ++k) {
+    const double eta = ldm_step_size(eta0, lambda_, k);
+    const sparse::Row xi = sparse::row(sample, sample_i_[k]);
+    const sparse::Row xj = sparse::row(sample, sample_j_[k]);
+    const double yi = labels_.sign(sample.labels[sample_i_[k]]);
+    const double yj = labels_.sign(sample.labels[sample_j_[k]]);
+    const double gi = yi * (sparse::dot(w, xi) + bias * w[bias_slot_]) / a;
+    const double gj = yj * (sparse::dot(w, xj) + bias * w[bias_slot_]) / a;
+    const double phi = ldm_phi(yi, gi, gj, lambda1p_, lambda2p_);
+    a /= 1 - lambda_ * eta;
+    if (phi != 0) {
+      const double delta = -eta * phi * a;
+      sparse::axpy(delta, xi, w);
+      w[bias_slot_] += delta * bias;
+    }
+    if (a > config_.renorm_threshold) {
+      for (const std::uint32_t f : sample_features_) w[f] /= a;
+      a = 1;
+    }
+    finite = std::isfinite(gi + gj);
+  }
+  MarginStats margins;
+  for (const std::uint32_t i : sample_i_) {
+    const double y = labels_.sign(sample.labels[i]);
+    margins.add(y, (sparse::dot(w, sparse::row(sample, i)) + bias * w[bias_slot_]) / a);
+  }
+  double norm2 = 0;
+  for (const std::uint32_t f : sample_features_) {
+    norm2 += (w[f] / a) * (w[f] / a);
+    w[f] = 0;
+  }
+  const double cost = ldm_objective(lambda_, lambda1p_, lambda2p_, margins, norm2);
+  return finite && std::isfinite(cost) ? cost : kInf;
+}
+
+void LdmTrainer::learn(const CsrView& batch) {
+  if (batch.rows == 0) return;
+  if (state_.eta0 <= 0) calibrate(batch);
+  // j for row k: a seeded Fisher–Yates permutation of the window.
+  const auto n = static_cast<std::uint32_t>(batch.rows);
+  pairing_.resize(n);
+  std::iota(pairing_.begin(), pairing_.end(), 0u);
+  for (std::uint32_t k = n - 1; k > 0; --k)
+    std::swap(pairing_[k], pairing_[random_below(state_.rng, k + 1)]);
+  learn_pairs(batch, nullptr, pairing_.data(), n);
+}
+
+void LdmTrainer::learn_pairs(const CsrView& rows, const std::uint32_t* i_rows,
+                             const std::uint32_t* j_rows, std::size_t steps) {
+  if (steps == 0) return;
+  if (state_.eta0 <= 0) calibrate(rows);
+  // The loss variant and the value layout are chosen once per batch, never per non-zero.
+  const bool values = rows.values != nullptr;
+  if (config_.hinge_only()) {
+    values ? run<true, true>(rows, i_rows, j_rows, steps)
+           : run<true, false>(rows, i_rows, j_rows, steps);
+  } else {
+    values ? run<false, true>(rows, i_rows, j_rows, steps)
+           : run<false, false>(rows, i_rows, j_rows, steps);
+  }
+  if (!std::isfinite(state_.a) || !std::isfinite(state_.b) || !std::isfinite(state_.c))
+    diverged(state_.t, "scaling scalar");
+}
+
+template <bool kHingeOnly, bool kValues>
+void LdmTrainer::run(const CsrView& rows, const std::uint32_t* i_rows, const std::uint32_t* j_rows,
+                     std::size_t steps) {
+  double* __restrict w = state_.w.data();
+  double* __restrict avg = state_.avg.data();
+  const std::uint32_t nb = bias_slot_;
+  const double bias = config_.bias;
+  const double threshold = config_.renorm_threshold;
+  const double eta0 = state_.eta0;
+  // Scalars live in registers during the loop and are written back before anything that reads
+  // state_ (renormalise, diverged) and at the end.
+  double a = state_.a, b = state_.b, c = state_.c;
+  std::uint64_t t = state_.t;
+  MarginStats progress = progress_;
+  auto sync = [&] {
+    state_.a = a;
+    state_.b = b;
+    state_.c = c;
+    state_.t = t;
+  };
+  auto i_of = [&](std::size_t k) -> std::size_t { return i_rows ? i_rows[k] : k; };
+
+  for (std::size_t k = 0; k < steps; ++k) {
+    const std::size_t i = i_of(k), j = j_rows[k];
+    const sparse::Row xi = sparse::row(rows, i);
+    if (k + 1 < steps) {
+      const sparse::Row next_i = sparse::row(rows, i_of(k + 1));
+      sparse::prefetch(w, next_i);
+      if constexpr (!kHingeOnly) sparse::prefetch(w, sparse::row(rows, j_rows[k + 1]));
+      if (t >= t0_) sparse::prefetch<true>(avg, next_i);
+    }
+    if (a > threshold || c > threshold) {
+      sync();
+      renormalise();
+      a = state_.a, b = state_.b, c = state_.c;
+    }
+    const double eta = ldm_step_size(eta0, lambda_, t);
+    const double yi = labels_.sign(rows.labels[i]);
+    const double si = (sparse::dot<kValues>(w, xi) + bias * w[nb]) / a;
+    const double gi = yi * si;
+    double phi;
+    if constexpr (kHingeOnly) {
+      // SVM: x_j never enters, and a met margin writes nothing.
+      if (!std::isfinite(gi)) {
+        sync();
+        diverged(t, "score");
+      }
+      phi = gi < 1 ? -yi : 0.0;
+    } else {
+      const double yj = labels_.sign(rows.labels[j]);
+      const double gj = yj * (sparse::dot<kValues>(w, sparse::row(rows, j)) + bias * w[nb]) / a;
+      if (!std::isfinite(gi + gj)) {
+        sync();
+        diverged(t, "score");
+      }
+      phi = ldm_phi(yi, gi, gj, lambda1p_, lambda2p_);
+    }
+    progress.add(yi, si);
+
+    a /= 1 - lambda_ * eta;  // w ← (1 − λη) w
+    const double mu = ldm_average_rate(t, t0_);
+    if (mu >= 1) {
+      if (phi != 0) {
+        const double delta = -eta * phi * a;
+        sparse::axpy<kValues>(delta, xi, w);
+        w[nb] += delta * bias;
+      }
+      b = 1;  // w̄ = w while A is flagged zero
+      c = a;
+    } else {
+      if (state_.avg_is_zero) {
+        std::fill(state_.avg.begin(), state_.avg.end(), 0.0);
+        state_.avg_is_zero = false;
+      }
+      if (phi != 0) {
+        const double delta = -eta * phi * a;
+        sparse::axpy2<kValues>(delta, w, -b * delta, avg, xi);
+        w[nb] += delta * bias;
+        avg[nb] -= b * delta * bias;
+      }
+      c /= 1 - mu;
+      b += mu * c / a;
+    }
+    ++t;
+  }
+  sync();
+  progress_ = progress;
+}
+
+void LdmTrainer::renormalise() {
+  std::vector<double>& w = state_.w;
+  std::vector<double>& avg = state_.avg;
+  const double a = state_.a;
+  if (state_.avg_is_zero) {
+    for (double& x : w) x /= a;
+    state_.b = 1;
+  } else {
+    const double b = state_.b, c = state_.c;
+    for (std::size_t f = 0; f < w.size(); ++f) {
+      avg[f] = (avg[f] + b * w[f]) / c;
+      w[f] /= a;
+    }
+    state_.b = 0;
+  }
+  state_.a = state_.c = 1;
+  ++state_.renorms;
+}
+
+void LdmTrainer::diverged(std::uint64_t t, const char* what) const {
+  throw NumericalError("training diverged: non-finite " + std::string(what) + " at step " +
+                       std::to_string(t) + " (epoch " + std::to_string(t / m_ + 1) +
+                       "); scale the features (--scale maxabs) or lower --eta0");
+}
+
+void LdmTrainer::add_margins(const CsrView& rows, MarginStats& margins) const {
+  const double* w = state_.w.data();
+  const double* avg = state_.avg.data();
+  const double bias = config_.bias;
+  for (std::size_t r = 0; r < rows.rows; ++r) {
+    const sparse::Row x = sparse::row(rows, r);
+    const double sw = sparse::dot(w, x) + bias * w[bias_slot_];
+    const double score =
+        state_.avg_is_zero
+            ? sw / state_.a
+            : (sparse::dot(avg, x) + bias * avg[bias_slot_] + state_.b * sw) / state_.c;
+    margins.add(labels_.sign(rows.labels[r]), score);
+  }
+}
+
+MarginStats LdmTrainer::take_progress() { return std::exchange(progress_, MarginStats{}); }
+
+std::vector<double> LdmTrainer::weights() const {
+  std::vector<double> w(state_.w.size());
+  for (std::size_t f = 0; f < w.size(); ++f) w[f] = state_.w[f] / state_.a;
+  return w;
+}
+
+std::vector<double> LdmTrainer::averaged_weights() const {
+  if (state_.avg_is_zero) return weights();
+  std::vector<double> w(state_.w.size());
+  for (std::size_t f = 0; f < w.size(); ++f)
+    w[f] = (state_.avg[f] + state_.b * state_.w[f]) / state_.c;
+  return w;
+}
+
+double LdmTrainer::averaged_norm2() const {
+  double norm2 = 0;
+  for (const double x : averaged_weights()) norm2 += x * x;
+  return norm2;
+}
+
+double LdmTrainer::objective(const MarginStats& margins) const {
+  return ldm_objective(lambda_, lambda1p_, lambda2p_, margins, averaged_norm2());
+}
+
+LinearModel LdmTrainer::finish(const std::vector<float>* maxabs) {
+  renormalise();
+  const std::vector<double>& average = state_.avg_is_zero ? state_.w : state_.avg;
+  LinearModel model;
+  model.algorithm = config_.algorithm();
+  model.config = describe();
+  model.labels = labels_;
+  model.max_index = bias_slot_ - 1;
+  model.weights.assign(average.begin(), average.begin() + bias_slot_);
+  if (maxabs) {
+    if (maxabs->size() < bias_slot_)
+      throw std::invalid_argument("LdmTrainer::finish: scaling vector shorter than the weights");
+    // The reader fed x_f / maxabs_f; folding 1/maxabs_f into w_f lets the model score raw rows.
+    for (std::size_t f = 0; f < bias_slot_; ++f)
+      model.weights[f] = (*maxabs)[f] > 0 ? model.weights[f] / (*maxabs)[f] : 0.0;
+  }
+  model.bias_value = config_.bias;
+  model.bias_weight = config_.bias != 0 ? average[bias_slot_] : 0.0;
+  for (const double x : model.weights)
+    if (!std::isfinite(x)) diverged(state_.t, "weight");
+  if (!std::isfinite(model.bias_weight)) diverged(state_.t, "bias weight");
+  return model;
+}
+
+nlohmann::json LdmTrainer::describe() const {
+  return {{"algorithm", config_.algorithm()},
+          {"lambda1", *config_.lambda1},
+          {"lambda2", *config_.lambda2},
+          {"lambda1_rel", lambda1p_},
+          {"lambda2_rel", lambda2p_},
+          {"c", config_.c},
+          {"epochs", config_.epochs},
+          {"avg_start_epochs", config_.avg_start_epochs},
+          {"eta0", state_.eta0},
+          {"eta0_calibrated", !(config_.eta0 > 0)},
+          {"eta0_clamped", eta0_clamped_},
+          {"bias", config_.bias},
+          {"seed", config_.seed},
+          {"rows", m_},
+          {"steps", state_.t},
+          {"lambda", lambda_},
+          {"t0", t0_},
+          {"renorm_threshold", config_.renorm_threshold},
+          {"renormalisations", state_.renorms},
+          {"step_size", "eta0 * (1 + lambda * eta0 * t)^(-3/4)"},
+          {"pairing", "j by a seeded permutation of each window"}};
+}
+
+}  // namespace polymargin::engine
