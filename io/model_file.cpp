@@ -1,0 +1,261 @@
+#include "io/model_file.h"
+
+#include <xxhash.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include "engine/errors.h"
+#include "io/atomic_file.h"
+
+namespace polymargin::io {
+
+static_assert(std::endian::native == std::endian::little,
+              "model files are little-endian; add byte swapping for this platform");
+
+namespace {
+
+constexpr char kMagic[8] = {'P', 'M', 'M', 'O', 'D', 'E', 'L', '\0'};
+constexpr std::size_t kPreambleBytes = 32;
+constexpr std::size_t kChecksumBytes = 8;
+
+template <typename T>
+const char* dtype_name();
+template <>
+const char* dtype_name<double>() {
+  return "f64";
+}
+template <>
+const char* dtype_name<float>() {
+  return "f32";
+}
+
+std::size_t dtype_size(const std::string& dtype) {
+  if (dtype == "f64") return 8;
+  if (dtype == "f32") return 4;
+  return 0;
+}
+
+std::uint64_t padded(std::uint64_t bytes) { return (bytes + 7) / 8 * 8; }
+
+template <typename T>
+void put(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+template <typename T>
+T get(const std::string& in, std::size_t offset) {
+  T value;
+  std::memcpy(&value, in.data() + offset, sizeof value);
+  return value;
+}
+
+[[noreturn]] void corrupt(const std::string& path, const std::string& message) {
+  throw DataError(path, 0, 0, message);
+}
+
+// Writes through an AtomicFile while hashing, so nothing is assembled twice in memory.
+class HashedWriter {
+ public:
+  explicit HashedWriter(const std::string& path)
+      : file_(path), state_(XXH64_createState(), &XXH64_freeState) {
+    XXH64_reset(state_.get(), 0);
+  }
+  void write(std::string_view bytes) {
+    file_.write(bytes);
+    XXH64_update(state_.get(), bytes.data(), bytes.size());
+  }
+  void pad_to(std::uint64_t& position, std::uint64_t target) {
+    static const char zeros[8] = {};
+    write(std::string_view(zeros, target - position));
+    position = target;
+  }
+  void commit() {
+    std::string sum;
+    put(sum, static_cast<std::uint64_t>(XXH64_digest(state_.get())));
+    file_.write(sum);
+    file_.commit();
+  }
+
+ private:
+  AtomicFile file_;
+  std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state_;
+};
+
+}  // namespace
+
+template <typename T>
+ModelArray ModelArray::of(std::string name, const std::vector<T>& values) {
+  ModelArray array;
+  array.name = std::move(name);
+  array.dtype = dtype_name<T>();
+  array.shape = {values.size()};
+  array.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+  return array;
+}
+
+template <typename T>
+std::vector<T> ModelArray::as(const std::string& file) const {
+  if (dtype != dtype_name<T>())
+    corrupt(file, "array '" + name + "' has dtype " + dtype + ", expected " + dtype_name<T>());
+  std::vector<T> values(data.size() / sizeof(T));
+  std::memcpy(values.data(), data.data(), values.size() * sizeof(T));
+  return values;
+}
+
+template ModelArray ModelArray::of(std::string, const std::vector<double>&);
+template ModelArray ModelArray::of(std::string, const std::vector<float>&);
+template std::vector<double> ModelArray::as(const std::string&) const;
+template std::vector<float> ModelArray::as(const std::string&) const;
+
+const ModelArray& ModelContainer::array(const std::string& name, const std::string& file) const {
+  for (const ModelArray& a : arrays)
+    if (a.name == name) return a;
+  corrupt(file, "model file has no array '" + name + "'");
+}
+
+void write_model_container(const std::string& path, const ModelContainer& model) {
+  // The header lists every array's place, so it is laid out first: the offsets depend on its
+  // padded length and its length on the offsets' digits; iterate to the fixed point (≤ 3 rounds).
+  nlohmann::json header = model.header;
+  std::string text;
+  for (std::uint64_t assumed = 0;; assumed = padded(text.size())) {
+    std::uint64_t offset = kPreambleBytes + assumed;
+    nlohmann::json arrays = nlohmann::json::array();
+    for (const ModelArray& a : model.arrays) {
+      arrays.push_back({{"name", a.name},
+                        {"dtype", a.dtype},
+                        {"shape", a.shape},
+                        {"offset", offset},
+                        {"bytes", a.data.size()}});
+      offset += padded(a.data.size());
+    }
+    header["arrays"] = arrays;
+    text = header.dump();
+    if (padded(text.size()) == assumed) break;
+  }
+  std::uint64_t file_bytes = kPreambleBytes + padded(text.size());
+  for (const ModelArray& a : model.arrays) file_bytes += padded(a.data.size());
+  file_bytes += kChecksumBytes;
+
+  HashedWriter out(path);
+  std::string preamble(kMagic, sizeof kMagic);
+  put(preamble, kModelFormatVersion);
+  put(preamble, std::uint32_t{0});
+  put(preamble, static_cast<std::uint64_t>(text.size()));
+  put(preamble, file_bytes);
+  out.write(preamble);
+  out.write(text);
+  std::uint64_t position = kPreambleBytes + text.size();
+  out.pad_to(position, padded(position));
+  for (const ModelArray& a : model.arrays) {
+    out.write(a.data);
+    position += a.data.size();
+    out.pad_to(position, padded(position));
+  }
+  out.commit();
+}
+
+ModelContainer read_model_container(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot open model file " + path + ": " + std::strerror(errno));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw IoError("cannot read model file " + path);
+
+  if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    corrupt(path, "not a polymargin model file (bad magic)");
+  if (bytes.size() < kPreambleBytes + kChecksumBytes)
+    corrupt(path, "model file is truncated (" + std::to_string(bytes.size()) + " bytes)");
+  const auto version = get<std::uint32_t>(bytes, 8);
+  if (version != kModelFormatVersion)
+    corrupt(path, "model format version " + std::to_string(version) +
+                      " is not supported (this build reads version " +
+                      std::to_string(kModelFormatVersion) + ")");
+  const auto header_bytes = get<std::uint64_t>(bytes, 16);
+  const auto file_bytes = get<std::uint64_t>(bytes, 24);
+  if (bytes.size() < file_bytes)
+    corrupt(path, "model file is truncated: " + std::to_string(bytes.size()) + " of " +
+                      std::to_string(file_bytes) + " bytes");
+  if (bytes.size() != file_bytes)
+    corrupt(path, "model file has " + std::to_string(bytes.size() - file_bytes) +
+                      " unexpected trailing bytes");
+  const std::size_t body = bytes.size() - kChecksumBytes;
+  if (XXH64(bytes.data(), body, 0) != get<std::uint64_t>(bytes, body))
+    corrupt(path, "model file is corrupt (checksum mismatch)");
+  if (header_bytes > body - kPreambleBytes) corrupt(path, "model header length out of range");
+
+  ModelContainer model;
+  try {
+    model.header = nlohmann::json::parse(bytes.substr(kPreambleBytes, header_bytes));
+    for (const nlohmann::json& a : model.header.at("arrays")) {
+      ModelArray array;
+      array.name = a.at("name").get<std::string>();
+      array.dtype = a.at("dtype").get<std::string>();
+      array.shape = a.at("shape").get<std::vector<std::uint64_t>>();
+      const auto offset = a.at("offset").get<std::uint64_t>();
+      const auto size = a.at("bytes").get<std::uint64_t>();
+      std::uint64_t elements = 1;
+      for (const std::uint64_t n : array.shape) elements *= n;
+      if (dtype_size(array.dtype) == 0 || elements * dtype_size(array.dtype) != size ||
+          offset > body || size > body - offset)
+        corrupt(path, "array '" + array.name + "' is malformed or out of range");
+      array.data = bytes.substr(offset, size);
+      model.arrays.push_back(std::move(array));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(path, std::string("malformed model header: ") + e.what());
+  }
+  model.header.erase("arrays");
+  return model;
+}
+
+void save_model(const engine::LinearModel& model, const std::string& path) {
+  ModelContainer file;
+  file.header = {
+      {"kind", "linear"},
+      {"algorithm", model.algorithm},
+      {"config", model.config},
+      {"labels", {{"negative", model.labels.negative}, {"positive", model.labels.positive}}},
+      {"index_base", model.index_base},
+      {"max_index", model.max_index},
+      {"features", model.features},
+      {"bias", {{"value", model.bias_value}, {"weight", model.bias_weight}}}};
+  file.arrays.push_back(ModelArray::of("weights", model.weights));
+  if (!model.scale.empty()) file.arrays.push_back(ModelArray::of("scale", model.scale));
+  write_model_container(path, file);
+}
+
+engine::LinearModel load_model(const std::string& path) {
+  const ModelContainer file = read_model_container(path);
+  engine::LinearModel model;
+  try {
+    const nlohmann::json& h = file.header;
+    const auto kind = h.at("kind").get<std::string>();
+    if (kind != "linear") corrupt(path, "holds a '" + kind + "' model, not a linear one");
+    model.algorithm = h.at("algorithm").get<std::string>();
+    model.config = h.at("config");
+    model.labels.negative = h.at("labels").at("negative").get<double>();
+    model.labels.positive = h.at("labels").at("positive").get<double>();
+    model.index_base = h.at("index_base").get<int>();
+    model.max_index = h.at("max_index").get<std::uint32_t>();
+    model.features = h.at("features").get<std::uint64_t>();
+    model.bias_value = h.at("bias").at("value").get<double>();
+    model.bias_weight = h.at("bias").at("weight").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(path, std::string("malformed linear model header: ") + e.what());
+  }
+  model.weights = file.array("weights", path).as<double>(path);
+  for (const ModelArray& a : file.arrays)
+    if (a.name == "scale") model.scale = a.as<float>(path);
+  const std::size_t slots = std::size_t{model.max_index} + 1;
+  if (model.weights.size() != slots || (!model.scale.empty() && model.scale.size() != slots))
+    corrupt(path,
+            "weight or scale count does not match max_index " + std::to_string(model.max_index));
+  return model;
+}
+
+}  // namespace polymargin::io

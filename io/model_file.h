@@ -1,0 +1,63 @@
+// Model files: a versioned, checksummed container of a JSON header plus named typed arrays, so that
+// every learner (linear LDM/SVM now; CPM's K × features weights later) shares one format.
+//
+// Layout (little-endian):
+//   0   "PMMODEL\0"                   magic
+//   8   u32 format version            kModelFormatVersion; other versions are refused
+//   12  u32 reserved (0)
+//   16  u64 header bytes              length of the JSON header
+//   24  u64 file bytes                total length, so truncation is named as such
+//   32  JSON header, zero-padded to a multiple of 8:
+//         {"kind": "linear", ..., "arrays": [{"name", "dtype": "f64"|"f32", "shape": [...],
+//                                              "offset", "bytes"}, ...]}
+//   …   the arrays, each 8-byte aligned, at the offsets the header gives
+//   end u64 xxh64 (seed 0) of every byte before it
+// Files are written under a temporary name in the target's directory, fsync'ed and renamed.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/linear_model.h"
+
+namespace polymargin::io {
+
+inline constexpr std::uint32_t kModelFormatVersion = 1;
+
+/// One named array of a model file; data holds shape-product elements of dtype, little-endian.
+struct ModelArray {
+  std::string name;
+  std::string dtype;  // "f64" or "f32"
+  std::vector<std::uint64_t> shape;
+  std::string data;
+
+  template <typename T>
+  static ModelArray of(std::string name, const std::vector<T>& values);
+  /// The elements as T; throws DataError (naming `file`) if the dtype does not match.
+  template <typename T>
+  std::vector<T> as(const std::string& file) const;
+};
+
+/// A model file's content: the header (its "arrays" entry is managed by the writer) and the arrays.
+struct ModelContainer {
+  nlohmann::json header = nlohmann::json::object();
+  std::vector<ModelArray> arrays;
+
+  /// The array called `name`; throws DataError naming `file` when it is missing.
+  const ModelArray& array(const std::string& name, const std::string& file) const;
+};
+
+/// Writes atomically; throws IoError.
+void write_model_container(const std::string& path, const ModelContainer& model);
+/// Reads and validates (magic, version, length, checksum, header, array bounds); throws DataError
+/// naming the file for a foreign, other-version, truncated or corrupt file, IoError if unreadable.
+ModelContainer read_model_container(const std::string& path);
+
+/// A linear model (kind "linear"): header = algorithm, config, labels, index base, max_index,
+/// features, bias; arrays "weights" (f64) and, when the model scales its input, "scale" (f32).
+void save_model(const engine::LinearModel& model, const std::string& path);
+engine::LinearModel load_model(const std::string& path);
+
+}  // namespace polymargin::io

@@ -1,0 +1,168 @@
+// Model files: exact round trip, and refusal (DataError naming the file) of foreign, other-version,
+// truncated and corrupted files; no temporary file is left behind.
+#include "io/model_file.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "engine/errors.h"
+
+namespace polymargin::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("model_file_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static std::string read(const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  static void write(const std::string& p, const std::string& bytes) {
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+  }
+
+  static engine::LinearModel sample_model() {
+    engine::LinearModel m;
+    m.algorithm = "ldm";
+    m.config = {{"lambda1", 0.0625}, {"c", 10}, {"seed", 42}, {"eta0", 0.03125}};
+    m.labels.negative = 0;
+    m.labels.positive = 3.5;
+    m.index_base = 1;
+    m.max_index = 5;
+    m.features = 5;
+    m.weights = {0, -1.25, 3.0000000000000004, 1e-300, -7e12, 0.1};
+    m.scale = {1, 0.5f, 0.25f, 1, 1, 0.125f};
+    m.bias_value = 1;
+    m.bias_weight = -0.30000000000000004;
+    return m;
+  }
+
+  // Expects DataError whose message names the file and contains `fragment`.
+  void expect_refused(const std::string& p, const std::string& fragment) {
+    try {
+      load_model(p);
+      FAIL() << "expected DataError for " << fragment;
+    } catch (const DataError& e) {
+      EXPECT_EQ(e.file(), p);
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      EXPECT_EQ(e.exit_code(), kExitData);
+    }
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ModelFileTest, RoundTripIsExact) {
+  const engine::LinearModel m = sample_model();
+  save_model(m, path("m.model"));
+  const engine::LinearModel r = load_model(path("m.model"));
+  EXPECT_EQ(r.algorithm, m.algorithm);
+  EXPECT_EQ(r.config, m.config);
+  EXPECT_EQ(r.labels.negative, m.labels.negative);
+  EXPECT_EQ(r.labels.positive, m.labels.positive);
+  EXPECT_EQ(r.index_base, m.index_base);
+  EXPECT_EQ(r.max_index, m.max_index);
+  EXPECT_EQ(r.features, m.features);
+  EXPECT_EQ(r.weights, m.weights);  // bit-exact doubles
+  EXPECT_EQ(r.scale, m.scale);
+  EXPECT_EQ(r.bias_value, m.bias_value);
+  EXPECT_EQ(r.bias_weight, m.bias_weight);
+  // Only the model itself is in the directory: the temporary file was renamed.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+TEST_F(ModelFileTest, ModelWithoutScaleAndOverwrite) {
+  engine::LinearModel m = sample_model();
+  m.scale.clear();
+  save_model(sample_model(), path("m.model"));
+  save_model(m, path("m.model"));  // replaces atomically
+  const engine::LinearModel r = load_model(path("m.model"));
+  EXPECT_TRUE(r.scale.empty());
+  EXPECT_EQ(r.weights, m.weights);
+}
+
+TEST_F(ModelFileTest, ContainerKeepsNamedArraysOfAnyShape) {
+  ModelContainer c;
+  c.header = {{"kind", "cpm"}, {"faces", 3}};
+  ModelArray matrix = ModelArray::of("weights", std::vector<float>{1, 2, 3, 4, 5, 6});
+  matrix.shape = {2, 3};
+  c.arrays.push_back(matrix);
+  c.arrays.push_back(ModelArray::of("bias", std::vector<double>{0.5, -0.5, 1.5}));
+  write_model_container(path("c.model"), c);
+  const ModelContainer r = read_model_container(path("c.model"));
+  EXPECT_EQ(r.header, c.header);
+  EXPECT_EQ(r.array("weights", "x").shape, (std::vector<std::uint64_t>{2, 3}));
+  EXPECT_EQ(r.array("weights", "x").as<float>("x"), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(r.array("bias", "x").as<double>("x"), (std::vector<double>{0.5, -0.5, 1.5}));
+  EXPECT_THROW(r.array("bias", "x").as<float>("x"), DataError);
+  EXPECT_THROW(r.array("missing", "x"), DataError);
+  // A container of another kind is not a linear model.
+  expect_refused(path("c.model"), "not a linear one");
+}
+
+TEST_F(ModelFileTest, RefusesForeignFile) {
+  write(path("foreign"), "label 1 -1\nw\n0.5\n");
+  expect_refused(path("foreign"), "bad magic");
+  write(path("empty"), "");
+  expect_refused(path("empty"), "bad magic");
+}
+
+TEST_F(ModelFileTest, RefusesOtherVersion) {
+  save_model(sample_model(), path("m.model"));
+  std::string bytes = read(path("m.model"));
+  const std::uint32_t version = kModelFormatVersion + 1;
+  std::memcpy(&bytes[8], &version, sizeof version);
+  write(path("m.model"), bytes);
+  expect_refused(path("m.model"), "version 2 is not supported");
+}
+
+TEST_F(ModelFileTest, RefusesTruncatedFile) {
+  save_model(sample_model(), path("m.model"));
+  const std::string bytes = read(path("m.model"));
+  for (const std::size_t keep : {bytes.size() - 1, bytes.size() / 2, std::size_t{40}}) {
+    write(path("cut.model"), bytes.substr(0, keep));
+    expect_refused(path("cut.model"), "truncated");
+  }
+  write(path("cut.model"), bytes.substr(0, 12));
+  expect_refused(path("cut.model"), "truncated");
+}
+
+TEST_F(ModelFileTest, RefusesCorruptedBytes) {
+  save_model(sample_model(), path("m.model"));
+  const std::string bytes = read(path("m.model"));
+  // A flipped bit anywhere after the preamble — header, weights, padding or checksum — is caught.
+  for (std::size_t at = 32; at < bytes.size(); at += 7) {
+    std::string bad = bytes;
+    bad[at] ^= 0x10;
+    write(path("bad.model"), bad);
+    expect_refused(path("bad.model"), "corrupt");
+  }
+}
+
+TEST_F(ModelFileTest, MissingFileIsAnIoError) {
+  EXPECT_THROW(load_model(path("absent.model")), IoError);
+}
+
+TEST_F(ModelFileTest, UnwritableDirectoryIsAnIoErrorAndLeavesNothing) {
+  EXPECT_THROW(save_model(sample_model(), path("no/such/dir/m.model")), IoError);
+}
+
+}  // namespace
+}  // namespace polymargin::io
