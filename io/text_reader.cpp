@@ -1,0 +1,320 @@
+#include "io/text_reader.h"
+
+#include <tbb/info.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include "engine/errors.h"
+#include "io/byte_source.h"
+#include "io/libsvm_parser.h"
+
+namespace polymargin::io {
+
+IndexBase parse_index_base(const std::string& text) {
+  if (text == "auto") return IndexBase::kAuto;
+  if (text == "0") return IndexBase::kZero;
+  if (text == "1") return IndexBase::kOne;
+  throw UsageError("bad index base '" + text + "' (expected auto, 0 or 1)");
+}
+
+int index_base_value(IndexBase base) {
+  switch (base) {
+    case IndexBase::kZero:
+      return 0;
+    case IndexBase::kOne:
+      return 1;
+    case IndexBase::kAuto:
+      break;
+  }
+  throw std::logic_error("index_base_value: the automatic index base has not been resolved");
+}
+
+namespace {
+
+// Parse tasks in flight per thread: enough to keep every thread busy while the serial stages
+// read and deliver, few enough to bound memory at a handful of chunks per thread.
+constexpr int kTokensPerThread = 3;
+
+// Growable bytes that, unlike std::vector<char>, do not zero memory about to be overwritten by
+// a read (a 4 MiB memset per chunk is a measurable share of the parse time).
+class ByteBuffer {
+ public:
+  char* data() { return data_.get(); }
+  const char* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+  void clear() { size_ = 0; }
+  void shrink_to(std::size_t size) { size_ = size; }
+
+  /// Room for `n` more bytes after size(); commit() what was written there.
+  char* reserve_tail(std::size_t n) {
+    if (size_ + n > capacity_) {
+      const std::size_t capacity = std::max(size_ + n, capacity_ * 2);
+      std::unique_ptr<char[]> data(new char[capacity]);
+      if (size_ > 0) std::memcpy(data.get(), data_.get(), size_);
+      data_ = std::move(data);
+      capacity_ = capacity;
+    }
+    return data_.get() + size_;
+  }
+  void commit(std::size_t n) { size_ += n; }
+  void append(const char* bytes, std::size_t n) {
+    if (n == 0) return;
+    std::memcpy(reserve_tail(n), bytes, n);
+    size_ += n;
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
+};
+
+// One unit of pipeline work: whole lines of one input, and what they parsed to.
+struct Chunk {
+  ByteBuffer text;
+  std::size_t skip = 0;   // bytes of a UTF-8 byte-order mark at the start of an input
+  std::size_t input = 0;  // which input the lines come from
+  // Reading the input failed after these lines: raised once they are delivered, so that an
+  // earlier bad line is still the error reported.
+  std::exception_ptr read_error;
+  ParsedChunk parsed;
+
+  std::string_view lines() const { return {text.data() + skip, text.size() - skip}; }
+};
+
+// Recycles chunks and their buffers; the pipeline's token limit bounds how many ever exist.
+class ChunkPool {
+ public:
+  Chunk* take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) {
+      all_.push_back(std::make_unique<Chunk>());
+      return all_.back().get();
+    }
+    Chunk* chunk = free_.back();
+    free_.pop_back();
+    return chunk;
+  }
+  void give(Chunk* chunk) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(chunk);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Chunk>> all_;
+  std::vector<Chunk*> free_;
+};
+
+// Cuts the inputs, one after another, into chunks of about chunk_bytes that end at a line end.
+// The bytes after a chunk's last '\n' are carried over to the next chunk of the same input.
+class ChunkReader {
+ public:
+  ChunkReader(const std::vector<std::string>& inputs, std::size_t chunk_bytes)
+      : inputs_(inputs), chunk_bytes_(std::max<std::size_t>(chunk_bytes, 1)) {}
+
+  /// Fills `chunk` with the next lines; false when every input is read or one has failed.
+  bool next(Chunk& chunk) {
+    chunk.text.clear();
+    chunk.skip = 0;
+    chunk.read_error = nullptr;
+    while (!failed_ && input_ < inputs_.size()) {
+      chunk.input = input_;
+      try {
+        if (!source_) {
+          source_ = open_byte_source(inputs_[input_]);
+          at_input_start_ = true;
+          source_done_ = false;
+        }
+        read_lines(chunk);
+      } catch (...) {
+        // Keep the whole lines read before the failure; the cut-off tail is not a line.
+        chunk.read_error = std::current_exception();
+        failed_ = true;
+        carry_.clear();
+        const char* data = chunk.text.data();
+        const void* last = data ? memrchr(data, '\n', chunk.text.size()) : nullptr;
+        chunk.text.shrink_to(last ? static_cast<const char*>(last) - data + 1 : 0);
+      }
+      if (at_input_start_ && chunk.text.size() > 0) {
+        at_input_start_ = false;
+        if (chunk.text.size() >= 3 && std::memcmp(chunk.text.data(), "\xEF\xBB\xBF", 3) == 0)
+          chunk.skip = 3;
+      }
+      if (failed_) return true;
+      if (source_done_ && carry_.size() == 0) {
+        source_.reset();
+        ++input_;
+      }
+      if (chunk.text.size() > 0) return true;
+    }
+    return false;
+  }
+
+ private:
+  void read_lines(Chunk& chunk) {
+    ByteBuffer& text = chunk.text;
+    text.append(carry_.data(), carry_.size());
+    carry_.clear();
+    std::size_t target = chunk_bytes_;
+    std::size_t searched = 0;  // text before this holds no '\n'
+    for (;;) {
+      while (text.size() < target && !source_done_) {
+        const std::size_t want = target - text.size();
+        const std::size_t got = source_->read(text.reserve_tail(want), want);
+        if (got == 0) source_done_ = true;
+        text.commit(got);
+      }
+      const void* found = text.size() > searched
+                              ? memrchr(text.data() + searched, '\n', text.size() - searched)
+                              : nullptr;
+      if (found) {
+        const std::size_t cut = static_cast<const char*>(found) - text.data() + 1;
+        carry_.append(text.data() + cut, text.size() - cut);
+        text.shrink_to(cut);
+        return;
+      }
+      if (source_done_) return;  // the input's last line has no '\n' (or nothing is left)
+      // A line longer than a chunk: read on until it ends.
+      searched = text.size();
+      target *= 2;
+    }
+  }
+
+  const std::vector<std::string>& inputs_;
+  const std::size_t chunk_bytes_;
+  std::size_t input_ = 0;
+  std::unique_ptr<ByteSource> source_;
+  bool at_input_start_ = true;
+  bool source_done_ = false;
+  bool failed_ = false;
+  ByteBuffer carry_;
+};
+
+// The serial, in-order end of the pipeline: numbers lines, enforces max_bad_lines, raises the
+// first error in input order and hands rows to the sink.
+class Collector {
+ public:
+  Collector(const std::vector<std::string>& inputs, const TextOptions& options, const RowSink& sink)
+      : options_(options), sink_(sink) {
+    for (const std::string& input : inputs) names_.push_back(display_name(input));
+  }
+
+  void consume(const Chunk& chunk) {
+    if (chunk.input != input_) {
+      input_ = chunk.input;
+      line_base_ = 0;
+    }
+    const ParsedChunk& parsed = chunk.parsed;
+    if (stats_.bad_lines + parsed.bad_lines > options_.max_bad_lines) {
+      // The limit falls among lines this chunk skipped. Parse it again, stopping at the first line
+      // over the limit, to get that line's message and exactly the rows before it.
+      ParsedChunk again;
+      const ParseOptions limited{options_.index_base, options_.max_bad_lines - stats_.bad_lines};
+      parse_libsvm_lines(chunk.lines(), limited, again);
+      deliver(again.rows);
+      throw too_many_bad_lines(*again.fatal);
+    }
+    keep_messages(parsed);
+    stats_.bad_lines += parsed.bad_lines;
+    deliver(parsed.rows);
+    if (parsed.fatal) throw too_many_bad_lines(*parsed.fatal);
+    stats_.lines += parsed.lines;
+    stats_.bytes += chunk.text.size();
+    stats_.max_index = std::max(stats_.max_index, parsed.max_index);
+    stats_.saw_index_zero |= parsed.saw_index_zero;
+    line_base_ += parsed.lines;
+    if (chunk.read_error) std::rethrow_exception(chunk.read_error);
+  }
+
+  TextStats finish() {
+    if (stats_.rows == 0) {
+      std::string name;
+      for (const std::string& n : names_) name += (name.empty() ? "" : ", ") + n;
+      throw DataError(name, 0, 0, "no data rows");
+    }
+    stats_.any_index = stats_.nnz > 0;
+    if (options_.index_base == IndexBase::kAuto)
+      stats_.resolved_base = stats_.saw_index_zero ? IndexBase::kZero : IndexBase::kOne;
+    else
+      stats_.resolved_base = options_.index_base;
+    return std::move(stats_);
+  }
+
+ private:
+  DataError located(const BadLine& bad, const std::string& message) const {
+    return DataError(names_[input_], line_base_ + bad.line, bad.column, message);
+  }
+  DataError too_many_bad_lines(const BadLine& bad) const {
+    if (options_.max_bad_lines == 0) return located(bad, bad.message);
+    return located(bad, bad.message + " (more than max_bad_lines = " +
+                            std::to_string(options_.max_bad_lines) + " bad lines)");
+  }
+  void keep_messages(const ParsedChunk& parsed) {
+    for (const BadLine& bad : parsed.first_bad_lines) {
+      if (stats_.bad_line_messages.size() >= kKeptBadLineMessages) break;
+      stats_.bad_line_messages.push_back(located(bad, bad.message).what());
+    }
+  }
+  void deliver(const CsrBuffer& rows) {
+    if (rows.rows() == 0) return;
+    stats_.rows += rows.rows();
+    stats_.nnz += rows.nnz();
+    if (sink_) sink_(rows.view());
+  }
+
+  const TextOptions& options_;
+  const RowSink& sink_;
+  std::vector<std::string> names_;
+  std::size_t input_ = 0;
+  std::uint64_t line_base_ = 0;  // lines of the current input before the chunk at hand
+  TextStats stats_;
+};
+
+}  // namespace
+
+TextStats read_libsvm_text(const std::vector<std::string>& inputs, const TextOptions& options,
+                           const RowSink& sink) {
+  if (inputs.empty()) throw UsageError("no input files given");
+  const int threads = options.threads > 0 ? options.threads : tbb::info::default_concurrency();
+  const ParseOptions parse_options{options.index_base, options.max_bad_lines};
+  ChunkReader reader(inputs, options.chunk_bytes);
+  ChunkPool pool;
+  Collector collector(inputs, options, sink);
+
+  // serial read → parallel parse → serial, in-order delivery; chunks are recycled, so memory
+  // stays at a few chunks per thread whatever the input size.
+  const auto read = [&](tbb::flow_control& control) -> Chunk* {
+    Chunk* chunk = pool.take();
+    if (reader.next(*chunk)) return chunk;
+    pool.give(chunk);
+    control.stop();
+    return nullptr;
+  };
+  const auto parse = [&](Chunk* chunk) {
+    parse_libsvm_lines(chunk->lines(), parse_options, chunk->parsed);
+    return chunk;
+  };
+  const auto collect = [&](Chunk* chunk) {
+    collector.consume(*chunk);
+    pool.give(chunk);
+  };
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    tbb::parallel_pipeline(
+        static_cast<std::size_t>(threads) * kTokensPerThread,
+        tbb::make_filter<void, Chunk*>(tbb::filter_mode::serial_in_order, read) &
+            tbb::make_filter<Chunk*, Chunk*>(tbb::filter_mode::parallel, parse) &
+            tbb::make_filter<Chunk*, void>(tbb::filter_mode::serial_in_order, collect));
+  });
+  return collector.finish();
+}
+
+}  // namespace polymargin::io
