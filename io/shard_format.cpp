@@ -64,58 +64,34 @@ bool check_rows(const CsrView& rows, std::uint64_t first_row, const std::string&
   return std::any_of(v, v + rows.nnz(), [](float x) { return x != 1.0f; });
 }
 
-// Varint decoding without a bound check per byte: the caller guarantees that 8 bytes can be read
-// at p. Branch-free, because index gaps of sparse data take 1 to 4 bytes in no predictable order
-// and a mispredicted branch per non-zero would cost more than the arithmetic.
-inline std::uint64_t get_varint_fast(const std::uint8_t*& p, std::uint64_t& bad) {
-  const std::uint64_t x = load<std::uint64_t>(p);
-  // High bit clear marks the last byte; a sentinel at byte 5 flags a varint longer than 5 bytes.
-  const std::uint64_t stops = (~x & 0x0000008080808080ull) | 0x0000800000000000ull;
-  const unsigned len = static_cast<unsigned>(std::countr_zero(stops)) / 8 + 1;
-  bad |= len > 5;
-  const std::uint64_t v = (x & 0x7f) | ((x >> 1) & (0x7full << 7)) | ((x >> 2) & (0x7full << 14)) |
-                          ((x >> 3) & (0x7full << 21)) | ((x >> 4) & (0x7full << 28));
-  p += len;
-  return v & ((std::uint64_t{1} << (7 * len)) - 1);
-}
-
-// Bounds-checked varint for the last bytes of a stream; false when malformed or cut.
-inline bool get_varint_checked(const std::uint8_t*& p, const std::uint8_t* end, std::uint64_t& v) {
-  v = 0;
-  for (unsigned shift = 0; shift < 35; shift += 7) {
-    if (p == end) return false;
-    const std::uint8_t b = *p++;
-    v |= std::uint64_t{b & 0x7fu} << shift;
-    if (b < 0x80) return true;
-  }
-  return false;
-}
-
-// Decodes the index gaps of one row into absolute indices. False when the stream is malformed.
-inline bool decode_row(const std::uint8_t*& p, const std::uint8_t* end, std::uint32_t count,
-                       std::uint32_t* out) {
-  // prev starts at -1 so that the first gap is the first index itself (mod 2^64).
-  std::uint64_t prev = ~std::uint64_t{0};
-  if (static_cast<std::size_t>(end - p) >= std::size_t{count} * 5 + 8) {
-    std::uint64_t bad = 0, all = 0;
-    for (std::uint32_t k = 0; k < count; ++k) {
-      const std::uint64_t gap = get_varint_fast(p, bad);
-      all |= gap;
-      prev += gap + 1;
-      out[k] = static_cast<std::uint32_t>(prev);
+// Decodes `count` LEB128 varints from [p, end) into out; returns the end of the last one. Values of
+// 2^32 or more, varints longer than 5 bytes and running past `end` set `bad`. Loads 8 bytes at a
+// time below `end`, so 8 bytes past `end` must be readable (BlockDecoder keeps slack).
+//
+// Branch-free within a value: index gaps of sparse data take 1 to 4 bytes in no predictable order,
+// and a byte loop would mispredict about once per value. (A word-at-a-time variant that decodes
+// every varint ending in a 64-byte window measured no faster here: its loop exit mispredicts.)
+const std::uint8_t* decode_varints(const std::uint8_t* p, const std::uint8_t* end,
+                                   std::size_t count, std::uint32_t* out, bool& bad) {
+  std::uint64_t invalid = 0;
+  for (std::size_t k = 0; k < count; ++k) {
+    if (p >= end) {
+      bad = true;
+      return p;
     }
-    // Gaps below 2^32 and at most kMaxBlockNnz of them cannot overflow 64 bits, so one check of
-    // the last (largest) index covers the whole row.
-    return bad == 0 && (all >> 32) == 0 && (count == 0 || prev <= UINT32_MAX);
+    const std::uint64_t x = load<std::uint64_t>(p);
+    // High bit clear marks a varint's last byte; the sentinel at byte 5 flags one that is longer.
+    const std::uint64_t stops = (~x & 0x0000008080808080ull) | 0x0000800000000000ull;
+    const unsigned len = static_cast<unsigned>(std::countr_zero(stops)) / 8 + 1;
+    const std::uint64_t v = ((x & 0x7f) | ((x >> 1) & 0x3f80) | ((x >> 2) & 0x1fc000) |
+                             ((x >> 3) & 0xfe00000) | ((x >> 4) & 0x7f0000000ull)) &
+                            ((std::uint64_t{1} << (7 * len)) - 1);
+    invalid |= (v >> 32) | (len > 5);
+    out[k] = static_cast<std::uint32_t>(v);
+    p += len;
   }
-  for (std::uint32_t k = 0; k < count; ++k) {
-    std::uint64_t gap;
-    if (!get_varint_checked(p, end, gap) || (gap >> 32) != 0) return false;
-    prev += gap + 1;
-    if (prev > UINT32_MAX) return false;
-    out[k] = static_cast<std::uint32_t>(prev);
-  }
-  return true;
+  bad |= invalid != 0;
+  return p;
 }
 
 std::string hex(std::uint64_t v) {
@@ -280,37 +256,49 @@ void BlockDecoder::decode(const std::uint8_t* data, Codec codec, const BlockName
     dctx_ = ZSTD_createDCtx();
     if (!dctx_) throw std::bad_alloc();
   }
-  stream_.resize(h.decoded_bytes);
+  // Zeroed slack after the stream lets decode_varints load whole words at its end.
+  stream_.resize(h.decoded_bytes + 8);
+  std::memset(stream_.data() + h.decoded_bytes, 0, 8);
   const std::size_t got = ZSTD_decompressDCtx(dctx_, stream_.data(), h.decoded_bytes,
                                               data + sizeof(BlockHeader), h.payload_bytes);
   if (ZSTD_isError(got)) block_error(name, std::string("zstd: ") + ZSTD_getErrorName(got));
   if (got != h.decoded_bytes) block_error(name, "zstd frame decodes to the wrong size");
 
   const std::uint8_t* p = stream_.data();
-  const std::uint8_t* const end = p + h.decoded_bytes;
   const std::size_t tail = 4 * (std::size_t{rows} + (has_values ? nnz : 0));  // floats at the end
   if (h.decoded_bytes < tail) block_error(name, "decoded stream too short");
-  const std::uint8_t* const varint_end = end - tail;
+  const std::uint8_t* const varint_end = p + h.decoded_bytes - tail;
 
+  // Row lengths land in offsets[1..rows] and are summed in place.
+  bool bad = false;
+  p = decode_varints(p, varint_end, rows, dest.offsets + 1, bad);
+  if (bad || p > varint_end) block_error(name, "malformed row lengths");
   std::uint64_t total = 0;
   dest.offsets[0] = dest.nnz_base;
-  for (std::uint32_t r = 0; r < rows; ++r) {
-    std::uint64_t len;
-    if (!get_varint_checked(p, varint_end, len)) block_error(name, "malformed row lengths");
-    total += len;
+  for (std::uint32_t r = 1; r <= rows; ++r) {
+    total += dest.offsets[r];
     if (total > nnz) block_error(name, "row lengths exceed the block's non-zeros");
-    dest.offsets[r + 1] = dest.nnz_base + static_cast<std::uint32_t>(total);
+    dest.offsets[r] = dest.nnz_base + static_cast<std::uint32_t>(total);
   }
   if (total != nnz) block_error(name, "row lengths do not add up to the block's non-zeros");
-  // The fast varint path reads up to 8 bytes ahead, into the floats after the varints where there
-  // are any; a row that overruns the varint section is caught by the check after the loop, since p
-  // only moves forward.
+
+  // Gaps first, for the whole block in one pass; then each row's running sum turns gaps into
+  // indices (a row's first gap is its first index; later ones are index - previous - 1).
+  p = decode_varints(p, varint_end, nnz, dest.indices, bad);
+  if (bad || p != varint_end) block_error(name, "malformed feature indices");
   for (std::uint32_t r = 0; r < rows; ++r) {
-    const std::uint32_t b = dest.offsets[r] - dest.nnz_base, e = dest.offsets[r + 1] - dest.nnz_base;
-    if (!decode_row(p, end, e - b, dest.indices + b))
-      block_error(name, "malformed feature indices in row " + std::to_string(r));
+    std::uint32_t* idx = dest.indices + (dest.offsets[r] - dest.nnz_base);
+    const std::uint32_t n = dest.offsets[r + 1] - dest.offsets[r];
+    std::uint64_t prev = ~std::uint64_t{0};  // -1, so the first index is the first gap
+    for (std::uint32_t k = 0; k < n; ++k) {
+      prev += std::uint64_t{idx[k]} + 1;
+      idx[k] = static_cast<std::uint32_t>(prev);
+    }
+    // Gaps are below 2^32 and at most kMaxBlockNnz a row, so 64 bits cannot overflow and the last
+    // (largest) index bounds the row.
+    if (n > 0 && prev > UINT32_MAX)
+      block_error(name, "feature index beyond 2^32 in row " + std::to_string(r));
   }
-  if (p != varint_end) block_error(name, "decoded stream has trailing bytes");
   if (has_values) {
     if (dest.values) std::memcpy(dest.values, p, 4 * std::size_t{nnz});
     p += 4 * std::size_t{nnz};
