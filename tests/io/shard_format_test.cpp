@@ -36,10 +36,10 @@ CsrBuffer decode(const std::vector<std::uint8_t>& block, Codec codec, std::uint6
   return out;
 }
 
-class BlockRoundTrip : public ::testing::TestWithParam<Codec> {};
+class ShardBlockRoundTrip : public ::testing::TestWithParam<Codec> {};
 
 // Property: decode(encode(rows)) == rows for random rows of every shape, with and without values.
-TEST_P(BlockRoundTrip, RandomRowsComeBackExactly) {
+TEST_P(ShardBlockRoundTrip, RandomRowsComeBackExactly) {
   const Codec codec = GetParam();
   BlockEncoder encoder(codec, 3);
   std::vector<std::uint8_t> block;
@@ -65,7 +65,7 @@ TEST_P(BlockRoundTrip, RandomRowsComeBackExactly) {
   }
 }
 
-TEST_P(BlockRoundTrip, ViewWithNonZeroFirstOffsetIsRebased) {
+TEST_P(ShardBlockRoundTrip, ViewWithNonZeroFirstOffsetIsRebased) {
   const CsrBuffer rows = random_rows(7, 50, 20, 1000, Values::kRandom);
   CsrView tail = rows.view();
   tail.rows -= 10;
@@ -77,7 +77,7 @@ TEST_P(BlockRoundTrip, ViewWithNonZeroFirstOffsetIsRebased) {
   EXPECT_EQ(rows_of(decode(block, GetParam()).view()), rows_of(tail));
 }
 
-TEST_P(BlockRoundTrip, EveryCorruptByteIsCaughtAndNamesTheBlock) {
+TEST_P(ShardBlockRoundTrip, EveryCorruptByteIsCaughtAndNamesTheBlock) {
   const Codec codec = GetParam();
   const CsrBuffer rows = random_rows(3, 40, 12, 100000, Values::kRandom);
   BlockEncoder encoder(codec, 3);
@@ -96,7 +96,7 @@ TEST_P(BlockRoundTrip, EveryCorruptByteIsCaughtAndNamesTheBlock) {
   }
 }
 
-TEST_P(BlockRoundTrip, BlockPassedOffAsAnotherIsRefused) {
+TEST_P(ShardBlockRoundTrip, BlockPassedOffAsAnotherIsRefused) {
   const CsrBuffer rows = random_rows(4, 10, 5, 100, Values::kNone);
   BlockEncoder encoder(GetParam(), 3);
   std::vector<std::uint8_t> block;
@@ -104,10 +104,10 @@ TEST_P(BlockRoundTrip, BlockPassedOffAsAnotherIsRefused) {
   EXPECT_THROW(check_block(block.data(), entry_of(block), GetParam(), {kFile, 0, 3}), DataError);
 }
 
-INSTANTIATE_TEST_SUITE_P(Codecs, BlockRoundTrip, ::testing::Values(Codec::kRaw, Codec::kZstd),
+INSTANTIATE_TEST_SUITE_P(Codecs, ShardBlockRoundTrip, ::testing::Values(Codec::kRaw, Codec::kZstd),
                          [](const auto& info) { return codec_name(info.param); });
 
-TEST(BlockEncoder, IndicesNotIncreasingAreADataError) {
+TEST(ShardBlockEncoder, IndicesNotIncreasingAreADataError) {
   CsrBuffer rows;
   rows.labels = {1};
   rows.indices = {5, 5};
@@ -123,7 +123,7 @@ TEST(BlockEncoder, IndicesNotIncreasingAreADataError) {
   }
 }
 
-TEST(BlockEncoder, RawArraysAreAlignedForZeroCopy) {
+TEST(ShardBlockEncoder, RawArraysAreAlignedForZeroCopy) {
   const CsrBuffer rows = random_rows(9, 33, 7, 1000, Values::kRandom);  // odd sizes
   BlockEncoder encoder(Codec::kRaw, 0);
   std::vector<std::uint8_t> block;
@@ -137,7 +137,7 @@ TEST(BlockEncoder, RawArraysAreAlignedForZeroCopy) {
 
 // A zstd block with a valid checksum but a malformed stream (as a buggy writer could produce) is
 // refused by the decoder, not read out of bounds.
-TEST(BlockDecoder, MalformedStreamWithValidChecksumIsRefused) {
+TEST(ShardBlockDecoder, MalformedStreamWithValidChecksumIsRefused) {
   const CsrBuffer rows = random_rows(5, 20, 10, 5000, Values::kNone);
   BlockEncoder encoder(Codec::kZstd, 3);
   std::vector<std::uint8_t> block;
@@ -163,14 +163,14 @@ TEST(BlockDecoder, MalformedStreamWithValidChecksumIsRefused) {
   }
 }
 
-TEST(SplitMix64, MatchesTheReferenceSequence) {
+TEST(ShardSplitMix64, MatchesTheReferenceSequence) {
   // First outputs of the reference splitmix64.c with state 0.
   SplitMix64 g(0);
   EXPECT_EQ(g.next(), 0xe220a8397b1dcdafull);
   EXPECT_EQ(g.next(), 0x6e789e6aa1b965f4ull);
 }
 
-TEST(SeededShuffle, IsAPermutationAndDependsOnTheSeed) {
+TEST(ShardSeededShuffle, IsAPermutationAndDependsOnTheSeed) {
   std::vector<std::uint32_t> a(1000), b(1000);
   std::iota(a.begin(), a.end(), 0u);
   std::iota(b.begin(), b.end(), 0u);

@@ -67,7 +67,7 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-class Corruption : public ::testing::TestWithParam<Codec> {
+class ShardCorruption : public ::testing::TestWithParam<Codec> {
  protected:
   void SetUp() override {
     root_ = fresh_dir(std::string("corrupt_") + codec_name(GetParam()));
@@ -82,7 +82,7 @@ class Corruption : public ::testing::TestWithParam<Codec> {
 
 // A flipped byte in the payload of block 3 of shard 1 (global block 7): the directory still opens
 // (blocks are checked when read), but scan and verify refuse it naming the file and the block.
-TEST_P(Corruption, FlippedByteInABlockIsRefusedNamingTheBlock) {
+TEST_P(ShardCorruption, FlippedByteInABlockIsRefusedNamingTheBlock) {
   const auto index = block_index(shard(1));
   flip_byte(shard(1), index[3].offset + index[3].bytes / 2);
   const ShardSet set = ShardSet::open(dir_);
@@ -97,7 +97,7 @@ TEST_P(Corruption, FlippedByteInABlockIsRefusedNamingTheBlock) {
   EXPECT_TRUE(contains(e, "shard-00001.pms: block 3 (global block 7)")) << e;
 }
 
-TEST_P(Corruption, TruncatedShardIsRefusedAtOpen) {
+TEST_P(ShardCorruption, TruncatedShardIsRefusedAtOpen) {
   const std::string bytes = slurp(shard(0));
   spit(shard(0), bytes.substr(0, bytes.size() - 1));
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "truncated")) << "cut by 1 byte";
@@ -111,25 +111,25 @@ TEST_P(Corruption, TruncatedShardIsRefusedAtOpen) {
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "truncated"));
 }
 
-TEST_P(Corruption, CorruptBlockIndexIsRefusedAtOpen) {
+TEST_P(ShardCorruption, CorruptBlockIndexIsRefusedAtOpen) {
   const std::string bytes = slurp(shard(1));
   flip_byte(shard(1), bytes.size() - sizeof(shard::IndexTrailer) - 5);
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "block index checksum mismatch"));
 }
 
-TEST_P(Corruption, ShardFromAnotherConversionIsRefused) {
+TEST_P(ShardCorruption, ShardFromAnotherConversionIsRefused) {
   const fs::path other = root_ / "other.shards";
   write_shards(random_rows(3, 400, 20, 100000, Values::kRandom), other.string(), GetParam(), 25, 2);
   fs::copy_file(other / "shard-00001.pms", shard(1), fs::copy_options::overwrite_existing);
   EXPECT_NE(error_of([&] { ShardSet::open(dir_); }), "(no DataError)");
 }
 
-TEST_P(Corruption, MissingShardFileIsRefused) {
+TEST_P(ShardCorruption, MissingShardFileIsRefused) {
   fs::remove(shard(1));
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "shard file missing"));
 }
 
-TEST_P(Corruption, CorruptFeatureMaxabsIsRefused) {
+TEST_P(ShardCorruption, CorruptFeatureMaxabsIsRefused) {
   const fs::path file = fs::path(dir_) / "feature_maxabs.bin";
   flip_byte(file, 100);
   const ShardSet set = ShardSet::open(dir_);
@@ -137,10 +137,10 @@ TEST_P(Corruption, CorruptFeatureMaxabsIsRefused) {
   EXPECT_TRUE(contains(error_of([&] { set.verify(); }), "feature_maxabs.bin"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Codecs, Corruption, ::testing::Values(Codec::kRaw, Codec::kZstd),
+INSTANTIATE_TEST_SUITE_P(Codecs, ShardCorruption, ::testing::Values(Codec::kRaw, Codec::kZstd),
                          [](const auto& info) { return codec_name(info.param); });
 
-class Refusal : public ::testing::Test {
+class ShardRefusal : public ::testing::Test {
  protected:
   void SetUp() override {
     root_ = fresh_dir("refusal");
@@ -166,7 +166,7 @@ class Refusal : public ::testing::Test {
   std::string dir_;
 };
 
-TEST_F(Refusal, ModifiedSourceMakesTheShardsStale) {
+TEST_F(ShardRefusal, ModifiedSourceMakesTheShardsStale) {
   EXPECT_NO_THROW(ShardSet::open(dir_));
   spit(source_, "+1 1:1\n-1 2:1\n+1 3:1\n");
   const std::string e = error_of([&] { ShardSet::open(dir_); });
@@ -176,26 +176,26 @@ TEST_F(Refusal, ModifiedSourceMakesTheShardsStale) {
   EXPECT_NO_THROW(ShardSet::open(dir_, /*check_sources=*/false));
 }
 
-TEST_F(Refusal, TouchedSourceMakesTheShardsStale) {
+TEST_F(ShardRefusal, TouchedSourceMakesTheShardsStale) {
   struct utimbuf times {1000000000, 1000000000};  // same size, other mtime
   ASSERT_EQ(::utime(source_.c_str(), &times), 0);
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "stale shards"));
 }
 
-TEST_F(Refusal, MissingSourceIsFineAndNoted) {
+TEST_F(ShardRefusal, MissingSourceIsFineAndNoted) {
   fs::remove(source_);
   const ShardSet set = ShardSet::open(dir_);
   ASSERT_EQ(set.missing_sources().size(), 1u);
   EXPECT_EQ(set.missing_sources()[0], fs::absolute(source_).string());
 }
 
-TEST_F(Refusal, OtherFormatVersionIsRefused) {
+TEST_F(ShardRefusal, OtherFormatVersionIsRefused) {
   edit_manifest("\"format_version\": 1", "\"format_version\": 2");
   const std::string e = error_of([&] { ShardSet::open(dir_); });
   EXPECT_TRUE(contains(e, "format version 2, this build reads version 1")) << e;
 }
 
-TEST_F(Refusal, MissingOrUnparseableManifestIsRefused) {
+TEST_F(ShardRefusal, MissingOrUnparseableManifestIsRefused) {
   const fs::path manifest = fs::path(dir_) / "manifest.json";
   const std::string good = slurp(manifest);
   spit(manifest, good.substr(0, good.size() / 2));
@@ -205,12 +205,12 @@ TEST_F(Refusal, MissingOrUnparseableManifestIsRefused) {
   EXPECT_FALSE(is_shard_dir(dir_));
 }
 
-TEST_F(Refusal, ShardSizeDifferentFromManifestIsRefused) {
+TEST_F(ShardRefusal, ShardSizeDifferentFromManifestIsRefused) {
   std::ofstream(fs::path(dir_) / "shard-00000.pms", std::ios::app) << "extra";
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "the manifest says"));
 }
 
-TEST_F(Refusal, ManifestContradictingItselfIsRefused) {
+TEST_F(ShardRefusal, ManifestContradictingItselfIsRefused) {
   edit_manifest("\"rows\": 50", "\"rows\": 51");
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "do not add up"));
 }
@@ -222,7 +222,7 @@ CsrBuffer numbered_rows(std::size_t n, Values values) {
   return rows;
 }
 
-class Scan : public ::testing::TestWithParam<Codec> {
+class ShardScan : public ::testing::TestWithParam<Codec> {
  protected:
   void SetUp() override {
     root_ = fresh_dir(std::string("scan_") + codec_name(GetParam()));
@@ -235,7 +235,7 @@ class Scan : public ::testing::TestWithParam<Codec> {
   CsrBuffer rows_;
 };
 
-TEST_P(Scan, RowSequenceIsIdenticalWithOneTwoAndFourThreads) {
+TEST_P(ShardScan, RowSequenceIsIdenticalWithOneTwoAndFourThreads) {
   const ShardSet set = open();
   for (const bool shuffle : {true, false}) {
     for (const bool scale : {false, true}) {
@@ -255,7 +255,7 @@ TEST_P(Scan, RowSequenceIsIdenticalWithOneTwoAndFourThreads) {
   }
 }
 
-TEST_P(Scan, ShuffleIsAPermutationPerEpochAndChangesBetweenEpochs) {
+TEST_P(ShardScan, ShuffleIsAPermutationPerEpochAndChangesBetweenEpochs) {
   const ShardSet set = open();
   const std::vector<Row> original = rows_of(rows_.view());
   ReadOptions read;
@@ -297,7 +297,7 @@ TEST_P(Scan, ShuffleIsAPermutationPerEpochAndChangesBetweenEpochs) {
   EXPECT_NE(other, orders[0]);
 }
 
-TEST_P(Scan, ScalingDividesByTheFeatureMaxabs) {
+TEST_P(ShardScan, ScalingDividesByTheFeatureMaxabs) {
   const ShardSet set = open();
   ReadOptions read;
   read.shuffle = false;
@@ -323,7 +323,7 @@ TEST_P(Scan, ScalingDividesByTheFeatureMaxabs) {
     }
 }
 
-TEST_P(Scan, StatsCountEverything) {
+TEST_P(ShardScan, StatsCountEverything) {
   const ShardSet set = open();
   ReadOptions read;
   read.threads = 2;
@@ -340,7 +340,7 @@ TEST_P(Scan, StatsCountEverything) {
   EXPECT_GT(report.bytes_checked, 0u);
 }
 
-TEST_P(Scan, AnExceptionInTheSinkPropagates) {
+TEST_P(ShardScan, AnExceptionInTheSinkPropagates) {
   const ShardSet set = open();
   int calls = 0;
   EXPECT_THROW(set.scan(ReadOptions{}, [&](const CsrView&) {
@@ -349,7 +349,7 @@ TEST_P(Scan, AnExceptionInTheSinkPropagates) {
                std::runtime_error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Codecs, Scan, ::testing::Values(Codec::kRaw, Codec::kZstd),
+INSTANTIATE_TEST_SUITE_P(Codecs, ShardScan, ::testing::Values(Codec::kRaw, Codec::kZstd),
                          [](const auto& info) { return codec_name(info.param); });
 
 }  // namespace

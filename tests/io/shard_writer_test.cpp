@@ -39,11 +39,18 @@ struct Layout {
   Values values;
 };
 
-class WriterRoundTrip : public ::testing::TestWithParam<Layout> {};
+std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
+  const Layout& l = info.param;
+  static const char* const kValues[] = {"no_values", "ones", "random", "some_rows"};
+  return codec_name(l.codec) + "_" + std::to_string(l.block_rows) + "rows_" +
+         std::to_string(l.shards) + "shards_" + kValues[static_cast<int>(l.values)];
+}
+
+class ShardWriterRoundTrip : public ::testing::TestWithParam<Layout> {};
 
 // Rows written come back unchanged and in input order from a scan without shuffle, whatever the
 // codec, block size, number of shards (round robin by block) and window size.
-TEST_P(WriterRoundTrip, ScanWithoutShuffleGivesTheInputRowsInOrder) {
+TEST_P(ShardWriterRoundTrip, ScanWithoutShuffleGivesTheInputRowsInOrder) {
   const Layout layout = GetParam();
   const fs::path root = fresh_dir("roundtrip");
   const CsrBuffer rows = random_rows(11, 777, 40, 2'000'000, layout.values);
@@ -63,13 +70,14 @@ TEST_P(WriterRoundTrip, ScanWithoutShuffleGivesTheInputRowsInOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Layouts, WriterRoundTrip,
+    Layouts, ShardWriterRoundTrip,
     ::testing::Values(Layout{Codec::kRaw, 64, 1, Values::kNone},
                       Layout{Codec::kRaw, 7, 3, Values::kSomeRows},
                       Layout{Codec::kZstd, 64, 1, Values::kRandom},
                       Layout{Codec::kZstd, 1, 4, Values::kNone},
                       Layout{Codec::kZstd, 100, 2, Values::kSomeRows},
-                      Layout{Codec::kRaw, 4096, 1, Values::kOnes}));
+                      Layout{Codec::kRaw, 4096, 1, Values::kOnes}),
+    layout_name);
 
 TEST(ShardWriter, ManifestRecordsTheDataAndSurvivesAReopen) {
   const fs::path root = fresh_dir("manifest");

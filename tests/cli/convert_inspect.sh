@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# convert and inspect end to end on the bundled a9a (32,561 rows, 123 features, 451,592 non-zeros,
+# labels -1: 24,720 and +1: 7,841): the numbers, --verify, and the refusals with their exit codes
+# (a flipped byte → 3 naming the block, truncation → 3, stale source → 3, usage → 2, I/O → 4).
+# Usage: tests/cli/convert_inspect.sh POLYMARGIN   (run from the repository root)
+set -euo pipefail
+bin=${1:?usage: $0 POLYMARGIN}
+data=data/a9a.zst
+work=$(mktemp -d "${TMPDIR:-/tmp}/pm-convert-inspect.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+# expect_json FILE KEY VALUE: the pretty-printed JSON has the line "KEY": VALUE (no jq needed).
+expect_json() {
+  grep -Eq "^ *\"$2\": $3,?\$" "$1" || fail "$1: expected \"$2\": $3, got: $(grep -E "^ *\"$2\":" "$1" || echo nothing)"
+}
+# expect_exit CODE PATTERN CMD...: CMD exits with CODE and its stderr matches PATTERN.
+expect_exit() {
+  local code=$1 pattern=$2
+  shift 2
+  local rc=0
+  "$@" > "$work/out" 2> "$work/err" || rc=$?
+  [ "$rc" -eq "$code" ] || fail "$* exited $rc, expected $code; stderr: $(cat "$work/err")"
+  grep -Eq -- "$pattern" "$work/err" || fail "$*: stderr does not match '$pattern': $(cat "$work/err")"
+}
+# flip_byte FILE OFFSET: inverts one byte in place.
+flip_byte() {
+  local old
+  old=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+  printf "$(printf '\\%03o' $((255 - old)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
+for codec in zstd raw; do
+  out=$work/a9a.$codec.shards
+  "$bin" convert "$data" -o "$out" --codec "$codec" --block-rows 1000 --shards 3 --json \
+    > "$work/convert.json" || fail "convert --codec $codec"
+  "$bin" inspect "$out" --json --verify > "$work/inspect.json" || fail "inspect --verify ($codec)"
+  for f in "$work/convert.json" "$work/inspect.json"; do
+    expect_json "$f" rows 32561
+    expect_json "$f" features 123
+    expect_json "$f" nnz 451592
+    expect_json "$f" max_index 123
+    expect_json "$f" index_base 1
+    expect_json "$f" '-1' 24720
+    expect_json "$f" 1 7841
+    expect_json "$f" codec "\"$codec\""
+    expect_json "$f" blocks 33
+    expect_json "$f" shards 3
+    expect_json "$f" format_version 1
+  done
+  cp "$work/convert.json" "$work/convert.$codec.json"
+  expect_json "$work/inspect.json" verified true
+  expect_json "$work/inspect.json" blocks_checked 33
+  # Every shard file is there, and nothing temporary is left next to the output.
+  [ "$(ls "$out" | wc -l)" -eq 5 ] || fail "$out holds: $(ls "$out")"
+  [ "$(ls "$work" | grep -c 'shards$')" -eq "$([ "$codec" = zstd ] && echo 1 || echo 2)" ] ||
+    fail "leftovers in $work: $(ls "$work")"
+done
+
+# Size: zstd shards hold a9a in at most 35% of the text (the issue's target for KDD-size data).
+ratio=$(sed -n 's/.*"compression_ratio": \([0-9.e-]*\).*/\1/p' "$work/convert.zstd.json")
+awk -v r="$ratio" 'BEGIN { exit !(r > 0 && r <= 0.35) }' || fail "zstd compression ratio $ratio > 0.35"
+
+# The human-readable report names the numbers too.
+"$bin" inspect "$work/a9a.zstd.shards" --verify > "$work/inspect.txt"
+grep -q '^rows *32561$' "$work/inspect.txt" || fail "inspect text: $(cat "$work/inspect.txt")"
+grep -q -- '-1: 24720, 1: 7841' "$work/inspect.txt" || fail "inspect labels: $(cat "$work/inspect.txt")"
+grep -q '^verified *33 blocks' "$work/inspect.txt" || fail "inspect verified: $(cat "$work/inspect.txt")"
+
+# A flipped byte inside block 0 of shard 1 (blocks start after the 64-byte file header): the
+# directory still opens, but --verify exits 3 naming the shard file and the block.
+corrupt=$work/corrupt.shards
+cp -r "$work/a9a.zstd.shards" "$corrupt"
+flip_byte "$corrupt/shard-00001.pms" 200
+"$bin" inspect "$corrupt" > /dev/null || fail "inspect without --verify should not read blocks"
+expect_exit 3 'shard-00001\.pms: block 0 \(global block 1\): checksum mismatch' \
+  "$bin" inspect "$corrupt" --verify
+
+# Truncation is refused at open.
+truncated=$work/truncated.shards
+cp -r "$work/a9a.raw.shards" "$truncated"
+truncate -s -8 "$truncated/shard-00002.pms"
+expect_exit 3 'truncated' "$bin" inspect "$truncated"
+
+# A source that changed since conversion makes the shards stale; a missing one is fine.
+cp "$data" "$work/copy.zst"
+"$bin" convert "$work/copy.zst" -o "$work/stale.shards" > /dev/null
+"$bin" inspect "$work/stale.shards" > /dev/null || fail "fresh shards refused"
+touch -d '2001-01-01' "$work/copy.zst"
+expect_exit 3 'stale shards: .*copy\.zst changed since conversion \(re-run convert\)' \
+  "$bin" inspect "$work/stale.shards"
+rm "$work/copy.zst"
+"$bin" inspect "$work/stale.shards" | grep -q 'missing now' || fail "missing source not noted"
+
+# Standard input converts too, recorded as "-".
+zstd -dc "$data" | "$bin" convert - -o "$work/stdin.shards" --codec raw --json > "$work/stdin.json"
+expect_json "$work/stdin.json" rows 32561
+"$bin" inspect "$work/stdin.shards" | grep -q '^source *- (stdin)$' || fail "stdin source"
+
+# Converting again replaces a shard directory; a directory of something else is never replaced.
+"$bin" convert "$data" -o "$work/a9a.zstd.shards" --block-rows 5000 --json > "$work/again.json"
+expect_json "$work/again.json" blocks 7
+mkdir "$work/precious" && echo keep > "$work/precious/notes.txt"
+expect_exit 2 'not a shard directory' "$bin" convert "$data" -o "$work/precious"
+[ -f "$work/precious/notes.txt" ] || fail "a non-shard directory was replaced"
+
+# Usage and I/O errors.
+expect_exit 2 'codec' "$bin" convert "$data" -o "$work/x.shards" --codec lz4
+expect_exit 2 'unrecognised|unknown' "$bin" convert "$data" -o "$work/x.shards" --bogus
+expect_exit 2 'index base' "$bin" convert "$data" -o "$work/x.shards" --index-base 2
+expect_exit 4 'no such file|cannot open' "$bin" convert "$work/absent.svm" -o "$work/x.shards"
+expect_exit 3 'manifest missing' "$bin" inspect "$work/precious"
+[ ! -e "$work/x.shards" ] || fail "a failed convert left $work/x.shards"
+ls "$work" | grep -q 'tmp-' && fail "temporary directories left: $(ls "$work")"
+
+echo "convert_inspect: all checks passed"
