@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# `polymargin train` at the shell: inputs (text of any compression, shard directories), the label
+# mapping, --json keys, exit codes and messages of bad options, non-binary labels and divergence,
+# and that no model file (not even a partial or temporary one) is left by a failed run.
+# Usage: tests/cli/train.sh BUILD/polymargin   (run from the repository root)
+set -euo pipefail
+
+bin=${1:?usage: $0 POLYMARGIN_BINARY}
+work=$(mktemp -d "${TMPDIR:-/tmp}/pm_train.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+json_value() { sed -n "s/.*\"$2\": \"\{0,1\}\([^,\"]*\)\"\{0,1\},\{0,1\}$/\1/p" "$1" | head -1; }
+same_number() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 == b + 0) }'; }
+# expect CODE MESSAGE-FRAGMENT ARGS...: the run exits with CODE, says FRAGMENT on stderr, and
+# leaves no file in $work/out.
+expect() {
+  local code=$1 fragment=$2
+  shift 2
+  local rc=0
+  "$bin" train "$@" > "$work/out.log" 2> "$work/err.log" || rc=$?
+  [ "$rc" -eq "$code" ] || fail "train $* exited $rc, expected $code: $(cat "$work/err.log")"
+  grep -q -- "$fragment" "$work/err.log" ||
+    fail "train $*: stderr lacks '$fragment': $(cat "$work/err.log")"
+  [ -z "$(ls -A "$work/out")" ] || fail "train $* left files: $(ls "$work/out")"
+}
+
+mkdir -p "$work/out"
+a9a=data/a9a.zst  # the bundled copy (zstd): text of any compression is converted on the fly
+
+# --- a normal run, JSON summary ---------------------------------------------------------------
+"$bin" train --algo ldm -d "$a9a" -o "$work/a9a.model" --seed 3 --json > "$work/train.json" \
+  2> "$work/train.err"
+[ -s "$work/a9a.model" ] || fail "no model written"
+for key in rows features nnz epochs eta0 train_seconds learn_seconds read_wait_seconds \
+  rows_per_second objective margin_mean margin_variance train_accuracy model_path; do
+  grep -q "\"$key\":" "$work/train.json" || fail "--json lacks $key: $(cat "$work/train.json")"
+done
+[ "$(json_value "$work/train.json" rows)" = 32561 ] || fail "rows: $(cat "$work/train.json")"
+[ "$(json_value "$work/train.json" features)" = 123 ] || fail "features: $(cat "$work/train.json")"
+acc=$(json_value "$work/train.json" train_accuracy)
+awk -v a="$acc" 'BEGIN { exit !(a > 0.84) }' || fail "training accuracy $acc"
+grep -q -- "-1 -> -1 (24720 rows), 1 -> +1 (7841 rows)" "$work/train.err" ||
+  fail "label mapping not reported: $(cat "$work/train.err")"
+grep -q "eta0 .* (calibrated)" "$work/train.err" || fail "calibrated eta0 not logged"
+grep -q "epoch 5/5" "$work/train.err" || fail "no per-epoch log line"
+ls "$work" | grep -q "tmp" && fail "temporary file left next to the model"
+
+# A shard directory as input (same weights as text: train_test.cpp), human summary.
+"$bin" convert "$a9a" -o "$work/a9a.shards" > /dev/null
+"$bin" train -d "$work/a9a.shards" -o "$work/shards.model" --seed 3 > "$work/plain.out" 2> /dev/null
+grep -q "model written to $work/shards.model" "$work/plain.out" || fail "summary: $(cat "$work/plain.out")"
+grep -q "learning .* waiting for data" "$work/plain.out" || fail "no time split: $(cat "$work/plain.out")"
+
+# SVM, explicit hyper-parameters, bias, no scaling: runs and records them.
+"$bin" train --algo svm -d "$work/a9a.shards" -o "$work/svm.model" -c 0.5 --epochs 3 \
+  --avg-start-epochs 1 --eta0 0.05 --bias 1 --scale none --json > "$work/svm.json" 2> /dev/null
+for kv in eta0=0.05 lambda1=0 lambda2=0 epochs=3 c=0.5 bias=1; do
+  same_number "$(json_value "$work/svm.json" "${kv%=*}")" "${kv#*=}" ||
+    fail "svm ${kv%=*} is not ${kv#*=}: $(cat "$work/svm.json")"
+done
+
+# 0/1 labels: the larger label is +1.
+zstd -dc "$a9a" | sed -n '1,2000{s/^-1 /0 /;s/^+1 /1 /;p}' > "$work/zero_one.svm"
+"$bin" train -d "$work/zero_one.svm" -o "$work/zero_one.model" 2> "$work/zo.err" > /dev/null
+grep -q -- "0 -> -1 (.* rows), 1 -> +1" "$work/zo.err" || fail "0/1 mapping: $(cat "$work/zo.err")"
+
+# --- usage errors: exit 2, nothing written ---------------------------------------------------
+expect 2 "C must be a positive number" -d "$work/a9a.shards" -o "$work/out/m" -c 0
+expect 2 "C must be a positive number" -d "$work/a9a.shards" -o "$work/out/m" -c -1
+expect 2 "lambda1 must be ≥ 0" -d "$work/a9a.shards" -o "$work/out/m" --lambda1 -0.5
+expect 2 "lambda2-rel must be ≥ 0" -d "$work/a9a.shards" -o "$work/out/m" --lambda2-rel -1
+expect 2 "exclude each other" -d "$work/a9a.shards" -o "$work/out/m" --lambda1 1 --lambda1-rel 1
+expect 2 "epochs must be ≥ 1" -d "$work/a9a.shards" -o "$work/out/m" --epochs 0
+expect 2 "avg-start-epochs must be in" -d "$work/a9a.shards" -o "$work/out/m" --epochs 3 \
+  --avg-start-epochs 3
+expect 2 "eta0 must be 'auto' or a positive number" -d "$work/a9a.shards" -o "$work/out/m" --eta0 x
+expect 2 "algo must be ldm or svm" -d "$work/a9a.shards" -o "$work/out/m" --algo cpm
+expect 2 "scale must be maxabs or none" -d "$work/a9a.shards" -o "$work/out/m" --scale minmax
+expect 2 "takes no" -d "$work/a9a.shards" -o "$work/out/m" --algo svm --lambda1 1
+expect 2 "no training data" -o "$work/out/m"
+expect 4 "does not exist" -d "$work/a9a.shards" -o "$work/out/missing/m"
+
+# --- data errors: exit 3 -------------------------------------------------------------------------
+printf '1 1:1\n2 2:1\n3 1:0.5 2:1\n' > "$work/three.svm"
+expect 3 "labels are not binary.*found 3 (1, 2, 3)" -d "$work/three.svm" -o "$work/out/m"
+printf '1 1:1\n1 2:1\n' > "$work/one.svm"
+expect 3 "labels are not binary" -d "$work/one.svm" -o "$work/out/m"
+
+# --- divergence: exit 5, no model, an existing model is left untouched ------------------------
+printf '1 1:3e38 2:1\n-1 1:1 2:3e38\n1 1:2e38 3:1e38\n-1 2:1 3:3e38\n' > "$work/huge.svm"
+expect 5 "diverged: non-finite .* at step [0-9]* (epoch [0-9]*)" -d "$work/huge.svm" \
+  -o "$work/out/m" --scale none --eta0 1
+cp "$work/a9a.model" "$work/keep.model"
+"$bin" train -d "$work/huge.svm" -o "$work/keep.model" --scale none --eta0 1 2> /dev/null &&
+  fail "diverging run succeeded"
+cmp -s "$work/a9a.model" "$work/keep.model" || fail "a failed run changed the existing model"
+ls "$work" | grep -q "keep.model.tmp" && fail "temporary model file left behind"
+
+"$bin" train --help > "$work/help.out" || fail "--help failed"
+grep -q -- "--lambda1-rel" "$work/help.out" || fail "--help lacks the options"
+echo "train.sh: all checks passed"
