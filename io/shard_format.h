@@ -112,6 +112,17 @@ inline std::uint8_t* put_varint(std::uint8_t* p, std::uint32_t v) {
   return p;
 }
 
+/// Bytes past the end of a varint section that the decoders may read (and that must be readable).
+inline constexpr std::size_t kVarintSlack = 80;
+
+/// A LEB128 decoder: `count` values from [p, end) into out; returns the end of the last value and
+/// sets `bad` on values of 2^32 or more, varints over 5 bytes, or running past `end`.
+using VarintDecoder = const std::uint8_t* (*)(const std::uint8_t* p, const std::uint8_t* end,
+                                              std::size_t count, std::uint32_t* out, bool& bad);
+
+/// Every decoder this CPU can run (portable first); BlockDecoder uses the fastest. For tests.
+std::vector<VarintDecoder> varint_decoders();
+
 /// Names a block in error messages: "<file>: block L (global G): ...".
 struct BlockName {
   const std::string& file;
@@ -201,6 +212,9 @@ class MappedFile {
   /// Drops [offset, offset + size) from this process's resident set. The pages stay in the page
   /// cache; this only keeps the RSS of a streaming pass bounded by the data in flight.
   void release(std::size_t offset, std::size_t size) const;
+  /// Maps [offset, offset + size) in one call (Linux 5.14+; a no-op elsewhere), which is cheaper than
+  /// a page fault for every 64 KiB the first touch would take.
+  void populate(std::size_t offset, std::size_t size) const;
 
  private:
   const std::uint8_t* data_ = nullptr;

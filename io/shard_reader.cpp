@@ -56,27 +56,56 @@ void size_buffer(CsrBuffer& b, std::size_t rows, std::size_t nnz, bool values) {
   if (values) b.values.resize(nnz);
 }
 
-// Copies rows perm[0..n) of the concatenation of `parts` (row g of the concatenation is row
-// g - starts[p] of part p) into `out`, sized beforehand.
-void gather(const std::vector<CsrView>& parts, const std::vector<std::uint32_t>& starts,
-            const std::uint32_t* perm, std::size_t n, CsrBuffer& out) {
+// Rows of several CSR parts, numbered as if concatenated: row g is row g - starts[p] of part p.
+struct Concatenation {
+  const std::vector<CsrView>& parts;
+  const std::vector<std::uint32_t>& starts;  // parts.size() + 1 entries
+
+  std::pair<const CsrView*, std::uint32_t> row(std::uint32_t g) const {
+    const std::size_t p =
+        parts.size() == 1
+            ? 0
+            : std::upper_bound(starts.begin() + 1, starts.end(), g) - starts.begin() - 1;
+    return {&parts[p], g - starts[p]};
+  }
+};
+
+// The first cache lines of a row's indices and values (most rows fit in three).
+void prefetch_row(const CsrView& v, std::uint32_t r) {
+  const std::uint32_t b = v.offsets[r];
+  for (int line = 0; line < 3; ++line) {
+    __builtin_prefetch(reinterpret_cast<const char*>(v.indices + b) + 64 * line);
+    if (v.values) __builtin_prefetch(reinterpret_cast<const char*>(v.values + b) + 64 * line);
+  }
+}
+
+// Copies rows perm[0..n) of `rows` into `out`, sized beforehand. A shuffled window is several MB
+// read in random order, so each row would wait on cache misses; prefetching the rows a few steps
+// ahead (their offsets further ahead still) roughly halves the time of this loop.
+void gather(const Concatenation& rows, const std::uint32_t* perm, std::size_t n, CsrBuffer& out) {
+  constexpr std::size_t kAhead = 8;
   std::uint32_t* const offsets = out.offsets.data();
   std::uint32_t* const indices = out.indices.data();
   float* const values = out.has_values ? out.values.data() : nullptr;
   std::uint32_t pos = 0;
   offsets[0] = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t g = perm[i];
-    const std::size_t p =
-        parts.size() == 1 ? 0 : std::upper_bound(starts.begin() + 1, starts.end(), g) - starts.begin() - 1;
-    const CsrView& v = parts[p];
-    const std::uint32_t r = g - starts[p];
-    out.labels[i] = v.labels[r];
-    const std::uint32_t b = v.offsets[r], len = v.offsets[r + 1] - b;
-    std::copy_n(v.indices + b, len, indices + pos);
+    if (i + 2 * kAhead < n) {
+      const auto [v, r] = rows.row(perm[i + 2 * kAhead]);
+      __builtin_prefetch(v->offsets + r);
+      __builtin_prefetch(v->labels + r);
+    }
+    if (i + kAhead < n) {
+      const auto [v, r] = rows.row(perm[i + kAhead]);
+      prefetch_row(*v, r);
+    }
+    const auto [v, r] = rows.row(perm[i]);
+    out.labels[i] = v->labels[r];
+    const std::uint32_t b = v->offsets[r], len = v->offsets[r + 1] - b;
+    std::copy_n(v->indices + b, len, indices + pos);
     if (values) {
-      if (v.values)
-        std::copy_n(v.values + b, len, values + pos);
+      if (v->values)
+        std::copy_n(v->values + b, len, values + pos);
       else
         std::fill_n(values + pos, len, 1.0f);
     }
@@ -142,6 +171,9 @@ struct ShardSet::Impl {
   }
   void release(std::uint64_t b) const {
     files[blocks[b].shard].release(blocks[b].entry.offset, blocks[b].entry.bytes);
+  }
+  void populate(std::uint64_t b) const {
+    files[blocks[b].shard].populate(blocks[b].entry.offset, blocks[b].entry.bytes);
   }
 
   const std::vector<float>& feature_maxabs() const {
@@ -245,6 +277,7 @@ struct ShardSet::Impl {
     bool any_values = false;
     for (std::size_t i = 0; i < w.block_count; ++i) {
       const std::uint32_t b = w.blocks[i];
+      populate(b);
       const shard::BlockHeader h = shard::check_block(data(b), blocks[b].entry, manifest.codec, name(b));
       rows += h.rows;
       nnz += h.nnz;
@@ -283,7 +316,7 @@ struct ShardSet::Impl {
       std::iota(s.perm.begin(), s.perm.end(), 0u);
       shard::SplitMix64 rng(shard::derive_seed(o.seed, o.epoch, w.number));
       shard::seeded_shuffle(s.perm.data(), s.perm.size(), rng);
-      gather(s.parts, s.starts, s.perm.data(), rows, w.out);
+      gather({s.parts, s.starts}, s.perm.data(), rows, w.out);
     }
     if (scale) scale_values(w.out, *scale);
     w.views.push_back(w.out.view());

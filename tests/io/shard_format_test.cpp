@@ -163,6 +163,53 @@ TEST(ShardBlockDecoder, MalformedStreamWithValidChecksumIsRefused) {
   }
 }
 
+// Every LEB128 decoder this CPU runs agrees with put_varint on values of every length, and refuses
+// overlong varints, values of 2^32 or more and streams that end early.
+TEST(ShardVarint, EveryDecoderRoundTripsAndRefusesMalformedInput) {
+  SplitMix64 rng(12);
+  std::vector<std::uint32_t> values;
+  for (int i = 0; i < 5000; ++i)
+    values.push_back(static_cast<std::uint32_t>(rng.next() >> (32 + rng.below(33))));
+  values.push_back(0);
+  values.push_back(UINT32_MAX);
+  std::vector<std::uint8_t> stream(values.size() * 5 + kVarintSlack, 0);
+  std::uint8_t* p = stream.data();
+  for (const auto v : values) p = put_varint(p, v);
+  const std::uint8_t* const end = p;
+  ASSERT_GE(varint_decoders().size(), 1u);
+  for (const VarintDecoder decode : varint_decoders()) {
+    std::vector<std::uint32_t> out(values.size());
+    bool bad = false;
+    EXPECT_EQ(decode(stream.data(), end, values.size(), out.data(), bad), end);
+    EXPECT_FALSE(bad);
+    EXPECT_EQ(out, values);
+    for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{77}}) {  // prefixes
+      bad = false;
+      decode(stream.data(), end, n, out.data(), bad);
+      EXPECT_FALSE(bad);
+      EXPECT_TRUE(std::equal(out.begin(), out.begin() + n, values.begin()));
+    }
+    bad = false;
+    decode(stream.data(), stream.data() + 3, values.size(), out.data(), bad);
+    EXPECT_TRUE(bad) << "ran past the end";
+    const std::vector<std::vector<std::uint8_t>> malformed = {
+        {0x80, 0x80, 0x80, 0x80, 0x80, 0x01},  // 6 bytes
+        {0xff, 0xff, 0xff, 0xff, 0x1f},        // 2^36 - 1
+        {0x80, 0x80, 0x80, 0x80, 0x10},        // 2^32
+    };
+    for (auto bytes : malformed) {
+      bytes.resize(bytes.size() + kVarintSlack, 0);
+      bad = false;
+      decode(bytes.data(), bytes.data() + bytes.size() - kVarintSlack, 1, out.data(), bad);
+      EXPECT_TRUE(bad);
+    }
+    std::vector<std::uint8_t> endless(64 + kVarintSlack, 0x80);  // no last byte in sight
+    bad = false;
+    decode(endless.data(), endless.data() + 64, 1, out.data(), bad);
+    EXPECT_TRUE(bad);
+  }
+}
+
 TEST(ShardSplitMix64, MatchesTheReferenceSequence) {
   // First outputs of the reference splitmix64.c with state 0.
   SplitMix64 g(0);
