@@ -24,15 +24,9 @@ using testing::random_rows;
 using testing::Row;
 using testing::rows_of;
 using testing::scan_rows;
+using testing::slurp;
 using testing::Values;
 using testing::write_shards;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void spit(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -80,6 +82,14 @@ inline std::vector<Row> scan_rows(const ShardSet& set, const ReadOptions& option
     rows.insert(rows.end(), part.begin(), part.end());
   });
   return rows;
+}
+
+/// The bytes of a file.
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 /// An empty scratch directory, unique to this process and test.

@@ -17,15 +17,9 @@ using testing::fresh_dir;
 using testing::random_rows;
 using testing::rows_of;
 using testing::scan_rows;
+using testing::slurp;
 using testing::Values;
 using testing::write_shards;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::size_t entries(const fs::path& dir) {
   return static_cast<std::size_t>(
