@@ -1,0 +1,257 @@
+// `polymargin predict` and `polymargin eval`: score a data set with one or more trained models.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/plot.h"
+#include "engine/errors.h"
+#include "engine/linear_model.h"
+#include "engine/metrics.h"
+#include "io/atomic_file.h"
+#include "io/model_file.h"
+#include "io/shards.h"
+
+namespace polymargin::cli {
+namespace {
+
+using engine::LinearModel;
+
+struct Scored {
+  std::vector<double> scores;
+  std::vector<std::int8_t> signs;  // ±1 under the model's label map
+  std::uint64_t ignored_nonzeros = 0;  // test features the model never saw
+};
+
+// Opens DATA for a model: text is parsed with the model's index base, so that an index 0 in a
+// 1-based test file is caught rather than silently shifted.
+io::Dataset open_for_model(const std::vector<std::string>& data, const LinearModel& model,
+                           int threads) {
+  io::ConvertOptions convert;
+  convert.text.index_base = model.index_base == 0 ? io::IndexBase::kZero : io::IndexBase::kOne;
+  convert.text.threads = threads;
+  return io::Dataset::open(data, convert, threads);
+}
+
+void check_labels(const io::Manifest& manifest, const LinearModel& model, const std::string& data) {
+  for (const auto& [label, count] : manifest.label_counts)
+    if (!model.labels.is_binary_label(static_cast<float>(label))) {
+      std::ostringstream msg;
+      msg << "label " << label << " (" << count << " rows) is not one of the model's labels "
+          << model.labels.negative << " / " << model.labels.positive;
+      throw DataError(data, 0, 0, msg.str());
+    }
+}
+
+// Scores every row in data order (no shuffle).
+Scored score_rows(const io::ShardSet& shards, const LinearModel& model, int threads) {
+  Scored out;
+  out.scores.reserve(shards.manifest().rows);
+  out.signs.reserve(shards.manifest().rows);
+  io::ReadOptions read;
+  read.shuffle = false;
+  read.threads = threads;
+  shards.scan(read, [&](const CsrView& batch) {
+    for (std::size_t r = 0; r < batch.rows; ++r) {
+      out.scores.push_back(model.score(batch, r, &out.ignored_nonzeros));
+      out.signs.push_back(static_cast<std::int8_t>(model.labels.sign(batch.labels[r])));
+    }
+  });
+  return out;
+}
+
+std::string label_text(double label) {
+  std::ostringstream s;
+  s << label;
+  return s.str();
+}
+
+int run_predict(const std::vector<std::string>& args) {
+  std::string model_path, output;
+  std::vector<std::string> data;
+  int threads = 0;
+  po::options_description opts("predict options");
+  opts.add_options()("model,m", po::value(&model_path)->required(), "trained model file")(
+      "data,d", po::value(&data)->multitoken()->required(),
+      "data to score: LIBSVM text (plain/gz/bz2/zst, '-' = stdin) or a shard directory")(
+      "output,o", po::value(&output), "write 'label score' lines here (default: stdout)")(
+      "threads", po::value(&threads)->default_value(0), "reader threads (0 = all cores)");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse_options("predict", "-m MODEL -d DATA [-o SCORES]", opts, pos, args, vm)) return 0;
+  threads = resolve_threads(threads);
+
+  const LinearModel model = io::load_model(model_path);
+  io::Dataset dataset = open_for_model(data, model, threads);
+  const Scored scored = score_rows(dataset.shards(), model, threads);
+
+  // One line per row, in data order: the predicted label (the model's own label values) and the score.
+  const std::string positive = label_text(model.labels.positive);
+  const std::string negative = label_text(model.labels.negative);
+  std::string text;
+  text.reserve(scored.scores.size() * 16);
+  char buf[40];
+  for (double s : scored.scores) {
+    text += s > 0 ? positive : negative;
+    const int n = std::snprintf(buf, sizeof buf, " %.9g\n", s);
+    text.append(buf, n);
+  }
+  if (output.empty()) {
+    std::cout << text;
+  } else {
+    io::write_file_atomically(output, text);
+    std::cerr << "predict: " << scored.scores.size() << " rows scored → " << output << "\n";
+  }
+  if (scored.ignored_nonzeros > 0)
+    std::cerr << "predict: ignored " << scored.ignored_nonzeros
+              << " non-zeros of features the model has not seen (index > " << model.max_index
+              << ")\n";
+  return 0;
+}
+
+nlohmann::json metrics_json(const engine::BinaryMetrics& m) {
+  return {{"rows", m.rows},
+          {"positives", m.positives},
+          {"negatives", m.negatives},
+          {"accuracy", m.accuracy},
+          {"error_rate", m.error_rate},
+          {"errors", m.false_positives + m.false_negatives},
+          {"auc", m.auc},
+          {"precision", m.precision},
+          {"recall", m.recall},
+          {"f1", m.f1},
+          {"confusion",
+           {{"true_positives", m.true_positives},
+            {"false_positives", m.false_positives},
+            {"true_negatives", m.true_negatives},
+            {"false_negatives", m.false_negatives}}},
+          {"margin_mean", m.margin_mean},
+          {"margin_variance", m.margin_variance}};
+}
+
+int run_eval(const std::vector<std::string>& args) {
+  std::vector<std::string> model_paths, data;
+  std::string margins_csv, plot_svg;
+  int threads = 0, points = 201;
+  bool json = false;
+  po::options_description opts("eval options");
+  opts.add_options()("model,m", po::value(&model_paths)->required(),
+                     "trained model file; repeat to compare models on the same data")(
+      "data,d", po::value(&data)->multitoken()->required(),
+      "test data: LIBSVM text (plain/gz/bz2/zst, '-' = stdin) or a shard directory")(
+      "json", po::bool_switch(&json), "print one JSON object instead of the table")(
+      "margins", po::value(&margins_csv),
+      "write the cumulative margin distribution (one column per model) to FILE.csv")(
+      "plot", po::value(&plot_svg), "draw the cumulative margin distribution to FILE.svg")(
+      "points", po::value(&points)->default_value(201), "thresholds in --margins/--plot")(
+      "threads", po::value(&threads)->default_value(0), "reader threads (0 = all cores)");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse_options("eval", "-m MODEL [-m MODEL2 ...] -d DATA [--json] [--margins F.csv] [--plot F.svg]",
+                     opts, pos, args, vm))
+    return 0;
+  if (points < 2) throw UsageError("eval: --points must be at least 2");
+  threads = resolve_threads(threads);
+
+  struct Result {
+    std::string path;
+    LinearModel model;
+    engine::BinaryMetrics metrics;
+    std::vector<double> margins;
+    std::uint64_t ignored_nonzeros = 0;
+  };
+  std::vector<Result> results;
+  for (const auto& path : model_paths) {
+    Result r;
+    r.path = path;
+    r.model = io::load_model(path);
+    io::Dataset dataset = open_for_model(data, r.model, threads);
+    check_labels(dataset.shards().manifest(), r.model, data.front());
+    const Scored scored = score_rows(dataset.shards(), r.model, threads);
+    r.metrics = engine::binary_metrics(scored.scores, scored.signs);
+    r.ignored_nonzeros = scored.ignored_nonzeros;
+    r.margins.resize(scored.scores.size());
+    for (std::size_t i = 0; i < scored.scores.size(); ++i)
+      r.margins[i] = scored.signs[i] * scored.scores[i];
+    results.push_back(std::move(r));
+  }
+
+  // The margin curves share one threshold grid: the 0.5%–99.5% range of all margins, which keeps a
+  // few extreme rows from flattening the picture.
+  std::vector<engine::MarginCurve> curves;
+  if (!margins_csv.empty() || !plot_svg.empty()) {
+    std::vector<double> all;
+    for (const auto& r : results) all.insert(all.end(), r.margins.begin(), r.margins.end());
+    std::sort(all.begin(), all.end());
+    double lo = all.empty() ? -1 : all[all.size() / 200];
+    double hi = all.empty() ? 1 : all[all.size() - 1 - all.size() / 200];
+    if (!(hi > lo)) lo -= 1, hi += 1;
+    for (const auto& r : results) curves.push_back(engine::margin_curve(r.margins, lo, hi, points));
+  }
+  if (!margins_csv.empty()) {
+    std::ostringstream csv;
+    csv.precision(9);
+    csv << "margin";
+    for (const auto& r : results) csv << "," << r.model.algorithm << ":" << r.path;
+    csv << "\n";
+    for (int p = 0; p < points; ++p) {
+      csv << curves[0].thresholds[p];
+      for (const auto& c : curves) csv << "," << c.cumulative[p];
+      csv << "\n";
+    }
+    io::write_file_atomically(margins_csv, csv.str());
+  }
+  if (!plot_svg.empty()) {
+    std::vector<Series> series;
+    for (std::size_t k = 0; k < results.size(); ++k)
+      series.push_back({results[k].model.algorithm + " (" + results[k].path + ")",
+                        curves[k].thresholds, curves[k].cumulative});
+    io::write_file_atomically(
+        plot_svg, svg_line_plot(series, {"Cumulative margin distribution", "margin y·f(x)",
+                                         "fraction of rows with margin ≤ x"}));
+  }
+
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results) {
+      nlohmann::json j = metrics_json(r.metrics);
+      j["model_path"] = r.path;
+      j["algorithm"] = r.model.algorithm;
+      j["ignored_nonzeros"] = r.ignored_nonzeros;
+      out.push_back(std::move(j));
+    }
+    std::cout << (results.size() == 1 ? out[0] : out).dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& r : results) {
+    const auto& m = r.metrics;
+    std::printf("%s (%s) on %llu rows\n", r.path.c_str(), r.model.algorithm.c_str(),
+                static_cast<unsigned long long>(m.rows));
+    std::printf("  accuracy      %.4f   (error rate %.4f, %llu errors)\n", m.accuracy, m.error_rate,
+                static_cast<unsigned long long>(m.false_positives + m.false_negatives));
+    std::printf("  auc           %.4f\n", m.auc);
+    std::printf("  precision     %.4f   recall %.4f   f1 %.4f\n", m.precision, m.recall, m.f1);
+    std::printf("  margin        mean %.4f   variance %.4f\n", m.margin_mean, m.margin_variance);
+    std::printf("  confusion     predicted +1   predicted -1\n");
+    std::printf("    actual +1   %12llu   %12llu\n", static_cast<unsigned long long>(m.true_positives),
+                static_cast<unsigned long long>(m.false_negatives));
+    std::printf("    actual -1   %12llu   %12llu\n", static_cast<unsigned long long>(m.false_positives),
+                static_cast<unsigned long long>(m.true_negatives));
+    if (r.ignored_nonzeros > 0)
+      std::printf("  ignored       %llu non-zeros of features the model has not seen\n",
+                  static_cast<unsigned long long>(r.ignored_nonzeros));
+  }
+  return 0;
+}
+
+const CommandRegistration predict_registration("predict", "score data with a trained model",
+                                               run_predict);
+const CommandRegistration eval_registration(
+    "eval", "accuracy, AUC, confusion matrix and margin distribution of models", run_eval);
+
+}  // namespace
+}  // namespace polymargin::cli

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# End-to-end: train on the bundled a9a, then predict / eval / export, their outputs and their errors.
+# $1 = the polymargin binary; run from the repository root.
+set -uo pipefail
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_exit() {  # expect_exit CODE PATTERN -- command...
+  local code=$1 pattern=$2; shift 3
+  "$@" > "$tmp/out" 2> "$tmp/err"; local got=$?
+  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "'$*' exited $got, expected $code"; }
+  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "'$*' did not say '$pattern'"; }
+}
+
+"$bin" convert data/a9a.zst -o "$tmp/a9a.shards" > /dev/null || fail "convert"
+"$bin" train --algo ldm -d "$tmp/a9a.shards" -o "$tmp/ldm.model" --scale maxabs --seed 3 > /dev/null \
+  || fail "train ldm"
+"$bin" train --algo svm -d "$tmp/a9a.shards" -o "$tmp/svm.model" --scale maxabs --seed 3 > /dev/null \
+  || fail "train svm"
+
+# eval --json: documented snake_case keys, accuracy in the expected range.
+"$bin" eval -m "$tmp/ldm.model" -d data/a9a.t.zst --json > "$tmp/eval.json" || fail "eval --json"
+for key in rows accuracy error_rate auc margin_mean margin_variance confusion true_positives; do
+  grep -q "\"$key\"" "$tmp/eval.json" || fail "eval --json lacks $key"
+done
+grep -q '"rows": 16281' "$tmp/eval.json" || fail "eval saw the wrong number of rows"
+acc=$(sed -n 's/.*"accuracy": \([0-9.]*\).*/\1/p' "$tmp/eval.json")
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' || fail "LDM accuracy on a9a.t is $acc < 0.85"
+
+# Two models side by side with the margin distribution as CSV and SVG.
+"$bin" eval -m "$tmp/svm.model" -m "$tmp/ldm.model" -d data/a9a.t.zst \
+  --margins "$tmp/m.csv" --plot "$tmp/m.svg" > "$tmp/table" || fail "eval two models"
+[ "$(grep -c 'accuracy' "$tmp/table")" -eq 2 ] || fail "eval table should list two models"
+[ "$(wc -l < "$tmp/m.csv")" -eq 202 ] || fail "margins csv should have a header and 201 rows"
+head -1 "$tmp/m.csv" | grep -q '^margin,svm:.*,ldm:' || fail "margins csv header"
+[ "$(grep -c '<polyline' "$tmp/m.svg")" -eq 2 ] || fail "plot should draw two curves"
+tail -1 "$tmp/m.svg" | grep -q '</svg>' || fail "plot is not a complete SVG"
+
+# predict: one line per row, in file order, labels from the model's label map; agrees with eval.
+"$bin" predict -m "$tmp/ldm.model" -d data/a9a.t.zst -o "$tmp/scores" 2> /dev/null || fail "predict"
+[ "$(wc -l < "$tmp/scores")" -eq 16281 ] || fail "predict row count"
+correct=$(paste -d' ' <(zstd -dc data/a9a.t.zst | cut -d' ' -f1) "$tmp/scores" |
+  awk '{ if (($1 > 0) == ($2 > 0)) c++ } END { print c }')
+awk -v c="$correct" -v a="$acc" 'BEGIN { exit !(c / 16281 - a < 1e-9 && a - c / 16281 < 1e-9) }' \
+  || fail "predict labels disagree with eval accuracy ($correct correct vs $acc)"
+# The same data as text and as shards score identically.
+"$bin" predict -m "$tmp/ldm.model" -d "$tmp/a9a.shards" > "$tmp/scores.train.shards" 2> /dev/null
+"$bin" predict -m "$tmp/ldm.model" -d data/a9a.zst > "$tmp/scores.train.text" 2> /dev/null
+cmp -s "$tmp/scores.train.shards" "$tmp/scores.train.text" || fail "text and shard scores differ"
+
+# export: text and JSON.
+"$bin" export -m "$tmp/ldm.model" --format json -o "$tmp/model.json" || fail "export json"
+grep -q '"algorithm": "ldm"' "$tmp/model.json" || fail "export json algorithm"
+"$bin" export -m "$tmp/ldm.model" --format text | grep -q '^algorithm ldm' || fail "export text"
+
+# Errors: each a clear message, the documented exit code, and no output file left behind.
+printf 'not a model' > "$tmp/bogus.model"
+expect_exit 3 "$tmp/bogus.model" -- "$bin" eval -m "$tmp/bogus.model" -d data/a9a.t.zst
+head -c 100 "$tmp/ldm.model" > "$tmp/truncated.model"
+expect_exit 3 "truncated.model" -- "$bin" predict -m "$tmp/truncated.model" -d data/a9a.t.zst -o "$tmp/p"
+[ ! -e "$tmp/p" ] || fail "predict left an output behind after an error"
+expect_exit 4 "missing.model" -- "$bin" eval -m "$tmp/missing.model" -d data/a9a.t.zst
+expect_exit 2 "format" -- "$bin" export -m "$tmp/ldm.model" --format yaml
+printf '2 1:1\n1 3:1\n' > "$tmp/multi.svm"
+expect_exit 3 "not one of the model's labels" -- "$bin" eval -m "$tmp/ldm.model" -d "$tmp/multi.svm"
+printf -- '-1 0:1 3:1\n' > "$tmp/zero.svm"
+expect_exit 3 "zero.svm:1" -- "$bin" eval -m "$tmp/ldm.model" -d "$tmp/zero.svm"
+# Features beyond the model are ignored and reported.
+printf -- '-1 3:1 500:1\n+1 5:1\n' > "$tmp/wide.svm"
+"$bin" eval -m "$tmp/ldm.model" -d "$tmp/wide.svm" --json > "$tmp/wide.json" || fail "eval wide"
+grep -q '"ignored_nonzeros": 1' "$tmp/wide.json" || fail "ignored features not counted"
+echo "eval/predict/export: all checks passed"
