@@ -415,11 +415,16 @@ struct ShardSet::Impl {
                         [&](const tbb::blocked_range<std::uint64_t>& range) {
                           Checker& c = checkers.local();
                           for (std::uint64_t b = range.begin(); b != range.end(); ++b) {
+                            populate(b);
                             try {
-                              shard::check_block(data(b), blocks[b].entry, manifest.codec, name(b));
-                              c.rows.clear();
-                              shard::decode_block_append(c.decoder, data(b), manifest.codec,
-                                                         name(b), c.rows);
+                              const shard::BlockHeader h = shard::check_block(
+                                  data(b), blocks[b].entry, manifest.codec, name(b));
+                              const bool values = h.flags & shard::kBlockHasValues;
+                              size_buffer(c.rows, h.rows, h.nnz, values);
+                              c.decoder.decode(data(b), manifest.codec, name(b),
+                                               {c.rows.labels.data(), c.rows.offsets.data(),
+                                                c.rows.indices.data(),
+                                                values ? c.rows.values.data() : nullptr, 0});
                             } catch (const DataError&) {
                               // Report the first bad block in block order, whatever the timing.
                               std::lock_guard lock(mutex);
