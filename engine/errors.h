@@ -53,9 +53,17 @@ class DataError : public Error {
   static std::string format(const std::string& file, std::uint64_t line, std::uint64_t column,
                             const std::string& message) {
     std::string s = file;
-    if (line > 0) s += ":" + std::to_string(line);
-    if (line > 0 && column > 0) s += ":" + std::to_string(column);
-    return s + ": " + message;
+    if (line > 0) {
+      s.push_back(':');
+      s.append(std::to_string(line));
+      if (column > 0) {
+        s.push_back(':');
+        s.append(std::to_string(column));
+      }
+    }
+    s.append(": ");
+    s.append(message);
+    return s;
   }
   std::string file_;
   std::uint64_t line_;
