@@ -21,6 +21,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::uint64_t kCalibrationPairs = 1000;
 constexpr double kMinEta0 = 1.0 / (1 << 30);
 constexpr int kPatience = 3;
+// W and A are interleaved in one array (LdmState::wa).
+constexpr std::size_t kStride = 2;
 
 // SplitMix64 (Steele et al. 2014): one 64-bit word of state, so the trainer's RNG is a plain
 // scalar that can be checkpointed; our own Fisher–Yates keeps results independent of the standard
@@ -93,8 +95,7 @@ LdmTrainer::LdmTrainer(const LdmConfig& config, std::uint64_t m, std::uint32_t m
   lambda1p_ = *config_.lambda1 / mc;
   lambda2p_ = *config_.lambda2 / mc;
   t0_ = static_cast<std::uint64_t>(config_.avg_start_epochs) * m;
-  state_.w.assign(std::size_t{max_index} + 2, 0.0);
-  state_.avg.assign(state_.w.size(), 0.0);
+  state_.wa.assign(kStride * (std::size_t{max_index} + 2), 0.0);
   state_.rng = config_.seed;
   if (config_.eta0 > 0) state_.eta0 = clamp_eta0(config_.eta0);
 }
@@ -154,7 +155,8 @@ double LdmTrainer::calibrate(const CsrView& sample) {
 double LdmTrainer::calibration_cost(const CsrView& sample, double eta0) {
   // S plain SGD steps from w = 0 with the training schedule, no averaging (§2.5). W is zero
   // outside sample_features_, so renormalising and resetting touch only those slots.
-  double* w = state_.w.data();
+  double* w = state_.wa.data();  // W only: A stays untouched (and flagged zero)
+  const std::size_t nb = kStride * bias_slot_;
   const double bias = config_.bias;
   double a = 1;
   bool finite = true;
@@ -164,17 +166,17 @@ double LdmTrainer::calibration_cost(const CsrView& sample, double eta0) {
     const sparse::Row xj = sparse::row(sample, sample_j_[k]);
     const double yi = labels_.sign(sample.labels[sample_i_[k]]);
     const double yj = labels_.sign(sample.labels[sample_j_[k]]);
-    const double gi = yi * (sparse::dot(w, xi) + bias * w[bias_slot_]) / a;
-    const double gj = yj * (sparse::dot(w, xj) + bias * w[bias_slot_]) / a;
+    const double gi = yi * (sparse::dot_any<kStride>(w, xi) + bias * w[nb]) / a;
+    const double gj = yj * (sparse::dot_any<kStride>(w, xj) + bias * w[nb]) / a;
     const double phi = ldm_phi(yi, gi, gj, lambda1p_, lambda2p_);
     a /= 1 - lambda_ * eta;
     if (phi != 0) {
       const double delta = -eta * phi * a;
-      sparse::axpy(delta, xi, w);
-      w[bias_slot_] += delta * bias;
+      sparse::axpy_any<kStride>(delta, xi, w);
+      w[nb] += delta * bias;
     }
     if (a > config_.renorm_threshold) {
-      for (const std::uint32_t f : sample_features_) w[f] /= a;
+      for (const std::uint32_t f : sample_features_) w[kStride * f] /= a;
       a = 1;
     }
     finite = std::isfinite(gi + gj);
@@ -182,12 +184,12 @@ double LdmTrainer::calibration_cost(const CsrView& sample, double eta0) {
   MarginStats margins;
   for (const std::uint32_t i : sample_i_) {
     const double y = labels_.sign(sample.labels[i]);
-    margins.add(y, (sparse::dot(w, sparse::row(sample, i)) + bias * w[bias_slot_]) / a);
+    margins.add(y, (sparse::dot_any<kStride>(w, sparse::row(sample, i)) + bias * w[nb]) / a);
   }
   double norm2 = 0;
   for (const std::uint32_t f : sample_features_) {
-    norm2 += (w[f] / a) * (w[f] / a);
-    w[f] = 0;
+    norm2 += (w[kStride * f] / a) * (w[kStride * f] / a);
+    w[kStride * f] = 0;
   }
   const double cost = ldm_objective(lambda_, lambda1p_, lambda2p_, margins, norm2);
   return finite && std::isfinite(cost) ? cost : kInf;
@@ -225,9 +227,10 @@ void LdmTrainer::learn_pairs(const CsrView& rows, const std::uint32_t* i_rows,
 template <bool kHingeOnly, bool kValues>
 void LdmTrainer::run(const CsrView& rows, const std::uint32_t* i_rows, const std::uint32_t* j_rows,
                      std::size_t steps) {
-  double* __restrict w = state_.w.data();
-  double* __restrict avg = state_.avg.data();
-  const std::uint32_t nb = bias_slot_;
+  // W_f = w[2f] and A_f = avg[2f] = w[2f + 1] (disjoint elements, hence __restrict).
+  double* __restrict w = state_.wa.data();
+  double* __restrict avg = state_.wa.data() + 1;
+  const std::size_t nb = kStride * bias_slot_;
   const double bias = config_.bias;
   const double threshold = config_.renorm_threshold;
   const double eta0 = state_.eta0;
@@ -248,10 +251,9 @@ void LdmTrainer::run(const CsrView& rows, const std::uint32_t* i_rows, const std
     const std::size_t i = i_of(k), j = j_rows[k];
     const sparse::Row xi = sparse::row(rows, i);
     if (k + 1 < steps) {
-      const sparse::Row next_i = sparse::row(rows, i_of(k + 1));
-      sparse::prefetch(w, next_i);
-      if constexpr (!kHingeOnly) sparse::prefetch(w, sparse::row(rows, j_rows[k + 1]));
-      if (t >= t0_) sparse::prefetch<true>(avg, next_i);
+      // A_f shares W_f's cache line: one prefetch serves the dot, the step and the average.
+      sparse::prefetch<kStride>(w, sparse::row(rows, i_of(k + 1)));
+      if constexpr (!kHingeOnly) sparse::prefetch<kStride>(w, sparse::row(rows, j_rows[k + 1]));
     }
     if (a > threshold || c > threshold) {
       sync();
@@ -260,7 +262,7 @@ void LdmTrainer::run(const CsrView& rows, const std::uint32_t* i_rows, const std
     }
     const double eta = ldm_step_size(eta0, lambda_, t);
     const double yi = labels_.sign(rows.labels[i]);
-    const double si = (sparse::dot<kValues>(w, xi) + bias * w[nb]) / a;
+    const double si = (sparse::dot<kValues, kStride>(w, xi) + bias * w[nb]) / a;
     const double gi = yi * si;
     double phi;
     if constexpr (kHingeOnly) {
@@ -272,7 +274,8 @@ void LdmTrainer::run(const CsrView& rows, const std::uint32_t* i_rows, const std
       phi = gi < 1 ? -yi : 0.0;
     } else {
       const double yj = labels_.sign(rows.labels[j]);
-      const double gj = yj * (sparse::dot<kValues>(w, sparse::row(rows, j)) + bias * w[nb]) / a;
+      const double gj =
+          yj * (sparse::dot<kValues, kStride>(w, sparse::row(rows, j)) + bias * w[nb]) / a;
       if (!std::isfinite(gi + gj)) {
         sync();
         diverged(t, "score");
@@ -286,19 +289,19 @@ void LdmTrainer::run(const CsrView& rows, const std::uint32_t* i_rows, const std
     if (mu >= 1) {
       if (phi != 0) {
         const double delta = -eta * phi * a;
-        sparse::axpy<kValues>(delta, xi, w);
+        sparse::axpy<kValues, kStride>(delta, xi, w);
         w[nb] += delta * bias;
       }
       b = 1;  // w̄ = w while A is flagged zero
       c = a;
     } else {
       if (state_.avg_is_zero) {
-        std::fill(state_.avg.begin(), state_.avg.end(), 0.0);
+        for (std::size_t f = 0; f < state_.wa.size(); f += kStride) avg[f] = 0;
         state_.avg_is_zero = false;
       }
       if (phi != 0) {
         const double delta = -eta * phi * a;
-        sparse::axpy2<kValues>(delta, w, -b * delta, avg, xi);
+        sparse::axpy2<kValues, kStride>(delta, w, -b * delta, avg, xi);
         w[nb] += delta * bias;
         avg[nb] -= b * delta * bias;
       }
@@ -312,17 +315,16 @@ void LdmTrainer::run(const CsrView& rows, const std::uint32_t* i_rows, const std
 }
 
 void LdmTrainer::renormalise() {
-  std::vector<double>& w = state_.w;
-  std::vector<double>& avg = state_.avg;
+  sparse::WeightVector& wa = state_.wa;
   const double a = state_.a;
   if (state_.avg_is_zero) {
-    for (double& x : w) x /= a;
+    for (std::size_t f = 0; f < wa.size(); f += kStride) wa[f] /= a;
     state_.b = 1;
   } else {
     const double b = state_.b, c = state_.c;
-    for (std::size_t f = 0; f < w.size(); ++f) {
-      avg[f] = (avg[f] + b * w[f]) / c;
-      w[f] /= a;
+    for (std::size_t f = 0; f < wa.size(); f += kStride) {
+      wa[f + 1] = (wa[f + 1] + b * wa[f]) / c;
+      wa[f] /= a;
     }
     state_.b = 0;
   }
@@ -337,16 +339,17 @@ void LdmTrainer::diverged(std::uint64_t t, const char* what) const {
 }
 
 void LdmTrainer::add_margins(const CsrView& rows, MarginStats& margins) const {
-  const double* w = state_.w.data();
-  const double* avg = state_.avg.data();
+  const double* w = state_.wa.data();
+  const double* avg = w + 1;
+  const std::size_t nb = kStride * bias_slot_;
   const double bias = config_.bias;
   for (std::size_t r = 0; r < rows.rows; ++r) {
     const sparse::Row x = sparse::row(rows, r);
-    const double sw = sparse::dot(w, x) + bias * w[bias_slot_];
+    const double sw = sparse::dot_any<kStride>(w, x) + bias * w[nb];
     const double score =
         state_.avg_is_zero
             ? sw / state_.a
-            : (sparse::dot(avg, x) + bias * avg[bias_slot_] + state_.b * sw) / state_.c;
+            : (sparse::dot_any<kStride>(avg, x) + bias * avg[nb] + state_.b * sw) / state_.c;
     margins.add(labels_.sign(rows.labels[r]), score);
   }
 }
@@ -354,16 +357,16 @@ void LdmTrainer::add_margins(const CsrView& rows, MarginStats& margins) const {
 MarginStats LdmTrainer::take_progress() { return std::exchange(progress_, MarginStats{}); }
 
 std::vector<double> LdmTrainer::weights() const {
-  std::vector<double> w(state_.w.size());
-  for (std::size_t f = 0; f < w.size(); ++f) w[f] = state_.w[f] / state_.a;
+  std::vector<double> w(state_.wa.size() / kStride);
+  for (std::size_t f = 0; f < w.size(); ++f) w[f] = state_.wa[kStride * f] / state_.a;
   return w;
 }
 
 std::vector<double> LdmTrainer::averaged_weights() const {
   if (state_.avg_is_zero) return weights();
-  std::vector<double> w(state_.w.size());
+  std::vector<double> w(state_.wa.size() / kStride);
   for (std::size_t f = 0; f < w.size(); ++f)
-    w[f] = (state_.avg[f] + state_.b * state_.w[f]) / state_.c;
+    w[f] = (state_.wa[kStride * f + 1] + state_.b * state_.wa[kStride * f]) / state_.c;
   return w;
 }
 
@@ -379,13 +382,15 @@ double LdmTrainer::objective(const MarginStats& margins) const {
 
 LinearModel LdmTrainer::finish(const std::vector<float>* maxabs) {
   renormalise();
-  const std::vector<double>& average = state_.avg_is_zero ? state_.w : state_.avg;
+  // After renormalising, w̄ is W (A flagged zero: w̄ = w, a = 1) or A.
+  const double* average = state_.wa.data() + (state_.avg_is_zero ? 0 : 1);
   LinearModel model;
   model.algorithm = config_.algorithm();
   model.config = describe();
   model.labels = labels_;
   model.max_index = bias_slot_ - 1;
-  model.weights.assign(average.begin(), average.begin() + bias_slot_);
+  model.weights.resize(bias_slot_);
+  for (std::size_t f = 0; f < bias_slot_; ++f) model.weights[f] = average[kStride * f];
   if (maxabs) {
     if (maxabs->size() < bias_slot_)
       throw std::invalid_argument("LdmTrainer::finish: scaling vector shorter than the weights");
@@ -394,7 +399,7 @@ LinearModel LdmTrainer::finish(const std::vector<float>* maxabs) {
       model.weights[f] = (*maxabs)[f] > 0 ? model.weights[f] / (*maxabs)[f] : 0.0;
   }
   model.bias_value = config_.bias;
-  model.bias_weight = config_.bias != 0 ? average[bias_slot_] : 0.0;
+  model.bias_weight = config_.bias != 0 ? average[kStride * bias_slot_] : 0.0;
   for (const double x : model.weights)
     if (!std::isfinite(x)) diverged(state_.t, "weight");
   if (!std::isfinite(model.bias_weight)) diverged(state_.t, "bias weight");

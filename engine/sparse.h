@@ -5,8 +5,13 @@
 // false instantiation, which never touches a value array.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <vector>
 
 #include "engine/csr.h"
 
@@ -36,30 +41,31 @@ inline double value_at(const Row& x, std::uint32_t k) {
 
 /// w·x. Two accumulators let consecutive gathers overlap; the summation order is fixed, so the
 /// result is a deterministic function of the row and w.
-template <bool kValues>
+template <bool kValues, std::size_t kStride = 1>
 inline double dot(const double* __restrict w, const Row& x) {
   double s0 = 0, s1 = 0;
   std::uint32_t k = 0;
   for (; k + 2 <= x.nnz; k += 2) {
-    s0 += w[x.index[k]] * value_at<kValues>(x, k);
-    s1 += w[x.index[k + 1]] * value_at<kValues>(x, k + 1);
+    s0 += w[kStride * x.index[k]] * value_at<kValues>(x, k);
+    s1 += w[kStride * x.index[k + 1]] * value_at<kValues>(x, k + 1);
   }
-  if (k < x.nnz) s0 += w[x.index[k]] * value_at<kValues>(x, k);
+  if (k < x.nnz) s0 += w[kStride * x.index[k]] * value_at<kValues>(x, k);
   return s0 + s1;
 }
 
 /// w += alpha·x.
-template <bool kValues>
+template <bool kValues, std::size_t kStride = 1>
 inline void axpy(double alpha, const Row& x, double* __restrict w) {
-  for (std::uint32_t k = 0; k < x.nnz; ++k) w[x.index[k]] += alpha * value_at<kValues>(x, k);
+  for (std::uint32_t k = 0; k < x.nnz; ++k)
+    w[kStride * x.index[k]] += alpha * value_at<kValues>(x, k);
 }
 
 /// w += alpha·x and v += beta·x in one pass over the row (the indices and values are read once).
-template <bool kValues>
+template <bool kValues, std::size_t kStride = 1>
 inline void axpy2(double alpha, double* __restrict w, double beta, double* __restrict v,
                   const Row& x) {
   for (std::uint32_t k = 0; k < x.nnz; ++k) {
-    const std::uint32_t f = x.index[k];
+    const std::size_t f = kStride * x.index[k];
     const double xv = value_at<kValues>(x, k);
     w[f] += alpha * xv;
     v[f] += beta * xv;
@@ -67,18 +73,52 @@ inline void axpy2(double alpha, double* __restrict w, double beta, double* __res
 }
 
 /// Runtime dispatch on values == nullptr, for code off the hot path.
-inline double dot(const double* w, const Row& x) {
-  return x.value ? dot<true>(w, x) : dot<false>(w, x);
+template <std::size_t kStride = 1>
+inline double dot_any(const double* w, const Row& x) {
+  return x.value ? dot<true, kStride>(w, x) : dot<false, kStride>(w, x);
 }
-inline void axpy(double alpha, const Row& x, double* w) {
-  x.value ? axpy<true>(alpha, x, w) : axpy<false>(alpha, x, w);
+template <std::size_t kStride = 1>
+inline void axpy_any(double alpha, const Row& x, double* w) {
+  x.value ? axpy<true, kStride>(alpha, x, w) : axpy<false, kStride>(alpha, x, w);
 }
 
 /// Hints the cache lines of w at the row's indices; kWrite when the next touch is a store. Issued
 /// one step ahead, it overlaps the random weight misses of the next row with the current step.
-template <bool kWrite = false>
+template <std::size_t kStride = 1, bool kWrite = false>
 inline void prefetch(const double* w, const Row& x) {
-  for (std::uint32_t k = 0; k < x.nnz; ++k) __builtin_prefetch(w + x.index[k], kWrite ? 1 : 0, 3);
+  for (std::uint32_t k = 0; k < x.nnz; ++k)
+    __builtin_prefetch(w + kStride * x.index[k], kWrite ? 1 : 0, 3);
 }
+
+/// Allocates on 2 MiB boundaries and asks Linux for transparent huge pages (MADV_HUGEPAGE; THP is
+/// often in "madvise" mode). Random access to a weight vector of hundreds of MB otherwise misses
+/// the TLB on almost every non-zero; with 2 MiB pages the whole vector fits the TLB.
+template <typename T>
+struct HugePageAllocator {
+  using value_type = T;
+  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+  HugePageAllocator() = default;
+  template <typename U>
+  HugePageAllocator(const HugePageAllocator<U>&) {}
+
+  T* allocate(std::size_t n) {
+    const std::size_t bytes = (n * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage;
+    void* p = std::aligned_alloc(kHugePage, bytes);
+    if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    ::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: failure only costs speed
+#endif
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t) { std::free(p); }
+  template <typename U>
+  bool operator==(const HugePageAllocator<U>&) const {
+    return true;
+  }
+};
+
+/// A dense weight vector of the hot loops.
+using WeightVector = std::vector<double, HugePageAllocator<double>>;
 
 }  // namespace polymargin::engine::sparse
