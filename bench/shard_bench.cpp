@@ -182,7 +182,8 @@ DataDir& data_dir() {
 std::string shards_for(Codec codec, std::uint64_t* text_bytes) {
   DataDir& d = data_dir();
   const std::uint64_t rows = bench_rows();
-  const fs::path dir = d.root / ("kdd-like-" + std::to_string(rows) + "." + io::codec_name(codec) + ".shards");
+  const fs::path dir =
+      d.root / ("kdd-like-" + std::to_string(rows) + "." + io::codec_name(codec) + ".shards");
   const fs::path text_size = dir.string() + ".text-bytes";
   if (!io::is_shard_dir(dir.string()) || !fs::exists(text_size)) {
     io::ConvertOptions options;
@@ -246,9 +247,8 @@ void BM_Scan(benchmark::State& state) {
   std::uint64_t bytes = 0;
   for (const auto& s : set.manifest().shards) bytes += s.bytes;
   state.SetItemsProcessed(state.iterations() * set.manifest().rows);
-  state.counters["nnz_per_s"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * set.manifest().nnz),
-                         benchmark::Counter::kIsRate);
+  state.counters["nnz_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * set.manifest().nnz), benchmark::Counter::kIsRate);
   state.counters["wait_s"] = stats.wait_seconds;
   state.counters["peak_rss_MiB"] = peak_rss_mib();
   state.counters["shards_per_text"] = static_cast<double>(bytes) / static_cast<double>(text_bytes);

@@ -84,8 +84,9 @@ int run_convert(const std::vector<std::string>& args) {
   const Clock::time_point start = Clock::now();
   io::Manifest manifest;
   try {
-    manifest = io::convert_text(inputs, output, options, resolve_threads(threads),
-                                [&](std::uint64_t rows, std::uint64_t nnz) { progress.update(rows, nnz); });
+    manifest = io::convert_text(
+        inputs, output, options, resolve_threads(threads),
+        [&](std::uint64_t rows, std::uint64_t nnz) { progress.update(rows, nnz); });
   } catch (...) {
     progress.clear();
     throw;
@@ -116,7 +117,7 @@ int run_convert(const std::vector<std::string>& args) {
 }
 
 const CommandRegistration registration("convert", "LIBSVM text -> checksummed binary shards",
-                                        run_convert);
+                                       run_convert);
 
 }  // namespace
 }  // namespace polymargin::cli

@@ -41,8 +41,10 @@ int run_inspect(const std::vector<std::string>& args) {
     nlohmann::ordered_json j = summary_json(m, set.dir());
     nlohmann::ordered_json sources = nlohmann::ordered_json::array();
     for (const auto& s : m.sources)
-      sources.push_back(
-          {{"path", s.path}, {"size", s.size}, {"mtime_ns", s.mtime_ns}, {"missing", missing(s.path)}});
+      sources.push_back({{"path", s.path},
+                         {"size", s.size},
+                         {"mtime_ns", s.mtime_ns},
+                         {"missing", missing(s.path)}});
     j["sources"] = sources;
     j["verified"] = verify;
     if (verify) {

@@ -13,8 +13,8 @@ namespace polymargin::cli {
 
 /// Sizes of a shard directory on disk.
 struct ShardBytes {
-  std::uint64_t total = 0;   // every file of the directory
-  std::uint64_t shards = 0;  // the shard files alone
+  std::uint64_t total = 0;    // every file of the directory
+  std::uint64_t shards = 0;   // the shard files alone
   std::uint64_t sources = 0;  // the source files as recorded at conversion
 };
 

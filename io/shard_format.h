@@ -15,9 +15,9 @@
 //   f32 labels[rows] | u32 offsets[rows + 1] (offsets[0] = 0) | u32 indices[nnz] | f32 values[nnz]
 //   (values only when the block has a value other than 1), each array zero-padded to 8 bytes.
 // Zstd payload: one zstd frame of
-//   LEB128 row lengths[rows] | LEB128 index gaps[nnz] | f32 values[nnz] (same rule) | f32 labels[rows]
-//   where a row's first gap is its first index and each further gap is index - previous - 1
-//   (indices are strictly increasing within a row, so gaps are >= 0 and mostly small).
+//   LEB128 row lengths[rows] | LEB128 index gaps[nnz] | f32 values[nnz] (same rule) | f32
+//   labels[rows] where a row's first gap is its first index and each further gap is index -
+//   previous - 1 (indices are strictly increasing within a row, so gaps are >= 0 and mostly small).
 #pragma once
 
 #include <cstddef>
@@ -158,7 +158,7 @@ class BlockEncoder {
 /// Checks a block's checksum and header against its index entry; returns the header. `data` points
 /// at the block's first byte and `entry.bytes` bytes are readable.
 BlockHeader check_block(const std::uint8_t* data, const IndexEntry& entry, Codec codec,
-                               const BlockName& name);
+                        const BlockName& name);
 
 /// Raw codec: the block's rows as a view into its own bytes (no copy). Call check_block first.
 CsrView raw_block_view(const std::uint8_t* data, const BlockName& name);
@@ -212,8 +212,8 @@ class MappedFile {
   /// Drops [offset, offset + size) from this process's resident set. The pages stay in the page
   /// cache; this only keeps the RSS of a streaming pass bounded by the data in flight.
   void release(std::size_t offset, std::size_t size) const;
-  /// Maps [offset, offset + size) in one call (Linux 5.14+; a no-op elsewhere), which is cheaper than
-  /// a page fault for every 64 KiB the first touch would take.
+  /// Maps [offset, offset + size) in one call (Linux 5.14+; a no-op elsewhere), which is cheaper
+  /// than a page fault for every 64 KiB the first touch would take.
   void populate(std::size_t offset, std::size_t size) const;
 
  private:

@@ -1,6 +1,7 @@
 #include "io/shard_manifest.h"
 
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include <cerrno>
 #include <charconv>
@@ -10,7 +11,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <xxhash.h>
 
 #include "engine/errors.h"
 #include "io/atomic_file.h"
@@ -227,7 +227,7 @@ void write_maxabs(const std::string& path, const std::vector<std::span<const flo
   for (const auto& piece : pieces) header.count += piece.size();
   // The checksum runs over the bytes as they lie in the file, streamed piece by piece.
   const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
-                                                                         &XXH3_freeState);
+                                                                       &XXH3_freeState);
   if (!state) throw std::bad_alloc();
   XXH3_64bits_reset(state.get());
   AtomicFile file(path);

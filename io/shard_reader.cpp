@@ -4,11 +4,19 @@
 //   serial_in_order  take the next window of `window_blocks` blocks of the block order (seeded
 //                    permutation of all blocks, a function of (seed, epoch); file order without
 //                    shuffle) and a recycled Window buffer
-//   parallel         check every block's checksum, decode, and with shuffle gather the window's rows
+//   parallel         check every block's checksum, decode, and with shuffle gather the window's
+//   rows
 //                    in a seeded order (a function of (seed, epoch, window number)); scale
 //   serial_in_order  hand the window to the sink, give the mapped pages back, recycle the buffer
 // A fixed pool of Window buffers (one per pipeline token) bounds memory; the order of rows is a
 // function of (data, seed, epoch, window_blocks) only, never of the thread count or timing.
+#include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/info.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,13 +26,6 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
-
-#include <tbb/blocked_range.h>
-#include <tbb/enumerable_thread_specific.h>
-#include <tbb/info.h>
-#include <tbb/parallel_for.h>
-#include <tbb/parallel_pipeline.h>
-#include <tbb/task_arena.h>
 
 #include "engine/errors.h"
 #include "io/shard_format.h"
@@ -80,8 +81,7 @@ void copy_short(const T* __restrict src, std::uint32_t n, T* __restrict dst) {
 // Copies the rows `order[0..n)` into `out`, sized beforehand. A shuffled window is several MB read
 // in random order, so each row would wait on cache misses; prefetching the rows a few steps ahead
 // (their offsets further ahead still) roughly halves the time of this loop.
-void gather(const std::vector<CsrView>& parts, const RowRef* order, std::size_t n,
-            CsrBuffer& out) {
+void gather(const std::vector<CsrView>& parts, const RowRef* order, std::size_t n, CsrBuffer& out) {
   constexpr std::size_t kAhead = 8;
   std::uint32_t* const offsets = out.offsets.data();
   std::uint32_t* const indices = out.indices.data();
@@ -129,14 +129,14 @@ struct Window {
   const std::uint32_t* blocks = nullptr;  // global block numbers, in reading order
   std::size_t block_count = 0;
   CsrBuffer out;
-  std::vector<CsrView> views;   // what the sink gets: views into `out`, or into the map
+  std::vector<CsrView> views;  // what the sink gets: views into `out`, or into the map
   bool release_after_sink = false;
 };
 
 // Per-thread decoding state of the parallel stage.
 struct Scratch {
   shard::BlockDecoder decoder;
-  CsrBuffer concat;                  // a window's zstd blocks decoded back to back, before shuffle
+  CsrBuffer concat;  // a window's zstd blocks decoded back to back, before shuffle
   std::vector<CsrView> parts;
   std::vector<RowRef> order;
 };
@@ -189,9 +189,9 @@ struct ShardSet::Impl {
         continue;
       }
       if (refuse_stale && (now.size != source.size || now.mtime_ns != source.mtime_ns))
-        throw DataError(dir, 0, 0,
-                        "stale shards: " + source.path +
-                            " changed since conversion (re-run convert)");
+        throw DataError(
+            dir, 0, 0,
+            "stale shards: " + source.path + " changed since conversion (re-run convert)");
     }
   }
 
@@ -229,8 +229,8 @@ struct ShardSet::Impl {
     if (t.block_count > (trailer_at - sizeof h) / sizeof(shard::IndexEntry) ||
         t.index_offset != trailer_at - t.block_count * sizeof(shard::IndexEntry))
       fail("block index out of place");
-    const std::uint64_t sum =
-        shard::checksum(file.data() + t.index_offset, file.size() - t.index_offset - sizeof t.checksum);
+    const std::uint64_t sum = shard::checksum(file.data() + t.index_offset,
+                                              file.size() - t.index_offset - sizeof t.checksum);
     if (sum != t.checksum) fail("block index checksum mismatch: the index is corrupt");
     if (sum != info.index_checksum) fail("block index does not match the manifest's checksum");
     if (t.block_count != info.blocks) fail("block count does not match the manifest");
@@ -274,7 +274,8 @@ struct ShardSet::Impl {
     for (std::size_t i = 0; i < w.block_count; ++i) {
       const std::uint32_t b = w.blocks[i];
       populate(b);
-      const shard::BlockHeader h = shard::check_block(data(b), blocks[b].entry, manifest.codec, name(b));
+      const shard::BlockHeader h =
+          shard::check_block(data(b), blocks[b].entry, manifest.codec, name(b));
       rows += h.rows;
       nnz += h.nnz;
       any_values |= (h.flags & shard::kBlockHasValues) != 0;
@@ -349,48 +350,47 @@ struct ShardSet::Impl {
     arena.execute([&] {
       tbb::parallel_pipeline(
           tokens,
-          tbb::make_filter<void, Window*>(
-              tbb::filter_mode::serial_in_order,
-              [&](tbb::flow_control& fc) -> Window* {
-                if (next == window_count) {
-                  fc.stop();
-                  return nullptr;
-                }
-                Window* w;
-                {
-                  std::lock_guard lock(free_mutex);
-                  w = free_windows.back();
-                  free_windows.pop_back();
-                }
-                w->number = next;
-                w->blocks = order.data() + next * o.window_blocks;
-                w->block_count = std::min<std::uint64_t>(o.window_blocks,
-                                                         order.size() - next * o.window_blocks);
-                ++next;
-                return w;
-              }) &
+          tbb::make_filter<void, Window*>(tbb::filter_mode::serial_in_order,
+                                          [&](tbb::flow_control& fc) -> Window* {
+                                            if (next == window_count) {
+                                              fc.stop();
+                                              return nullptr;
+                                            }
+                                            Window* w;
+                                            {
+                                              std::lock_guard lock(free_mutex);
+                                              w = free_windows.back();
+                                              free_windows.pop_back();
+                                            }
+                                            w->number = next;
+                                            w->blocks = order.data() + next * o.window_blocks;
+                                            w->block_count = std::min<std::uint64_t>(
+                                                o.window_blocks,
+                                                order.size() - next * o.window_blocks);
+                                            ++next;
+                                            return w;
+                                          }) &
               tbb::make_filter<Window*, Window*>(tbb::filter_mode::parallel,
                                                  [&](Window* w) {
                                                    prepare(*w, scratch.local(), o, scale);
                                                    return w;
                                                  }) &
-              tbb::make_filter<Window*, void>(
-                  tbb::filter_mode::serial_in_order, [&](Window* w) {
-                    const Clock::time_point begin = Clock::now();
-                    stats.wait_seconds += seconds(begin - last);
-                    for (const CsrView& v : w->views) {
-                      sink(v);
-                      stats.rows += v.rows;
-                      stats.nnz += v.nnz();
-                    }
-                    last = Clock::now();
-                    stats.sink_seconds += seconds(last - begin);
-                    stats.blocks += w->block_count;
-                    if (w->release_after_sink)
-                      for (std::size_t i = 0; i < w->block_count; ++i) release(w->blocks[i]);
-                    std::lock_guard lock(free_mutex);
-                    free_windows.push_back(w);
-                  }));
+              tbb::make_filter<Window*, void>(tbb::filter_mode::serial_in_order, [&](Window* w) {
+                const Clock::time_point begin = Clock::now();
+                stats.wait_seconds += seconds(begin - last);
+                for (const CsrView& v : w->views) {
+                  sink(v);
+                  stats.rows += v.rows;
+                  stats.nnz += v.nnz();
+                }
+                last = Clock::now();
+                stats.sink_seconds += seconds(last - begin);
+                stats.blocks += w->block_count;
+                if (w->release_after_sink)
+                  for (std::size_t i = 0; i < w->block_count; ++i) release(w->blocks[i]);
+                std::lock_guard lock(free_mutex);
+                free_windows.push_back(w);
+              }));
     });
     return stats;
   }
@@ -437,8 +437,9 @@ struct ShardSet::Impl {
     report.blocks_checked = blocks.size();
     for (const auto& b : blocks) report.bytes_checked += b.entry.bytes;
     // The scaling table is data too: read it once to check its checksum, then let it go.
-    const auto table = shard::read_maxabs(dir + "/" + shard::kMaxabsFile,
-                                          manifest.nnz > 0 ? std::uint64_t{manifest.max_index} + 1 : 0);
+    const auto table =
+        shard::read_maxabs(dir + "/" + shard::kMaxabsFile,
+                           manifest.nnz > 0 ? std::uint64_t{manifest.max_index} + 1 : 0);
     report.bytes_checked += table.size() * sizeof(float);
     return report;
   }
@@ -460,9 +461,11 @@ ShardSet ShardSet::open(const std::string& dir, bool check_sources) {
   for (std::uint32_t s = 0; s < impl.manifest.shards.size(); ++s) impl.open_shard(s);
   std::uint64_t nnz = 0;
   for (const auto& b : impl.blocks) {
-    // Shard s must hold exactly the blocks b with b % shards == s; a gap shows up as an empty entry.
+    // Shard s must hold exactly the blocks b with b % shards == s; a gap shows up as an empty
+    // entry.
     if (b.entry.bytes == 0)
-      throw DataError(impl.dir, 0, 0, "the block indexes do not cover every block (re-run convert)");
+      throw DataError(impl.dir, 0, 0,
+                      "the block indexes do not cover every block (re-run convert)");
     nnz += b.entry.nnz;
   }
   if (nnz != impl.manifest.nnz)
@@ -473,9 +476,7 @@ ShardSet ShardSet::open(const std::string& dir, bool check_sources) {
 
 const Manifest& ShardSet::manifest() const { return impl_->manifest; }
 const std::string& ShardSet::dir() const { return impl_->dir; }
-const std::vector<std::string>& ShardSet::missing_sources() const {
-  return impl_->missing_sources;
-}
+const std::vector<std::string>& ShardSet::missing_sources() const { return impl_->missing_sources; }
 const std::vector<float>& ShardSet::feature_maxabs() const { return impl_->feature_maxabs(); }
 
 ScanStats ShardSet::scan(const ReadOptions& options, const RowSink& sink) const {

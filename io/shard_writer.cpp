@@ -11,7 +11,12 @@
 // reader that takes blocks in global order reads the rows in input order.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/info.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,12 +32,6 @@
 #include <mutex>
 #include <span>
 #include <thread>
-#include <zstd.h>
-
-#include <tbb/enumerable_thread_specific.h>
-#include <tbb/info.h>
-#include <tbb/parallel_pipeline.h>
-#include <tbb/task_arena.h>
 
 #include "engine/errors.h"
 #include "io/atomic_file.h"
@@ -224,7 +223,8 @@ struct ShardWriter::Impl {
   }
 
   void check_options() const {
-    if (dir.empty() || dir == "." || dir == "/") throw UsageError("invalid output directory '" + dir + "'");
+    if (dir.empty() || dir == "." || dir == "/")
+      throw UsageError("invalid output directory '" + dir + "'");
     if (options.block_rows == 0 || options.block_rows > (1u << 24))
       throw UsageError("block rows must be in [1, 16777216], got " +
                        std::to_string(options.block_rows));

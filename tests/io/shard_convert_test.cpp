@@ -73,8 +73,7 @@ TEST_F(ShardConvert, ShardsHoldTheRowsTheParserReads) {
     ReadOptions read;
     read.shuffle = false;
     EXPECT_EQ(scan_rows(set, read), expect) << codec_name(codec);
-    EXPECT_EQ(set.feature_maxabs(),
-              (std::vector<float>{0, 1, 1, 1, 1.5f, 1, 1, 1, 1, 1, 2.25f}));
+    EXPECT_EQ(set.feature_maxabs(), (std::vector<float>{0, 1, 1, 1, 1.5f, 1, 1, 1, 1, 1, 2.25f}));
   }
 }
 

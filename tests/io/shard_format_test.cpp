@@ -2,11 +2,11 @@
 #include "io/shard_format.h"
 
 #include <gtest/gtest.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <numeric>
-#include <zstd.h>
 
 #include "engine/errors.h"
 #include "io/shard_shuffle.h"
@@ -131,7 +131,9 @@ TEST(ShardBlockEncoder, RawArraysAreAlignedForZeroCopy) {
   const CsrView v = raw_block_view(block.data(), {kFile, 0, 0});
   for (const void* p : {static_cast<const void*>(v.labels), static_cast<const void*>(v.offsets),
                         static_cast<const void*>(v.indices), static_cast<const void*>(v.values)})
-    EXPECT_EQ((reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(block.data())) % 8, 0u);
+    EXPECT_EQ(
+        (reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(block.data())) % 8,
+        0u);
   EXPECT_EQ(rows_of(v), rows_of(rows.view()));
 }
 

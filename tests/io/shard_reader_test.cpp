@@ -38,7 +38,8 @@ std::vector<shard::IndexEntry> block_index(const fs::path& file) {
   shard::IndexTrailer t;
   std::memcpy(&t, bytes.data() + bytes.size() - sizeof t, sizeof t);
   std::vector<shard::IndexEntry> index(t.block_count);
-  std::memcpy(index.data(), bytes.data() + t.index_offset, index.size() * sizeof(shard::IndexEntry));
+  std::memcpy(index.data(), bytes.data() + t.index_offset,
+              index.size() * sizeof(shard::IndexEntry));
   return index;
 }
 
@@ -100,7 +101,8 @@ TEST_P(ShardCorruption, TruncatedShardIsRefusedAtOpen) {
   std::string manifest = slurp(fs::path(dir_) / "manifest.json");
   const std::string from = "\"bytes\": " + std::to_string(bytes.size());
   ASSERT_NE(manifest.find(from), std::string::npos);
-  manifest.replace(manifest.find(from), from.size(), "\"bytes\": " + std::to_string(bytes.size() / 2));
+  manifest.replace(manifest.find(from), from.size(),
+                   "\"bytes\": " + std::to_string(bytes.size() / 2));
   spit(fs::path(dir_) / "manifest.json", manifest);
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "truncated"));
 }
@@ -171,7 +173,9 @@ TEST_F(ShardRefusal, ModifiedSourceMakesTheShardsStale) {
 }
 
 TEST_F(ShardRefusal, TouchedSourceMakesTheShardsStale) {
-  struct utimbuf times {1000000000, 1000000000};  // same size, other mtime
+  struct utimbuf times {
+    1000000000, 1000000000
+  };  // same size, other mtime
   ASSERT_EQ(::utime(source_.c_str(), &times), 0);
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "stale shards"));
 }
@@ -337,9 +341,10 @@ TEST_P(ShardScan, StatsCountEverything) {
 TEST_P(ShardScan, AnExceptionInTheSinkPropagates) {
   const ShardSet set = open();
   int calls = 0;
-  EXPECT_THROW(set.scan(ReadOptions{}, [&](const CsrView&) {
-    if (++calls == 3) throw std::runtime_error("learner failed");
-  }),
+  EXPECT_THROW(set.scan(ReadOptions{},
+                        [&](const CsrView&) {
+                          if (++calls == 3) throw std::runtime_error("learner failed");
+                        }),
                std::runtime_error);
 }
 

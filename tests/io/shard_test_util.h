@@ -43,7 +43,9 @@ inline CsrBuffer random_rows(std::uint64_t seed, std::size_t rows, std::uint32_t
     for (std::uint32_t k = 0; k < n && next < max_index; ++k) {
       idx.push_back(static_cast<std::uint32_t>(next));
       const std::uint64_t kind = rng.below(4);
-      next += 1 + (kind == 0 ? rng.below(3) : kind == 1 ? rng.below(300) : rng.below(max_index / 8 + 1));
+      next += 1 + (kind == 0   ? rng.below(3)
+                   : kind == 1 ? rng.below(300)
+                               : rng.below(max_index / 8 + 1));
     }
     const std::uint64_t l = rng.below(10);
     out.labels.push_back(l < 5 ? 1.0f : l < 9 ? -1.0f : 0.5f * static_cast<float>(rng.below(7)));

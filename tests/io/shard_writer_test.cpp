@@ -48,8 +48,8 @@ TEST_P(ShardWriterRoundTrip, ScanWithoutShuffleGivesTheInputRowsInOrder) {
   const Layout layout = GetParam();
   const fs::path root = fresh_dir("roundtrip");
   const CsrBuffer rows = random_rows(11, 777, 40, 2'000'000, layout.values);
-  const Manifest m =
-      write_shards(rows, (root / "d.shards").string(), layout.codec, layout.block_rows, layout.shards);
+  const Manifest m = write_shards(rows, (root / "d.shards").string(), layout.codec,
+                                  layout.block_rows, layout.shards);
   EXPECT_EQ(m.rows, 777u);
   EXPECT_EQ(m.total_blocks, (777 + layout.block_rows - 1) / layout.block_rows);
   const ShardSet set = ShardSet::open((root / "d.shards").string());
@@ -63,21 +63,21 @@ TEST_P(ShardWriterRoundTrip, ScanWithoutShuffleGivesTheInputRowsInOrder) {
   fs::remove_all(root);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, ShardWriterRoundTrip,
-    ::testing::Values(Layout{Codec::kRaw, 64, 1, Values::kNone},
-                      Layout{Codec::kRaw, 7, 3, Values::kSomeRows},
-                      Layout{Codec::kZstd, 64, 1, Values::kRandom},
-                      Layout{Codec::kZstd, 1, 4, Values::kNone},
-                      Layout{Codec::kZstd, 100, 2, Values::kSomeRows},
-                      Layout{Codec::kRaw, 4096, 1, Values::kOnes}),
-    layout_name);
+INSTANTIATE_TEST_SUITE_P(Layouts, ShardWriterRoundTrip,
+                         ::testing::Values(Layout{Codec::kRaw, 64, 1, Values::kNone},
+                                           Layout{Codec::kRaw, 7, 3, Values::kSomeRows},
+                                           Layout{Codec::kZstd, 64, 1, Values::kRandom},
+                                           Layout{Codec::kZstd, 1, 4, Values::kNone},
+                                           Layout{Codec::kZstd, 100, 2, Values::kSomeRows},
+                                           Layout{Codec::kRaw, 4096, 1, Values::kOnes}),
+                         layout_name);
 
 TEST(ShardWriter, ManifestRecordsTheDataAndSurvivesAReopen) {
   const fs::path root = fresh_dir("manifest");
   CsrBuffer rows = random_rows(5, 300, 20, 5000, Values::kRandom);
   const std::vector<SourceInfo> sources = {{"-", 0, 0}};
-  const Manifest m = write_shards(rows, (root / "m.shards").string(), Codec::kZstd, 32, 3, 2, sources);
+  const Manifest m =
+      write_shards(rows, (root / "m.shards").string(), Codec::kZstd, 32, 3, 2, sources);
 
   std::map<double, std::uint64_t> labels;
   std::uint32_t max_index = 0;
