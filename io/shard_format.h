@@ -15,9 +15,9 @@
 //   f32 labels[rows] | u32 offsets[rows + 1] (offsets[0] = 0) | u32 indices[nnz] | f32 values[nnz]
 //   (values only when the block has a value other than 1), each array zero-padded to 8 bytes.
 // Zstd payload: one zstd frame of
-//   LEB128 row lengths[rows] | LEB128 index gaps[nnz] | f32 values[nnz] (same rule) | f32
-//   labels[rows] where a row's first gap is its first index and each further gap is index -
-//   previous - 1 (indices are strictly increasing within a row, so gaps are >= 0 and mostly small).
+//   LEB128 row lengths[rows] | LEB128 index gaps[nnz] | f32 values[nnz] (same rule) | f32 labels
+//   A row's first gap is its first index, each further gap is index - previous - 1 (indices are
+//   strictly increasing within a row, so gaps are >= 0 and mostly small).
 #pragma once
 
 #include <cstddef>
