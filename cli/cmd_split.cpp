@@ -18,7 +18,7 @@ int run_split(const std::vector<std::string>& args) {
       "LIBSVM text (plain, gzip, bzip2, zstd; several files in sequence; - for stdin)");
   add("output,o", po::value<std::string>()->required(),
       "PREFIX: writes PREFIX.train.svm and PREFIX.test.svm, or PREFIX.fold<i>.svm");
-  add("test-fraction", po::value<double>()->default_value(0.2), "share of rows sent to test");
+  add("test-fraction", po::value<double>()->default_value(0.2, "0.2"), "share of rows sent to test");
   add("folds", po::value<int>(), "write K fold files instead of train/test (K >= 2)");
   add("seed", po::value<std::uint64_t>()->default_value(1), "random seed of the assignment");
   add("compress", po::value<std::string>()->default_value("none"),
