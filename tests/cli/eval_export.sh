@@ -70,4 +70,11 @@ expect_exit 3 "zero.svm:1" -- "$bin" eval -m "$tmp/ldm.model" -d "$tmp/zero.svm"
 printf -- '-1 3:1 500:1\n+1 5:1\n' > "$tmp/wide.svm"
 "$bin" eval -m "$tmp/ldm.model" -d "$tmp/wide.svm" --json > "$tmp/wide.json" || fail "eval wide"
 grep -q '"ignored_nonzeros": 1' "$tmp/wide.json" || fail "ignored features not counted"
+# A config file gives the same model as the same options on the command line.
+"$bin" train --config configs/a9a-ldm.conf -o "$tmp/cfg.model" --seed 3 > /dev/null 2>&1 || fail "train --config"
+"$bin" train --algo ldm -d data/a9a.zst -o "$tmp/flags.model" -c 10 --epochs 5 --scale maxabs --seed 3 \
+  > /dev/null 2>&1 || fail "train with flags"
+"$bin" export -m "$tmp/cfg.model" --format text | grep -v '^config' > "$tmp/cfg.txt"
+"$bin" export -m "$tmp/flags.model" --format text | grep -v '^config' > "$tmp/flags.txt"
+cmp -s "$tmp/cfg.txt" "$tmp/flags.txt" || fail "config file and flags trained different models"
 echo "eval/predict/export: all checks passed"
