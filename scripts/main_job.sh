@@ -13,11 +13,14 @@ echo
 echo "== inspect --verify"
 "$bin" inspect "$out/a9a.shards" --verify
 echo
-for algo in svm ldm; do
-  echo "== train --algo $algo"
-  "$bin" train --algo "$algo" -d "$out/a9a.shards" -o "$out/a9a.$algo.model" --scale maxabs --seed 1
-  echo
-done
+# C, λ1/(mC), λ2/(mC) for a9a from the README's small grid.
+echo "== train --algo svm"
+"$bin" train --algo svm -d "$out/a9a.shards" -o "$out/a9a.svm.model" -c 0.03 --seed 1
+echo
+echo "== train --algo ldm"
+"$bin" train --algo ldm -d "$out/a9a.shards" -o "$out/a9a.ldm.model" -c 0.03 --lambda1-rel 1e-4 \
+  --lambda2-rel 1e-2 --seed 1
+echo
 echo "== eval on data/a9a.t.zst"
 "$bin" eval -m "$out/a9a.svm.model" -m "$out/a9a.ldm.model" -d data/a9a.t.zst \
   --margins "$out/a9a.margins.csv" --plot "$out/a9a.margins.svg"

@@ -14,9 +14,11 @@ expect_exit() {  # expect_exit CODE PATTERN -- command...
 }
 
 "$bin" convert data/a9a.zst -o "$tmp/a9a.shards" > /dev/null || fail "convert"
-"$bin" train --algo ldm -d "$tmp/a9a.shards" -o "$tmp/ldm.model" --scale maxabs --seed 3 > /dev/null \
+# a9a hyper-parameters from the small grid documented in the README (tests/cli/train_test.cpp).
+"$bin" train --algo ldm -d "$tmp/a9a.shards" -o "$tmp/ldm.model" -c 0.03 --lambda1-rel 1e-4 \
+  --lambda2-rel 1e-2 --seed 3 > /dev/null \
   || fail "train ldm"
-"$bin" train --algo svm -d "$tmp/a9a.shards" -o "$tmp/svm.model" --scale maxabs --seed 3 > /dev/null \
+"$bin" train --algo svm -d "$tmp/a9a.shards" -o "$tmp/svm.model" -c 0.03 --seed 3 > /dev/null \
   || fail "train svm"
 
 # eval --json: documented snake_case keys, accuracy in the expected range.
