@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <map>
 #include <random>
 #include <string>
@@ -352,6 +354,7 @@ LabelCount count_labels(const std::string& path, const TextOptions& options, Tex
 
 TEST(TextReader, ReadsA9a) {
   const std::string path = kSharedData + "a9a/a9a";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing";
   for (int threads : {1, 2}) {
     TextStats stats;
     const LabelCount count = count_labels(path, with(std::size_t{256} << 10, threads), stats);
@@ -366,6 +369,8 @@ TEST(TextReader, ReadsA9a) {
 }
 
 TEST(TextReader, ReadsIjcnn1FromBzip2) {
+  if (!std::filesystem::exists(kSharedData + "ijcnn1/ijcnn1.trn.bz2"))
+    GTEST_SKIP() << "../shared/data/ijcnn1 is missing";
   TextStats stats;
   const LabelCount count = count_labels(kSharedData + "ijcnn1/ijcnn1.trn.bz2", {}, stats);
   EXPECT_EQ(stats.rows, 49990u);
