@@ -263,17 +263,23 @@ int run_train(const std::vector<std::string>& args) {
   }
   const double train_seconds = seconds_since(train_start);
 
-  // One unshuffled pass for F(w̄), the margin distribution and the training accuracy.
+  engine::LinearModel model =
+      trainer.finish(read.scale_maxabs ? &shards.feature_maxabs() : nullptr);
+
+  // One unshuffled pass for F(w̄), the margin distribution and the training accuracy. The model
+  // has the scaling folded in, so it reads the rows raw (no scaling work) with one dense dot each.
   const Clock::time_point eval_start = Clock::now();
   engine::MarginStats margins;
   read.shuffle = false;
   read.epoch = 0;
-  shards.scan(read, [&](const CsrView& batch) { trainer.add_margins(batch, margins); });
-  const double objective = trainer.objective(margins);
+  read.scale_maxabs = false;
+  shards.scan(read, [&](const CsrView& batch) {
+    for (std::size_t r = 0; r < batch.rows; ++r)
+      margins.add(labels.sign(batch.labels[r]), model.score(batch, r));
+  });
+  const double objective = trainer.objective(margins);  // ‖w̄‖² in the trained (scaled) space
   const double eval_seconds = seconds_since(eval_start);
 
-  engine::LinearModel model =
-      trainer.finish(read.scale_maxabs ? &shards.feature_maxabs() : nullptr);
   model.index_base = manifest.index_base;
   model.features = manifest.features;
   model.config["scale"] = scale;

@@ -23,6 +23,8 @@ constexpr double kMinEta0 = 1.0 / (1 << 30);
 constexpr int kPatience = 3;
 // W and A are interleaved in one array (LdmState::wa).
 constexpr std::size_t kStride = 2;
+// How many steps ahead the row data of j is prefetched (2-8 measured alike; 1 is too late).
+constexpr std::size_t kRowLead = 3;
 
 // SplitMix64 (Steele et al. 2014): one 64-bit word of state, so the trainer's RNG is a plain
 // scalar that can be checkpointed; our own Fisher–Yates keeps results independent of the standard
@@ -250,6 +252,14 @@ void LdmTrainer::run(const CsrView& rows, const std::uint32_t* i_rows, const std
   for (std::size_t k = 0; k < steps; ++k) {
     const std::size_t i = i_of(k), j = j_rows[k];
     const sparse::Row xi = sparse::row(rows, i);
+    // Two-stage prefetch. The j rows are scattered over the window (MBs, beyond L2), so their
+    // index/value lines are fetched kRowLead steps ahead; one step ahead, the weight lines of the
+    // next i and j rows follow, their indices now in cache (KDD-size: 1.0 → 1.25-1.45 M steps/s).
+    // The i rows are consecutive: the hardware prefetcher streams them.
+    if constexpr (!kHingeOnly) {
+      if (k + kRowLead < steps)
+        sparse::prefetch_row<kValues>(sparse::row(rows, j_rows[k + kRowLead]));
+    }
     if (k + 1 < steps) {
       // A_f shares W_f's cache line: one prefetch serves the dot, the step and the average.
       sparse::prefetch<kStride>(w, sparse::row(rows, i_of(k + 1)));

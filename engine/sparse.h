@@ -90,6 +90,17 @@ inline void prefetch(const double* w, const Row& x) {
     __builtin_prefetch(w + kStride * x.index[k], kWrite ? 1 : 0, 3);
 }
 
+/// Hints the cache lines of the row's own indices (and values): for rows read out of order, issued
+/// a few steps before prefetch() needs those indices to compute its addresses.
+template <bool kValues>
+inline void prefetch_row(const Row& x) {
+  constexpr std::uint32_t kPerLine = 64 / sizeof(std::uint32_t);  // indices and floats alike
+  for (std::uint32_t k = 0; k < x.nnz; k += kPerLine) {
+    __builtin_prefetch(x.index + k, 0, 3);
+    if constexpr (kValues) __builtin_prefetch(x.value + k, 0, 3);
+  }
+}
+
 /// Allocates on 2 MiB boundaries and asks Linux for transparent huge pages (MADV_HUGEPAGE; THP is
 /// often in "madvise" mode). Random access to a weight vector of hundreds of MB otherwise misses
 /// the TLB on almost every non-zero; with 2 MiB pages the whole vector fits the TLB.
