@@ -77,7 +77,7 @@ void PrintTo(const AccuracyCase& c, std::ostream* out) { *out << c.name << ": " 
 
 class TrainAccuracy : public TrainCommand, public ::testing::WithParamInterface<AccuracyCase> {};
 
-// Hyper-parameters per data set: the README's "Choosing λ1, λ2, C" table (5-fold CV on the
+// Hyper-parameters per data set: the "Choosing λ1, λ2, C" table of engine/ldm.h (5-fold CV on the
 // training part over C ∈ {0.03, 1, 10, 100}, λ1/(mC) ∈ {1e-5, 1e-4, 1e-3}, λ2/(mC) ∈ {1e-3 …
 // 3e-2}).
 TEST_P(TrainAccuracy, ReachesTheTarget) {
