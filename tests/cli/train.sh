@@ -63,6 +63,14 @@ for kv in eta0=0.05 lambda1=0 lambda2=0 epochs=3 c=0.5 bias=1; do
     fail "svm ${kv%=*} is not ${kv#*=}: $(cat "$work/svm.json")"
 done
 
+# The final pass gives the exact objective; without it the summary says its values are estimates.
+[ "$(json_value "$work/train.json" objective_kind)" = exact ] || fail "objective_kind not exact"
+"$bin" train -d "$work/a9a.shards" -o "$work/quick.model" --no-final-pass --json \
+  > "$work/quick.json" 2> /dev/null
+[ "$(json_value "$work/quick.json" objective_kind)" = progressive ] ||
+  fail "--no-final-pass: $(cat "$work/quick.json")"
+cmp -s "$work/shards.model" "$work/quick.model" && fail "seed 1 and seed 3 models are identical"
+
 # 0/1 labels: the larger label is +1.
 zstd -dc "$a9a" | sed -n '1,2000{s/^-1 /0 /;s/^+1 /1 /;p}' > "$work/zero_one.svm"
 "$bin" train -d "$work/zero_one.svm" -o "$work/zero_one.model" 2> "$work/zo.err" > /dev/null
