@@ -137,7 +137,8 @@ double ldm_objective(double lambda, double lambda1p, double lambda2p, const Marg
 struct LdmState {
   // W and A interleaved, W_f = wa[2f], A_f = wa[2f + 1], for f = 0 … max_index + 1 (the last slot
   // is the bias feature): the averaging update of A_f then hits the cache line that the dot just
-  // loaded for W_f, so a step after t0 costs no more misses than one before (KDD-size: ×1.7).
+  // loaded for W_f, so a step after t0 costs no more misses than one before (ldm_bench: ×2 after
+  // t0).
   sparse::WeightVector wa;
   bool avg_is_zero = true;  // A is conceptually 0 (and b = 1, c = a): w̄ = w
   double a = 1, b = 1, c = 1;
