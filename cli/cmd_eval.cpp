@@ -56,10 +56,11 @@ Scored score_rows(const io::ShardSet& shards, const LinearModel& model, int thre
   read.shuffle = false;
   read.threads = threads;
   shards.scan(read, [&](const CsrView& batch) {
-    for (std::size_t r = 0; r < batch.rows; ++r) {
-      out.scores.push_back(model.score(batch, r, &out.ignored_nonzeros));
+    const std::size_t first = out.scores.size();
+    out.scores.resize(first + batch.rows);
+    out.ignored_nonzeros += model.score_batch(batch, out.scores.data() + first);
+    for (std::size_t r = 0; r < batch.rows; ++r)
       out.signs.push_back(static_cast<std::int8_t>(model.labels.sign(batch.labels[r])));
-    }
   });
   return out;
 }

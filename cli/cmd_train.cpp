@@ -269,6 +269,7 @@ int run_train(const std::vector<std::string>& args) {
 
   engine::LinearModel model =
       trainer.finish(read.scale_maxabs ? &shards.feature_maxabs() : nullptr);
+  trainer.release_weights();  // from here on the model alone: peak memory stays W + A + buffers
 
   // One unshuffled pass for F(w̄), the margin distribution and the training accuracy. The model
   // has the scaling folded in, so it reads the rows raw (no scaling work) with one dense dot each.
@@ -278,9 +279,12 @@ int run_train(const std::vector<std::string>& args) {
     read.shuffle = false;
     read.epoch = 0;
     read.scale_maxabs = false;
+    std::vector<double> scores;
     shards.scan(read, [&](const CsrView& batch) {
+      scores.resize(batch.rows);
+      model.score_batch(batch, scores.data());  // parallel; the sums below stay in row order
       for (std::size_t r = 0; r < batch.rows; ++r)
-        margins.add(labels.sign(batch.labels[r]), model.score(batch, r));
+        margins.add(labels.sign(batch.labels[r]), scores[r]);
     });
   }
   const double objective = trainer.objective(margins);  // ‖w̄‖² in the trained (scaled) space

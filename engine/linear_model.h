@@ -55,6 +55,11 @@ struct LinearModel {
     if (ignored) *ignored += skipped;
     return s;
   }
+
+  /// Scores every row of `rows` into scores[0, rows.rows), in parallel (oneTBB); each score is
+  /// computed exactly as score() does, so the result does not depend on the thread count.
+  /// Returns the number of ignored non-zeros (features beyond max_index).
+  std::uint64_t score_batch(const CsrView& rows, double* scores) const;
 };
 
 }  // namespace polymargin::engine
