@@ -198,6 +198,7 @@ double LdmTrainer::calibration_cost(const CsrView& sample, double eta0) {
 }
 
 void LdmTrainer::learn(const CsrView& batch) {
+  if (released_norm2_) throw std::logic_error("LdmTrainer::learn after release_weights()");
   if (batch.rows == 0) return;
   if (state_.eta0 <= 0) calibrate(batch);
   // j for row k: a seeded Fisher–Yates permutation of the window.
@@ -380,7 +381,13 @@ std::vector<double> LdmTrainer::averaged_weights() const {
   return w;
 }
 
+void LdmTrainer::release_weights() {
+  released_norm2_ = averaged_norm2();
+  sparse::WeightVector().swap(state_.wa);
+}
+
 double LdmTrainer::averaged_norm2() const {
+  if (released_norm2_) return *released_norm2_;
   // In place: the per-epoch log calls this on 20 M-feature vectors.
   const sparse::WeightVector& wa = state_.wa;
   double norm2 = 0;

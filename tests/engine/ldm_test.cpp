@@ -284,6 +284,21 @@ TEST(LdmTrainer, SameSeedSameModelOtherSeedOtherModel) {
   EXPECT_NE(train(3), train(4));
 }
 
+TEST(LdmTrainer, ReleasingTheWeightsKeepsTheObjectiveAndForbidsLearning) {
+  const Problem p = random_problem(200, 20, true, 0, 5);
+  LdmConfig config;
+  LdmTrainer trainer(config, p.m(), p.max_index, LabelMap{});
+  for (int e = 0; e < config.epochs; ++e) trainer.learn(p.csr.view());
+  const LinearModel model = trainer.finish();
+  MarginStats margins;
+  trainer.add_margins(p.csr.view(), margins);
+  const double before = trainer.objective(margins);
+  trainer.release_weights();
+  EXPECT_EQ(trainer.objective(margins), before);
+  EXPECT_THROW(trainer.learn(p.csr.view()), std::logic_error);
+  EXPECT_FALSE(model.weights.empty());
+}
+
 TEST(LdmTrainer, CalibratedEta0IsFiniteAndClamped) {
   const Problem p = random_problem(300, 10, true, 0, 2);
   LdmConfig config;
