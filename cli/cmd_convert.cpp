@@ -1,11 +1,11 @@
 // `polymargin convert`: LIBSVM text → shard directory, one streaming pass.
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/progress.h"
 #include "cli/shard_summary.h"
 #include "engine/errors.h"
 #include "io/shards.h"
@@ -15,31 +15,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A one-line progress report on stderr, rewritten in place at most twice a second; only on a
-// terminal, so logs and pipes stay clean.
+// Rows and non-zeros so far, at most twice a second.
 class Progress {
  public:
-  Progress() : enabled_(::isatty(STDERR_FILENO) == 1), start_(Clock::now()), last_(start_) {}
-
   void update(std::uint64_t rows, std::uint64_t nnz) {
-    if (!enabled_) return;
-    const Clock::time_point now = Clock::now();
-    if (now - last_ < std::chrono::milliseconds(500)) return;
-    last_ = now;
-    const double s = std::chrono::duration<double>(now - start_).count();
-    std::fprintf(stderr, "\rconverting: %.2f M rows, %.1f M non-zeros, %.1f s, %.2f M rows/s   ",
-                 rows / 1e6, nnz / 1e6, s, rows / 1e6 / s);
-    shown_ = true;
+    if (!line_.due()) return;
+    const double s = line_.elapsed();
+    line_.show(format_line("converting: %.2f M rows, %.1f M non-zeros, %.1f s, %.2f M rows/s",
+                           rows / 1e6, nnz / 1e6, s, rows / 1e6 / s));
   }
-  void clear() {
-    if (shown_) std::fprintf(stderr, "\r%*s\r", 79, "");
-    shown_ = false;
-  }
+  void clear() { line_.clear(); }
 
  private:
-  bool enabled_;
-  bool shown_ = false;
-  Clock::time_point start_, last_;
+  ProgressLine line_{std::chrono::milliseconds(500)};
 };
 
 int run_convert(const std::vector<std::string>& args) {

@@ -1,6 +1,5 @@
 // `polymargin train`: linear LDM or SVM by averaged SGD over streamed, shuffled shards. Text input
 // is converted on the fly into a temporary shard directory through the same pipeline.
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/progress.h"
 #include "engine/errors.h"
 #include "engine/ldm.h"
 #include "io/model_file.h"
@@ -40,37 +40,27 @@ std::string number(double x) {
   return out.str();
 }
 
-// Epoch progress: on a terminal a line rewritten in place at most four times a second (epoch,
-// share, rows/s, ETA); elsewhere nothing until the per-epoch log line.
+// Epoch progress: on a terminal a line rewritten at most four times a second (epoch, share,
+// rows/s, ETA); elsewhere nothing until the per-epoch log line.
 class EpochProgress {
  public:
-  EpochProgress(std::uint64_t rows, int epochs)
-      : tty_(::isatty(STDERR_FILENO) == 1), rows_(rows), epochs_(epochs), start_(Clock::now()) {}
+  EpochProgress(std::uint64_t rows, int epochs) : rows_(rows), epochs_(epochs) {}
 
   void batch(int epoch, std::uint64_t rows_done_in_epoch) {
-    if (!tty_) return;
-    const Clock::time_point now = Clock::now();
-    if (now - last_ < std::chrono::milliseconds(250)) return;
-    last_ = now;
+    if (!line_.due()) return;
     const double done = static_cast<double>(epoch) * rows_ + rows_done_in_epoch;
-    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double elapsed = line_.elapsed();
     const double rate = elapsed > 0 ? done / elapsed : 0;
     const double left = rate > 0 ? (static_cast<double>(epochs_) * rows_ - done) / rate : 0;
-    std::fprintf(stderr, "\repoch %d/%d  %5.1f%%  %.2f M rows/s  ETA %.0f s      ", epoch + 1,
-                 epochs_, 100.0 * rows_done_in_epoch / rows_, rate / 1e6, left);
-    shown_ = true;
+    line_.show(format_line("epoch %d/%d  %5.1f%%  %.2f M rows/s  ETA %.0f s", epoch + 1, epochs_,
+                           100.0 * rows_done_in_epoch / rows_, rate / 1e6, left));
   }
-  void clear() {
-    if (shown_) std::fprintf(stderr, "\r%*s\r", 70, "");
-    shown_ = false;
-  }
+  void clear() { line_.clear(); }
 
  private:
-  bool tty_;
-  bool shown_ = false;
+  ProgressLine line_{std::chrono::milliseconds(250)};
   std::uint64_t rows_;
   int epochs_;
-  Clock::time_point start_, last_{};
 };
 
 // Exactly two distinct labels; the larger becomes +1 (so ±1, 0/1 and any other pair work).

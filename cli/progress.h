@@ -1,0 +1,62 @@
+// A one-line progress report on stderr, rewritten in place, for long commands. Only on a terminal,
+// so logs and pipes stay clean; at most one update per interval, so it costs nothing per row.
+#pragma once
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+namespace polymargin::cli {
+
+class ProgressLine {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit ProgressLine(std::chrono::milliseconds interval)
+      : enabled_(::isatty(STDERR_FILENO) == 1),
+        interval_(interval),
+        start_(Clock::now()),
+        last_(start_) {}
+
+  /// True when a terminal is attached and `interval` has passed since the start or the last line
+  /// shown (so quick commands show none).
+  bool due() {
+    if (!enabled_) return false;
+    const Clock::time_point now = Clock::now();
+    if (now - last_ < interval_) return false;
+    last_ = now;
+    return true;
+  }
+  /// Seconds since construction.
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  /// Overwrites the line with `text`.
+  void show(const std::string& text) {
+    std::fprintf(stderr, "\r%s   ", text.c_str());
+    width_ = text.size() + 3;
+    shown_ = true;
+  }
+  /// Erases the line; call before printing anything else to stderr.
+  void clear() {
+    if (shown_) std::fprintf(stderr, "\r%*s\r", static_cast<int>(width_), "");
+    shown_ = false;
+  }
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+  std::size_t width_ = 0;
+  std::chrono::milliseconds interval_;
+  Clock::time_point start_, last_;
+};
+
+/// printf into a std::string (for ProgressLine::show).
+template <typename... Args>
+std::string format_line(const char* format, Args... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, format, args...);
+  return buf;
+}
+
+}  // namespace polymargin::cli
