@@ -1,4 +1,4 @@
-// Test helpers for the writers of io/: a scratch directory and a whole file read back, decompressed
+// Test helpers for the writers of io/: a whole file read back, decompressed
 // by its name (.zst: every concatenated zstd frame; .gz: gzip members), independently of io/'s
 // own readers.
 #pragma once
@@ -15,35 +15,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/io/test_files.h"
+
 namespace polymargin::io::testing {
-
-/// A fresh directory, removed with its content at destruction.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string pattern = ::testing::TempDir() + "polymargin_gen_XXXXXX";
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  /// Path of `name` inside the directory.
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  /// Number of entries in the directory.
-  std::size_t entries() const {
-    std::size_t n = 0;
-    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(path_)) ++n;
-    return n;
-  }
-
- private:
-  std::filesystem::path path_;
-};
 
 /// The bytes of a file as stored.
 inline std::string file_bytes(const std::string& path) {

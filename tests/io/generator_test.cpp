@@ -14,7 +14,7 @@ namespace {
 
 using testing::decoded_file;
 using testing::file_bytes;
-using testing::ScratchDir;
+using testing::TempDir;
 
 GeneratorSpec small_kdda(std::uint64_t rows, std::uint64_t seed = 7) {
   GeneratorSpec spec = generator_preset("kdda");
@@ -24,7 +24,7 @@ GeneratorSpec small_kdda(std::uint64_t rows, std::uint64_t seed = 7) {
 }
 
 // Runs generate_text into `dir / name` and returns the bytes of the file.
-std::string generate_file(const Generator& g, const ScratchDir& dir, const std::string& name,
+std::string generate_file(const Generator& g, const TempDir& dir, const std::string& name,
                           int threads, std::uint32_t block_rows = 4096,
                           std::uint64_t stream = kTrainStream) {
   GenRunOptions run;
@@ -55,7 +55,7 @@ TEST(FeaturePermutation, IsABijectionWithItsInverse) {
 }
 
 TEST(Generator, SameSeedSameBytesWhateverThreadsAndBlocks) {
-  ScratchDir dir;
+  TempDir dir;
   const Generator g(small_kdda(20'000));
   const std::string one = generate_file(g, dir, "a.svm", 1);
   EXPECT_EQ(generate_file(g, dir, "b.svm", 2), one);
@@ -69,7 +69,7 @@ TEST(Generator, SameSeedSameBytesWhateverThreadsAndBlocks) {
 }
 
 TEST(Generator, CompressedOutputIsReproducibleAndDecodes) {
-  ScratchDir dir;
+  TempDir dir;
   const Generator g(small_kdda(10'000));
   const std::string plain = generate_file(g, dir, "x.svm", 2);
   for (const std::string ext : {".zst", ".gz"}) {

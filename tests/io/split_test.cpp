@@ -15,7 +15,7 @@ namespace {
 
 using testing::decoded_file;
 using testing::file_bytes;
-using testing::ScratchDir;
+using testing::TempDir;
 
 CsrBuffer sample(std::uint64_t rows) {
   GeneratorSpec spec = generator_preset("kdda");
@@ -94,7 +94,7 @@ TEST(SplitUniform, IsAFixedUniformFunctionOfSeedAndRow) {
 // Train and test together are the input exactly, in order, and the test rows are those with
 // u < fraction.
 TEST(Splitter, TrainAndTestPartitionTheInputInOrder) {
-  ScratchDir dir;
+  TempDir dir;
   const CsrBuffer rows = sample(20'000);
   SplitOptions options;
   options.test_fraction = 0.25;
@@ -110,7 +110,7 @@ TEST(Splitter, TrainAndTestPartitionTheInputInOrder) {
 }
 
 TEST(Splitter, BytesDependOnSeedOnlyNotOnBatches) {
-  ScratchDir dir;
+  TempDir dir;
   const CsrBuffer rows = sample(5000);
   SplitOptions options;
   options.compression = Compression::kZstd;
@@ -129,7 +129,7 @@ TEST(Splitter, BytesDependOnSeedOnlyNotOnBatches) {
 }
 
 TEST(Splitter, FoldsPartitionTheRows) {
-  ScratchDir dir;
+  TempDir dir;
   const CsrBuffer rows = sample(10'000);
   SplitOptions options;
   options.folds = 5;
@@ -145,7 +145,7 @@ TEST(Splitter, FoldsPartitionTheRows) {
 }
 
 TEST(Splitter, ExtremeFractions) {
-  ScratchDir dir;
+  TempDir dir;
   const CsrBuffer rows = sample(300);
   SplitOptions options;
   options.test_fraction = 0;
@@ -163,13 +163,13 @@ TEST(Splitter, InvalidOptionsAreUsageErrors) {
   options.test_fraction = 0.1;
   options.folds = 1;
   EXPECT_THROW(validate_split_options(options), UsageError);
-  ScratchDir dir;
+  TempDir dir;
   EXPECT_THROW(Splitter(dir / "x", options), UsageError);
   EXPECT_EQ(dir.entries(), 0u);
 }
 
 TEST(Splitter, UnfinishedSplitLeavesNoFiles) {
-  ScratchDir dir;
+  TempDir dir;
   {
     Splitter splitter(dir / "p", SplitOptions{});
     splitter.append(sample(100).view());

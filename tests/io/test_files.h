@@ -42,6 +42,14 @@ class TempDir {
     if (!out) throw std::runtime_error("cannot write " + path);
     return path;
   }
+  /// Path of `name` inside the directory.
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  /// Number of entries in the directory.
+  std::size_t entries() const {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(path_)) ++n;
+    return n;
+  }
 
  private:
   std::filesystem::path path_;

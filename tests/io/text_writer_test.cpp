@@ -13,7 +13,7 @@ namespace {
 
 using testing::decoded_file;
 using testing::file_bytes;
-using testing::ScratchDir;
+using testing::TempDir;
 
 // Three rows: binary, real-valued and empty.
 CsrBuffer sample_rows() {
@@ -72,7 +72,7 @@ class TextWriterTest : public ::testing::TestWithParam<std::string> {};
 
 // Buffered rows, tiny frames and encoded blocks interleave and come back in order.
 TEST_P(TextWriterTest, EveryPathRoundTrips) {
-  ScratchDir dir;
+  TempDir dir;
   const std::string path = dir / ("out.svm" + GetParam());
   const CsrBuffer rows = sample_rows();
   TextWriterOptions options;
@@ -99,7 +99,7 @@ TEST_P(TextWriterTest, EveryPathRoundTrips) {
 INSTANTIATE_TEST_SUITE_P(Compressions, TextWriterTest, ::testing::Values("", ".zst", ".gz"));
 
 TEST(TextWriter, UnfinishedWriterLeavesNothing) {
-  ScratchDir dir;
+  TempDir dir;
   {
     TextWriter w(dir / "out.svm.zst");
     w.write(sample_rows().view());
