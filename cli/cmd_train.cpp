@@ -258,8 +258,7 @@ int run_train(const std::vector<std::string>& args) {
   const double train_seconds = seconds_since(train_start);
 
   engine::LinearModel model =
-      trainer.finish(read.scale_maxabs ? &shards.feature_maxabs() : nullptr);
-  trainer.release_weights();  // from here on the model alone: peak memory stays W + A + buffers
+      trainer.finish_and_release(read.scale_maxabs ? &shards.feature_maxabs() : nullptr);
 
   // One unshuffled pass for F(w̄), the margin distribution and the training accuracy. The model
   // has the scaling folded in, so it reads the rows raw (no scaling work) with one dense dot each.

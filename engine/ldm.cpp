@@ -198,7 +198,7 @@ double LdmTrainer::calibration_cost(const CsrView& sample, double eta0) {
 }
 
 void LdmTrainer::learn(const CsrView& batch) {
-  if (released_norm2_) throw std::logic_error("LdmTrainer::learn after release_weights()");
+  if (released_norm2_) throw std::logic_error("LdmTrainer::learn after finish_and_release()");
   if (batch.rows == 0) return;
   if (state_.eta0 <= 0) calibrate(batch);
   // j for row k: a seeded Fisher–Yates permutation of the window.
@@ -381,11 +381,6 @@ std::vector<double> LdmTrainer::averaged_weights() const {
   return w;
 }
 
-void LdmTrainer::release_weights() {
-  released_norm2_ = averaged_norm2();
-  sparse::WeightVector().swap(state_.wa);
-}
-
 double LdmTrainer::averaged_norm2() const {
   if (released_norm2_) return *released_norm2_;
   // In place: the per-epoch log calls this on 20 M-feature vectors.
@@ -403,7 +398,15 @@ double LdmTrainer::objective(const MarginStats& margins) const {
   return ldm_objective(lambda_, lambda1p_, lambda2p_, margins, averaged_norm2());
 }
 
-LinearModel LdmTrainer::finish(const std::vector<float>* maxabs) {
+LinearModel LdmTrainer::finish(const std::vector<float>* maxabs) { return build_model(maxabs, false); }
+
+LinearModel LdmTrainer::finish_and_release(const std::vector<float>* maxabs) {
+  return build_model(maxabs, true);
+}
+
+LinearModel LdmTrainer::build_model(const std::vector<float>* maxabs, bool release) {
+  if (maxabs && maxabs->size() < bias_slot_)
+    throw std::invalid_argument("LdmTrainer::finish: scaling vector shorter than the weights");
   renormalise();
   // After renormalising, w̄ is W (A flagged zero: w̄ = w, a = 1) or A.
   const double* average = state_.wa.data() + (state_.avg_is_zero ? 0 : 1);
@@ -412,17 +415,25 @@ LinearModel LdmTrainer::finish(const std::vector<float>* maxabs) {
   model.config = describe();
   model.labels = labels_;
   model.max_index = bias_slot_ - 1;
-  model.weights.resize(bias_slot_);
-  for (std::size_t f = 0; f < bias_slot_; ++f) model.weights[f] = average[kStride * f];
-  if (maxabs) {
-    if (maxabs->size() < bias_slot_)
-      throw std::invalid_argument("LdmTrainer::finish: scaling vector shorter than the weights");
-    // The reader fed x_f / maxabs_f; folding 1/maxabs_f into w_f lets the model score raw rows.
-    for (std::size_t f = 0; f < bias_slot_; ++f)
-      model.weights[f] = (*maxabs)[f] > 0 ? model.weights[f] / (*maxabs)[f] : 0.0;
-  }
   model.bias_value = config_.bias;
   model.bias_weight = config_.bias != 0 ? average[kStride * bias_slot_] : 0.0;
+  if (release) released_norm2_ = averaged_norm2();
+  model.weights.resize(bias_slot_);
+  // Copied out a chunk of (W, A) pairs at a time; when releasing, each chunk's pages go back to the
+  // system as soon as it is copied, so the peak is W + A, not W + A + the model. The chunks are
+  // whole 2 MiB pages of the interleaved array (which starts on a 2 MiB boundary).
+  constexpr std::size_t kChunk = sparse::HugePageAllocator<double>::kHugePage / (kStride * 8);
+  for (std::size_t begin = 0; begin < bias_slot_; begin += kChunk) {
+    const std::size_t end = std::min<std::size_t>(begin + kChunk, bias_slot_);
+    for (std::size_t f = begin; f < end; ++f) {
+      // The reader fed x_f / maxabs_f; folding 1/maxabs_f into w_f lets the model score raw rows.
+      const double w = average[kStride * f];
+      model.weights[f] = !maxabs ? w : (*maxabs)[f] > 0 ? w / (*maxabs)[f] : 0.0;
+    }
+    if (release && end < bias_slot_)  // the last chunk also holds the bias pair: freed below
+      sparse::discard_pages(state_.wa.data() + kStride * begin, kStride * kChunk);
+  }
+  if (release) sparse::WeightVector().swap(state_.wa);
   for (const double x : model.weights)
     if (!std::isfinite(x)) diverged(state_.t, "weight");
   if (!std::isfinite(model.bias_weight)) diverged(state_.t, "bias weight");

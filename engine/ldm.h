@@ -189,10 +189,10 @@ class LdmTrainer {
   /// divided by), the scaling is folded into the weights, so the model scores raw rows.
   LinearModel finish(const std::vector<float>* maxabs = nullptr);
 
-  /// Frees W and A (the bulk of the trainer's memory) once finish() has returned the model, so a
-  /// final pass and the model write hold only the model; objective() keeps working from the ‖w̄‖²
-  /// taken here. Learning after this is an error.
-  void release_weights();
+  /// finish() that frees W and A (the bulk of the trainer's memory) while copying w̄ out, so the
+  /// peak stays at W + A and a final pass and the model write hold only the model. objective()
+  /// keeps working from ‖w̄‖² taken first; learning afterwards throws std::logic_error.
+  LinearModel finish_and_release(const std::vector<float>* maxabs = nullptr);
 
   /// Effective configuration, data size and run state as JSON (stored in the model).
   nlohmann::json describe() const;
@@ -209,6 +209,7 @@ class LdmTrainer {
   void run(const CsrView& rows, const std::uint32_t* i_rows, const std::uint32_t* j_rows,
            std::size_t steps);
   void renormalise();
+  LinearModel build_model(const std::vector<float>* maxabs, bool release);
   /// F_S after S calibration steps with initial step eta (w restarts from 0; +∞ if non-finite).
   double calibration_cost(const CsrView& sample, double eta);
   double clamp_eta0(double eta0);
@@ -227,7 +228,7 @@ class LdmTrainer {
   // Calibration sample: pair rows and the sorted distinct features they touch (reset after each
   // trial run, so the trainer's W stays zero without an O(d) clear).
   std::vector<std::uint32_t> sample_i_, sample_j_, sample_features_;
-  std::optional<double> released_norm2_;  // ‖w̄‖² at release_weights()
+  std::optional<double> released_norm2_;  // ‖w̄‖² at finish_and_release()
 };
 
 }  // namespace polymargin::engine

@@ -129,6 +129,16 @@ struct HugePageAllocator {
   }
 };
 
+/// Gives the pages of [p, p + n) back to the system (they read as zero afterwards); only whole
+/// pages inside the range are dropped. For memory about to be freed whose content is no longer
+/// needed, to lower a peak.
+inline void discard_pages(double* p, std::size_t n) {
+  constexpr std::uintptr_t kPage = 4096;
+  const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
+  const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(p + n) & ~(kPage - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 /// A dense weight vector of the hot loops.
 using WeightVector = std::vector<double, HugePageAllocator<double>>;
 

@@ -284,19 +284,56 @@ TEST(LdmTrainer, SameSeedSameModelOtherSeedOtherModel) {
   EXPECT_NE(train(3), train(4));
 }
 
-TEST(LdmTrainer, ReleasingTheWeightsKeepsTheObjectiveAndForbidsLearning) {
+TEST(LdmTrainer, FinishAndReleaseGivesTheSameModelAndKeepsTheObjective) {
   const Problem p = random_problem(200, 20, true, 0, 5);
   LdmConfig config;
-  LdmTrainer trainer(config, p.m(), p.max_index, LabelMap{});
-  for (int e = 0; e < config.epochs; ++e) trainer.learn(p.csr.view());
-  const LinearModel model = trainer.finish();
+  config.bias = 1;
+  LdmTrainer kept(config, p.m(), p.max_index, LabelMap{});
+  LdmTrainer released(config, p.m(), p.max_index, LabelMap{});
+  for (int e = 0; e < config.epochs; ++e) {
+    kept.learn(p.csr.view());
+    released.learn(p.csr.view());
+  }
   MarginStats margins;
-  trainer.add_margins(p.csr.view(), margins);
-  const double before = trainer.objective(margins);
-  trainer.release_weights();
-  EXPECT_EQ(trainer.objective(margins), before);
-  EXPECT_THROW(trainer.learn(p.csr.view()), std::logic_error);
-  EXPECT_FALSE(model.weights.empty());
+  released.add_margins(p.csr.view(), margins);
+  const double before = released.objective(margins);
+  const LinearModel a = kept.finish();
+  const LinearModel b = released.finish_and_release();
+  EXPECT_EQ(a.weights, b.weights);
+  EXPECT_EQ(a.bias_weight, b.bias_weight);
+  EXPECT_EQ(released.objective(margins), before);
+  EXPECT_THROW(released.learn(p.csr.view()), std::logic_error);
+}
+
+TEST(LdmTrainer, FinishAndReleaseOnWideDataFreesPagesWithoutChangingTheModel) {
+  // 400,000 features: several 2 MiB chunks of (W, A) pairs are copied out and given back.
+  CsrBuffer rows;
+  std::uint64_t state = 11;
+  for (int r = 0; r < 500; ++r) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const std::uint32_t f = static_cast<std::uint32_t>(state >> 45);  // < 2^19 = 524,288
+    const std::uint32_t g = f % 130000;
+    rows.labels.push_back((state >> 20) & 1 ? 1.0f : -1.0f);
+    rows.indices.push_back(g);
+    rows.indices.push_back(g + 135000);
+    rows.indices.push_back(g + 270000);
+    rows.offsets.push_back(static_cast<std::uint32_t>(rows.indices.size()));
+  }
+  const std::uint32_t max_index = 400000;
+  LdmConfig config;
+  LdmTrainer kept(config, rows.rows(), max_index, LabelMap{});
+  LdmTrainer released(config, rows.rows(), max_index, LabelMap{});
+  for (int e = 0; e < config.epochs; ++e) {
+    kept.learn(rows.view());
+    released.learn(rows.view());
+  }
+  const LinearModel a = kept.finish();
+  const LinearModel b = released.finish_and_release();
+  ASSERT_EQ(b.weights.size(), max_index + 1u);
+  EXPECT_EQ(a.weights, b.weights);
+  std::size_t non_zero = 0;
+  for (double w : b.weights) non_zero += w != 0;
+  EXPECT_GT(non_zero, 1000u);  // learnt weights in every chunk survived the release
 }
 
 TEST(LdmTrainer, CalibratedEta0IsFiniteAndClamped) {
