@@ -418,7 +418,7 @@ LinearModel LdmTrainer::build_model(const std::vector<float>* maxabs, bool relea
   model.bias_value = config_.bias;
   model.bias_weight = config_.bias != 0 ? average[kStride * bias_slot_] : 0.0;
   if (release) released_norm2_ = averaged_norm2();
-  model.weights.resize(bias_slot_);
+  model.weights.reserve(bias_slot_);  // not resize: its pages are touched only as chunks arrive
   // Copied out a chunk of (W, A) pairs at a time; when releasing, each chunk's pages go back to the
   // system as soon as it is copied, so the peak is W + A, not W + A + the model. The chunks are
   // whole 2 MiB pages of the interleaved array (which starts on a 2 MiB boundary).
@@ -428,7 +428,7 @@ LinearModel LdmTrainer::build_model(const std::vector<float>* maxabs, bool relea
     for (std::size_t f = begin; f < end; ++f) {
       // The reader fed x_f / maxabs_f; folding 1/maxabs_f into w_f lets the model score raw rows.
       const double w = average[kStride * f];
-      model.weights[f] = !maxabs ? w : (*maxabs)[f] > 0 ? w / (*maxabs)[f] : 0.0;
+      model.weights.push_back(!maxabs ? w : (*maxabs)[f] > 0 ? w / (*maxabs)[f] : 0.0);
     }
     if (release && end < bias_slot_)  // the last chunk also holds the bias pair: freed below
       sparse::discard_pages(state_.wa.data() + kStride * begin, kStride * kChunk);
