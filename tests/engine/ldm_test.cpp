@@ -492,6 +492,7 @@ struct LiblinearCase {
   double c;
   int epochs;
 };
+void PrintTo(const LiblinearCase& c, std::ostream* os) { *os << c.file << ", C " << c.c; }
 
 class LdmVersusLiblinear : public ::testing::TestWithParam<LiblinearCase> {};
 
@@ -540,7 +541,11 @@ TEST_P(LdmVersusLiblinear, SvmObjectiveWithinOnePercentOfL1LossPrimal) {
 
 INSTANTIATE_TEST_SUITE_P(RealData, LdmVersusLiblinear,
                          ::testing::Values(LiblinearCase{"uci/heart_scale.libsvm", 270, 1, 50},
-                                           LiblinearCase{"a9a/a9a", 32561, 1, 20}));
+                                           LiblinearCase{"a9a/a9a", 32561, 1, 20}),
+                         [](const ::testing::TestParamInfo<LiblinearCase>& info) {
+                           return info.param.rows == 270 ? std::string("heart_scale")
+                                                         : std::string("a9a");
+                         });
 
 }  // namespace
 }  // namespace polymargin::engine
