@@ -23,7 +23,7 @@
 
 #include "engine/csr.h"
 #include "io/shard_format.h"
-#include "io/shard_shuffle.h"
+#include "engine/random.h"
 #include "io/shards.h"
 
 namespace {
@@ -82,7 +82,7 @@ class KddLike {
   }
 
  private:
-  io::shard::SplitMix64 rng_;
+  SplitMix64 rng_;
   std::vector<std::pair<std::uint32_t, float>> entries_;
 };
 

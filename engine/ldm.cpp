@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "engine/errors.h"
+#include "engine/random.h"
 #include "engine/sparse.h"
 
 namespace polymargin::engine {
@@ -26,20 +27,11 @@ constexpr std::size_t kStride = 2;
 // How many steps ahead the row data of j is prefetched (2-8 measured alike; 1 is too late).
 constexpr std::size_t kRowLead = 3;
 
-// SplitMix64 (Steele et al. 2014): one 64-bit word of state, so the trainer's RNG is a plain
-// scalar that can be checkpointed; our own Fisher–Yates keeps results independent of the standard
-// library's shuffle.
-std::uint64_t next_random(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 // Uniform in [0, n) by multiply-shift (Lemire); the bias, ≤ n/2^64, is far below anything
 // measurable here.
 std::uint32_t random_below(std::uint64_t& state, std::uint32_t n) {
-  return static_cast<std::uint32_t>((static_cast<unsigned __int128>(next_random(state)) * n) >> 64);
+  const auto product = static_cast<unsigned __int128>(splitmix64_next(state)) * n;
+  return static_cast<std::uint32_t>(product >> 64);
 }
 
 std::string format_double(double x) {

@@ -16,8 +16,6 @@
 
 namespace polymargin::io {
 
-using shard::derive_seed;
-using shard::SplitMix64;
 
 namespace {
 

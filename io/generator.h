@@ -2,7 +2,7 @@
 // noisy decision rule, generated out of core and deterministically.
 //
 // Every row is a pure function of (spec, stream, row number): its random numbers come from the
-// project's SplitMix64 (io/shard_shuffle.h) seeded by derive_seed(seed, stream, row), so blocks can
+// project's SplitMix64 (engine/random.h) seeded by derive_seed(seed, stream, row), so blocks can
 // be generated in any order, on any number of threads, and the output is byte-identical. Nothing
 // proportional to the number of rows is held; memory is a weight table of the signal features plus
 // a fixed number of blocks.
@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "engine/csr.h"
-#include "io/shard_shuffle.h"
+#include "engine/random.h"
 #include "io/text_writer.h"
 
 namespace polymargin::io {
@@ -157,7 +157,7 @@ class Generator {
  private:
   struct Scratch;
   // Draws the content of one row (ids, ranks, values) into `scratch` and returns its rule score.
-  double draw_row(shard::SplitMix64& rng, Scratch& scratch) const;
+  double draw_row(SplitMix64& rng, Scratch& scratch) const;
   // Zipf rank of a uniform deviate.
   std::uint32_t zipf_rank(double u) const;
   double calibrate_threshold() const;

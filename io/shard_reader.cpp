@@ -30,7 +30,7 @@
 #include "engine/errors.h"
 #include "io/shard_format.h"
 #include "io/shard_manifest.h"
-#include "io/shard_shuffle.h"
+#include "engine/random.h"
 #include "io/shards.h"
 
 namespace polymargin::io {
@@ -310,8 +310,8 @@ struct ShardSet::Impl {
       s.order.clear();
       for (std::uint32_t p = 0; p < s.parts.size(); ++p)
         for (std::uint32_t r = 0; r < s.parts[p].rows; ++r) s.order.push_back({p, r});
-      shard::SplitMix64 rng(shard::derive_seed(o.seed, o.epoch, w.number));
-      shard::seeded_shuffle(s.order.data(), s.order.size(), rng);
+      SplitMix64 rng(derive_seed(o.seed, o.epoch, w.number));
+      seeded_shuffle(s.order.data(), s.order.size(), rng);
       gather(s.parts, s.order.data(), rows, w.out);
     }
     if (scale) scale_values(w.out, *scale);
@@ -326,8 +326,8 @@ struct ShardSet::Impl {
     std::vector<std::uint32_t> order(blocks.size());
     std::iota(order.begin(), order.end(), 0u);
     if (o.shuffle) {
-      shard::SplitMix64 rng(shard::derive_seed(o.seed, o.epoch, kBlockOrderStream));
-      shard::seeded_shuffle(order.data(), order.size(), rng);
+      SplitMix64 rng(derive_seed(o.seed, o.epoch, kBlockOrderStream));
+      seeded_shuffle(order.data(), order.size(), rng);
     }
     const std::uint64_t window_count = (order.size() + o.window_blocks - 1) / o.window_blocks;
 

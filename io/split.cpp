@@ -5,12 +5,12 @@
 
 #include "engine/errors.h"
 #include "io/generator.h"
-#include "io/shard_shuffle.h"
+#include "engine/random.h"
 
 namespace polymargin::io {
 
 double split_uniform(std::uint64_t seed, std::uint64_t row) {
-  return unit_interval(shard::derive_seed(seed, row));
+  return unit_interval(derive_seed(seed, row));
 }
 
 int fold_of(std::uint64_t seed, std::uint64_t row, int k) {

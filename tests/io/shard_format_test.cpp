@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "engine/errors.h"
-#include "io/shard_shuffle.h"
+#include "engine/random.h"
 #include "tests/io/shard_test_util.h"
 
 namespace polymargin::io::shard {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/csr.h"
-#include "io/shard_shuffle.h"
+#include "engine/random.h"
 #include "io/shards.h"
 
 namespace polymargin::io::testing {
@@ -32,7 +32,7 @@ enum class Values { kNone, kOnes, kRandom, kSomeRows };
 /// few other values), values as `values` says (kOnes: explicit 1s, which the writer must drop).
 inline CsrBuffer random_rows(std::uint64_t seed, std::size_t rows, std::uint32_t max_nnz,
                              std::uint32_t max_index, Values values) {
-  shard::SplitMix64 rng(seed);
+  SplitMix64 rng(seed);
   CsrBuffer out;
   out.has_values = values != Values::kNone;
   for (std::size_t r = 0; r < rows; ++r) {

@@ -1,12 +1,21 @@
-// Seeded shuffling for the shard reader. Our own generator and Fisher–Yates rather than <random>'s
-// engines and std::shuffle: the standard fixes neither std::shuffle's algorithm nor the
-// distributions, so the order of training rows would change with the standard library.
+// The project's one random-number generator, for shuffling, pairing, generation and splits. Our own
+// generator and Fisher–Yates rather than <random>'s engines and std::shuffle: the standard fixes
+// neither std::shuffle's algorithm nor the distributions, so the order of training rows would
+// change with the standard library.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-namespace polymargin::io::shard {
+namespace polymargin {
+
+/// One splitmix64 step on a plain state word (learner state stays plain, checkpointable scalars).
+inline std::uint64_t splitmix64_next(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
 
 /// splitmix64 (Steele, Lea & Flood, OOPSLA 2014): one 64-bit word of state, well-mixed output,
 /// identical on every platform. Ample for shuffling; not for cryptography.
@@ -14,12 +23,7 @@ class SplitMix64 {
  public:
   explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
 
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() { return splitmix64_next(state_); }
 
   /// Uniform in [0, n) for n > 0, without bias (Lemire, "Fast random integer generation in an
   /// interval", TOMACS 2019: multiply-shift, rejecting the few values that would over-represent).
@@ -59,4 +63,4 @@ void seeded_shuffle(T* items, std::size_t n, SplitMix64& rng) {
   }
 }
 
-}  // namespace polymargin::io::shard
+}  // namespace polymargin
