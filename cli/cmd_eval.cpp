@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -166,13 +167,18 @@ int run_eval(const std::vector<std::string>& args) {
     std::uint64_t ignored_nonzeros = 0;
   };
   std::vector<Result> results;
+  // Text is converted once per index base, not once per model.
+  std::map<int, io::Dataset> datasets;
   for (const auto& path : model_paths) {
     Result r;
     r.path = path;
     r.model = io::load_model(path);
-    io::Dataset dataset = open_for_model(data, r.model, threads);
-    check_labels(dataset.shards().manifest(), r.model, data.front());
-    const Scored scored = score_rows(dataset.shards(), r.model, threads);
+    auto it = datasets.find(r.model.index_base);
+    if (it == datasets.end())
+      it = datasets.emplace(r.model.index_base, open_for_model(data, r.model, threads)).first;
+    const io::ShardSet& shards = it->second.shards();
+    check_labels(shards.manifest(), r.model, data.front());
+    const Scored scored = score_rows(shards, r.model, threads);
     r.metrics = engine::binary_metrics(scored.scores, scored.signs);
     r.ignored_nonzeros = scored.ignored_nonzeros;
     r.margins.resize(scored.scores.size());
