@@ -20,17 +20,26 @@
 namespace polymargin::cli {
 namespace {
 
-using engine::LinearModel;
+using engine::Classifier;
 
 struct Scored {
   std::vector<double> scores;
-  std::vector<std::int8_t> signs;  // ±1 under the model's label map
+  std::vector<double> predicted;   // the predicted raw label
+  std::vector<double> actual;      // the row's raw label
+  std::vector<std::int8_t> signs;  // binary models: ±1 under the model's label map
   std::uint64_t ignored_nonzeros = 0;  // test features the model never saw
+  nlohmann::json details;              // the model's own statistics (Classifier::eval_details)
 };
+
+std::string label_text(double label) {
+  std::ostringstream s;
+  s << label;
+  return s.str();
+}
 
 // Opens DATA for a model: text is parsed with the model's index base, so that an index 0 in a
 // 1-based test file is caught rather than silently shifted.
-io::Dataset open_for_model(const std::vector<std::string>& data, const LinearModel& model,
+io::Dataset open_for_model(const std::vector<std::string>& data, const Classifier& model,
                            int threads) {
   io::ConvertOptions convert;
   convert.text.index_base = model.index_base == 0 ? io::IndexBase::kZero : io::IndexBase::kOne;
@@ -38,38 +47,76 @@ io::Dataset open_for_model(const std::vector<std::string>& data, const LinearMod
   return io::Dataset::open(data, convert, threads);
 }
 
-void check_labels(const io::Manifest& manifest, const LinearModel& model, const std::string& data) {
-  for (const auto& [label, count] : manifest.label_counts)
-    if (!model.labels.is_binary_label(static_cast<float>(label))) {
-      std::ostringstream msg;
-      msg << "label " << label << " (" << count << " rows) is not one of the model's labels "
-          << model.labels.negative << " / " << model.labels.positive;
-      throw DataError(data, 0, 0, msg.str());
+void check_labels(const io::Manifest& manifest, const Classifier& model, const std::string& data) {
+  for (const auto& [label, count] : manifest.label_counts) {
+    const float l = static_cast<float>(label);
+    const bool known =
+        model.multiclass()
+            ? std::any_of(model.classes.begin(), model.classes.end(),
+                          [&](double c) { return static_cast<float>(c) == l; })
+            : model.labels.is_binary_label(l);
+    if (known) continue;
+    std::ostringstream msg;
+    msg << "label " << label << " (" << count << " rows) is not one of the model's labels ";
+    if (model.multiclass()) {
+      for (std::size_t k = 0; k < model.classes.size(); ++k)
+        msg << (k ? " / " : "") << model.classes[k];
+    } else {
+      msg << model.labels.negative << " / " << model.labels.positive;
     }
+    throw DataError(data, 0, 0, msg.str());
+  }
 }
 
 // Scores every row in data order (no shuffle).
-Scored score_rows(const io::ShardSet& shards, const LinearModel& model, int threads) {
+Scored score_rows(const io::ShardSet& shards, const Classifier& model, int threads) {
   Scored out;
-  out.scores.reserve(shards.manifest().rows);
-  out.signs.reserve(shards.manifest().rows);
+  const std::uint64_t rows = shards.manifest().rows;
+  out.scores.reserve(rows);
+  out.predicted.reserve(rows);
+  out.actual.reserve(rows);
+  if (!model.multiclass()) out.signs.reserve(rows);
+  const std::unique_ptr<engine::EvalDetails> details = model.eval_details();
   io::ReadOptions read;
   read.shuffle = false;
   read.threads = threads;
   shards.scan(read, [&](const CsrView& batch) {
     const std::size_t first = out.scores.size();
     out.scores.resize(first + batch.rows);
-    out.ignored_nonzeros += model.score_batch(batch, out.scores.data() + first);
-    for (std::size_t r = 0; r < batch.rows; ++r)
-      out.signs.push_back(static_cast<std::int8_t>(model.labels.sign(batch.labels[r])));
+    out.predicted.resize(first + batch.rows);
+    out.ignored_nonzeros +=
+        model.predict_batch(batch, out.scores.data() + first, out.predicted.data() + first);
+    for (std::size_t r = 0; r < batch.rows; ++r) {
+      out.actual.push_back(batch.labels[r]);
+      if (!model.multiclass())
+        out.signs.push_back(static_cast<std::int8_t>(model.labels.sign(batch.labels[r])));
+    }
+    if (details) details->add(batch);
   });
+  if (details) out.details = details->json();
   return out;
 }
 
-std::string label_text(double label) {
-  std::ostringstream s;
-  s << label;
-  return s.str();
+// Accuracy and the confusion matrix of a multiclass model (actual label → predicted label → rows).
+nlohmann::json multiclass_json(const Scored& s) {
+  std::map<double, std::map<double, std::uint64_t>> confusion;
+  std::uint64_t correct = 0;
+  for (std::size_t r = 0; r < s.actual.size(); ++r) {
+    ++confusion[s.actual[r]][s.predicted[r]];
+    correct += static_cast<float>(s.predicted[r]) == static_cast<float>(s.actual[r]);
+  }
+  const double rows = static_cast<double>(s.actual.size());
+  nlohmann::json matrix = nlohmann::json::object();
+  for (const auto& [actual, row] : confusion) {
+    nlohmann::json cells = nlohmann::json::object();
+    for (const auto& [predicted, n] : row) cells[label_text(predicted)] = n;
+    matrix[label_text(actual)] = std::move(cells);
+  }
+  return {{"rows", s.actual.size()},
+          {"accuracy", rows > 0 ? correct / rows : 0.0},
+          {"error_rate", rows > 0 ? 1 - correct / rows : 0.0},
+          {"errors", s.actual.size() - correct},
+          {"confusion", std::move(matrix)}};
 }
 
 int run_predict(const std::vector<std::string>& args) {
@@ -87,19 +134,18 @@ int run_predict(const std::vector<std::string>& args) {
   if (!parse_options("predict", "-m MODEL -d DATA [-o SCORES]", opts, pos, args, vm)) return 0;
   threads = resolve_threads(threads);
 
-  const LinearModel model = io::load_model(model_path);
+  const std::unique_ptr<Classifier> loaded = io::load_classifier(model_path);
+  const Classifier& model = *loaded;
   io::Dataset dataset = open_for_model(data, model, threads);
   const Scored scored = score_rows(dataset.shards(), model, threads);
 
   // One line per row, in data order: the predicted label (the model's own label values) and the score.
-  const std::string positive = label_text(model.labels.positive);
-  const std::string negative = label_text(model.labels.negative);
   std::string text;
   text.reserve(scored.scores.size() * 16);
   char buf[40];
-  for (double s : scored.scores) {
-    text += s > 0 ? positive : negative;
-    const int n = std::snprintf(buf, sizeof buf, " %.9g\n", s);
+  for (std::size_t r = 0; r < scored.scores.size(); ++r) {
+    text += label_text(scored.predicted[r]);
+    const int n = std::snprintf(buf, sizeof buf, " %.9g\n", scored.scores[r]);
     text.append(buf, n);
   }
   if (output.empty()) {
@@ -161,8 +207,10 @@ int run_eval(const std::vector<std::string>& args) {
 
   struct Result {
     std::string path;
-    LinearModel model;
-    engine::BinaryMetrics metrics;
+    std::unique_ptr<Classifier> model;
+    engine::BinaryMetrics metrics;  // binary models
+    nlohmann::json multiclass;      // multiclass models: multiclass_json
+    nlohmann::json details;
     std::vector<double> margins;
     std::uint64_t ignored_nonzeros = 0;
   };
@@ -172,38 +220,49 @@ int run_eval(const std::vector<std::string>& args) {
   for (const auto& path : model_paths) {
     Result r;
     r.path = path;
-    r.model = io::load_model(path);
-    auto it = datasets.find(r.model.index_base);
+    r.model = io::load_classifier(path);
+    const Classifier& model = *r.model;
+    auto it = datasets.find(model.index_base);
     if (it == datasets.end())
-      it = datasets.emplace(r.model.index_base, open_for_model(data, r.model, threads)).first;
+      it = datasets.emplace(model.index_base, open_for_model(data, model, threads)).first;
     const io::ShardSet& shards = it->second.shards();
-    check_labels(shards.manifest(), r.model, data.front());
-    const Scored scored = score_rows(shards, r.model, threads);
-    r.metrics = engine::binary_metrics(scored.scores, scored.signs);
+    check_labels(shards.manifest(), model, data.front());
+    const Scored scored = score_rows(shards, model, threads);
     r.ignored_nonzeros = scored.ignored_nonzeros;
-    r.margins.resize(scored.scores.size());
-    for (std::size_t i = 0; i < scored.scores.size(); ++i)
-      r.margins[i] = scored.signs[i] * scored.scores[i];
+    r.details = scored.details;
+    if (model.multiclass()) {
+      r.multiclass = multiclass_json(scored);
+    } else {
+      r.metrics = engine::binary_metrics(scored.scores, scored.signs);
+      r.margins.resize(scored.scores.size());
+      for (std::size_t i = 0; i < scored.scores.size(); ++i)
+        r.margins[i] = scored.signs[i] * scored.scores[i];
+    }
     results.push_back(std::move(r));
   }
 
-  // The margin curves share one threshold grid: the 0.5%–99.5% range of all margins, which keeps a
-  // few extreme rows from flattening the picture.
+  // The margin curves (binary models only) share one threshold grid: the 0.5%–99.5% range of all
+  // margins, which keeps a few extreme rows from flattening the picture.
+  std::vector<const Result*> binary;
+  for (const auto& r : results)
+    if (!r.model->multiclass()) binary.push_back(&r);
   std::vector<engine::MarginCurve> curves;
+  if ((!margins_csv.empty() || !plot_svg.empty()) && binary.empty())
+    throw UsageError("eval: --margins and --plot need a binary model (margins y·f(x))");
   if (!margins_csv.empty() || !plot_svg.empty()) {
     std::vector<double> all;
-    for (const auto& r : results) all.insert(all.end(), r.margins.begin(), r.margins.end());
+    for (const Result* r : binary) all.insert(all.end(), r->margins.begin(), r->margins.end());
     std::sort(all.begin(), all.end());
     double lo = all.empty() ? -1 : all[all.size() / 200];
     double hi = all.empty() ? 1 : all[all.size() - 1 - all.size() / 200];
     if (!(hi > lo)) lo -= 1, hi += 1;
-    for (const auto& r : results) curves.push_back(engine::margin_curve(r.margins, lo, hi, points));
+    for (const Result* r : binary) curves.push_back(engine::margin_curve(r->margins, lo, hi, points));
   }
   if (!margins_csv.empty()) {
     std::ostringstream csv;
     csv.precision(9);
     csv << "margin";
-    for (const auto& r : results) csv << "," << r.model.algorithm << ":" << r.path;
+    for (const Result* r : binary) csv << "," << r->model->algorithm << ":" << r->path;
     csv << "\n";
     for (int p = 0; p < points; ++p) {
       csv << curves[0].thresholds[p];
@@ -214,8 +273,8 @@ int run_eval(const std::vector<std::string>& args) {
   }
   if (!plot_svg.empty()) {
     std::vector<Series> series;
-    for (std::size_t k = 0; k < results.size(); ++k)
-      series.push_back({results[k].model.algorithm + " (" + results[k].path + ")",
+    for (std::size_t k = 0; k < binary.size(); ++k)
+      series.push_back({binary[k]->model->algorithm + " (" + binary[k]->path + ")",
                         curves[k].thresholds, curves[k].cumulative});
     io::write_file_atomically(
         plot_svg, svg_line_plot(series, {"Cumulative margin distribution", "margin y·f(x)",
@@ -225,29 +284,54 @@ int run_eval(const std::vector<std::string>& args) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : results) {
-      nlohmann::json j = metrics_json(r.metrics);
+      nlohmann::json j = r.model->multiclass() ? r.multiclass : metrics_json(r.metrics);
       j["model_path"] = r.path;
-      j["algorithm"] = r.model.algorithm;
+      j["algorithm"] = r.model->algorithm;
       j["ignored_nonzeros"] = r.ignored_nonzeros;
+      if (!r.details.is_null()) j["details"] = r.details;
       out.push_back(std::move(j));
     }
     std::cout << (results.size() == 1 ? out[0] : out).dump(2) << "\n";
     return 0;
   }
   for (const auto& r : results) {
-    const auto& m = r.metrics;
-    std::printf("%s (%s) on %llu rows\n", r.path.c_str(), r.model.algorithm.c_str(),
-                static_cast<unsigned long long>(m.rows));
-    std::printf("  accuracy      %.4f   (error rate %.4f, %llu errors)\n", m.accuracy, m.error_rate,
-                static_cast<unsigned long long>(m.false_positives + m.false_negatives));
-    std::printf("  auc           %.4f\n", m.auc);
-    std::printf("  precision     %.4f   recall %.4f   f1 %.4f\n", m.precision, m.recall, m.f1);
-    std::printf("  margin        mean %.4f   variance %.4f\n", m.margin_mean, m.margin_variance);
-    std::printf("  confusion     predicted +1   predicted -1\n");
-    std::printf("    actual +1   %12llu   %12llu\n", static_cast<unsigned long long>(m.true_positives),
-                static_cast<unsigned long long>(m.false_negatives));
-    std::printf("    actual -1   %12llu   %12llu\n", static_cast<unsigned long long>(m.false_positives),
-                static_cast<unsigned long long>(m.true_negatives));
+    if (r.model->multiclass()) {
+      const nlohmann::json& m = r.multiclass;
+      std::printf("%s (%s, %zu classes) on %llu rows\n", r.path.c_str(),
+                  r.model->algorithm.c_str(), r.model->classes.size(),
+                  static_cast<unsigned long long>(m["rows"].get<std::uint64_t>()));
+      std::printf("  accuracy      %.4f   (error rate %.4f, %llu errors)\n",
+                  m["accuracy"].get<double>(), m["error_rate"].get<double>(),
+                  static_cast<unsigned long long>(m["errors"].get<std::uint64_t>()));
+      std::printf("  confusion     actual label: predicted label = rows\n");
+      for (const auto& [actual, cells] : m["confusion"].items()) {
+        std::printf("    %-10s", actual.c_str());
+        for (const auto& [predicted, n] : cells.items())
+          std::printf("  %s=%llu", predicted.c_str(),
+                      static_cast<unsigned long long>(n.get<std::uint64_t>()));
+        std::printf("\n");
+      }
+    } else {
+      const auto& m = r.metrics;
+      std::printf("%s (%s) on %llu rows\n", r.path.c_str(), r.model->algorithm.c_str(),
+                  static_cast<unsigned long long>(m.rows));
+      std::printf("  accuracy      %.4f   (error rate %.4f, %llu errors)\n", m.accuracy,
+                  m.error_rate,
+                  static_cast<unsigned long long>(m.false_positives + m.false_negatives));
+      std::printf("  auc           %.4f\n", m.auc);
+      std::printf("  precision     %.4f   recall %.4f   f1 %.4f\n", m.precision, m.recall, m.f1);
+      std::printf("  margin        mean %.4f   variance %.4f\n", m.margin_mean, m.margin_variance);
+      std::printf("  confusion     predicted +1   predicted -1\n");
+      std::printf("    actual +1   %12llu   %12llu\n",
+                  static_cast<unsigned long long>(m.true_positives),
+                  static_cast<unsigned long long>(m.false_negatives));
+      std::printf("    actual -1   %12llu   %12llu\n",
+                  static_cast<unsigned long long>(m.false_positives),
+                  static_cast<unsigned long long>(m.true_negatives));
+    }
+    if (!r.details.is_null())
+      for (const auto& [key, value] : r.details.items())
+        std::printf("  %-13s %s\n", key.c_str(), value.dump().c_str());
     if (r.ignored_nonzeros > 0)
       std::printf("  ignored       %llu non-zeros of features the model has not seen\n",
                   static_cast<unsigned long long>(r.ignored_nonzeros));

@@ -1,6 +1,7 @@
 // `polymargin train`: linear LDM or SVM by averaged SGD over streamed, shuffled shards. Text input
 // is converted on the fly into a temporary shard directory through the same pipeline.
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 
 #include "cli/command.h"
 #include "cli/progress.h"
+#include "cli/train.h"
 #include "engine/errors.h"
 #include "engine/ldm.h"
 #include "io/model_file.h"
@@ -21,70 +23,6 @@
 
 namespace polymargin::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string data_name(const std::vector<std::string>& inputs) {
-  std::string name;
-  for (const std::string& input : inputs) name += (name.empty() ? "" : ",") + input;
-  return name;
-}
-
-std::string number(double x) {
-  std::ostringstream out;
-  out << x;
-  return out.str();
-}
-
-// Epoch progress: on a terminal a line rewritten at most four times a second (epoch, share,
-// rows/s, ETA); elsewhere nothing until the per-epoch log line.
-class EpochProgress {
- public:
-  EpochProgress(std::uint64_t rows, int epochs) : rows_(rows), epochs_(epochs) {}
-
-  void batch(int epoch, std::uint64_t rows_done_in_epoch) {
-    if (!line_.due()) return;
-    const double done = static_cast<double>(epoch) * rows_ + rows_done_in_epoch;
-    const double elapsed = line_.elapsed();
-    const double rate = elapsed > 0 ? done / elapsed : 0;
-    const double left = rate > 0 ? (static_cast<double>(epochs_) * rows_ - done) / rate : 0;
-    line_.show(format_line("epoch %d/%d  %5.1f%%  %.2f M rows/s  ETA %.0f s", epoch + 1, epochs_,
-                           100.0 * rows_done_in_epoch / rows_, rate / 1e6, left));
-  }
-  void clear() { line_.clear(); }
-
- private:
-  ProgressLine line_{std::chrono::milliseconds(250)};
-  std::uint64_t rows_;
-  int epochs_;
-};
-
-// Exactly two distinct labels; the larger becomes +1 (so ±1, 0/1 and any other pair work).
-engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& data) {
-  if (manifest.label_counts.size() != 2) {
-    std::string found;
-    int shown = 0;
-    for (const auto& [label, count] : manifest.label_counts) {
-      if (shown++ == 5) {
-        found += ", …";
-        break;
-      }
-      found += (found.empty() ? "" : ", ") + number(label);
-    }
-    throw DataError(data, 0, 0,
-                    "labels are not binary: train needs exactly two distinct labels, found " +
-                        std::to_string(manifest.label_counts.size()) +
-                        (found.empty() ? "" : " (" + found + ")"));
-  }
-  engine::LabelMap labels;
-  labels.negative = manifest.label_counts.begin()->first;
-  labels.positive = manifest.label_counts.rbegin()->first;
-  return labels;
-}
 
 // One of --lambdaN (paper units) or --lambdaN-rel (λN/(mC)); unset: the engine's default ratio.
 std::optional<double> lambda_option(const po::variables_map& vm, const std::string& name,
@@ -114,7 +52,7 @@ double eta0_option(const std::string& text) {
   return eta0;
 }
 
-int run_train(const std::vector<std::string>& args) {
+int run_linear(const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
   std::string algo, output, eta0_text, scale;
   engine::LdmConfig config;
@@ -159,8 +97,6 @@ int run_train(const std::vector<std::string>& args) {
                      args, vm))
     return kExitOk;
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
-  if (algo != "ldm" && algo != "svm")
-    throw UsageError("train: --algo must be ldm or svm (got '" + algo + "')");
   if (scale != "maxabs" && scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
   if (window_blocks == 0) throw UsageError("train: --window-blocks must be at least 1");
@@ -173,9 +109,7 @@ int run_train(const std::vector<std::string>& args) {
   } catch (const UsageError& e) {
     throw UsageError(std::string("train: ") + e.what());
   }
-  const std::filesystem::path out_dir = std::filesystem::absolute(output).parent_path();
-  if (!std::filesystem::is_directory(out_dir))
-    throw IoError("cannot write " + output + ": directory " + out_dir.string() + " does not exist");
+  check_output_directory(output);
   threads = resolve_threads(threads);
   const std::string data = data_name(inputs);
   const Clock::time_point start = Clock::now();
@@ -335,8 +269,37 @@ int run_train(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
-const CommandRegistration registration("train", "train a linear LDM or SVM (averaged SGD)",
-                                       run_train);
+std::string algorithm_list() {
+  std::string list;
+  for (const Command& a : train_algorithms()) list += (list.empty() ? "" : "|") + a.name;
+  return list;
+}
+
+// Dispatches on --algo; each learner parses the arguments itself.
+int run_train(const std::vector<std::string>& args) {
+  const std::string algo = peek_option(args, "algo", "ldm");
+  for (const Command& a : train_algorithms())
+    if (a.name == algo) {
+      const bool help = std::find(args.begin(), args.end(), "--help") != args.end() ||
+                        std::find(args.begin(), args.end(), "-h") != args.end();
+      const int code = a.run(args);
+      if (help) {
+        std::cout << "learners (--algo):\n";
+        for (const Command& other : train_algorithms())
+          std::cout << "  " << other.name << std::string(8 - std::min<std::size_t>(7, other.name.size()), ' ')
+                    << other.summary << "\n";
+        std::cout << "(polymargin train --algo NAME --help: the options of NAME)\n";
+      }
+      return code;
+    }
+  throw UsageError("train: --algo must be one of " + algorithm_list() + " (got '" + algo + "')");
+}
+
+const TrainAlgorithmRegistration ldm_registration(
+    "ldm", "Large Margin Distribution Machine, linear, averaged SGD", run_linear);
+const TrainAlgorithmRegistration svm_registration(
+    "svm", "linear SVM (hinge loss): LDM with lambda1 = lambda2 = 0", run_linear);
+const CommandRegistration registration("train", "train a model (--algo ldm, svm, ...)", run_train);
 
 }  // namespace
 }  // namespace polymargin::cli

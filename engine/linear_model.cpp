@@ -4,6 +4,8 @@
 #include <tbb/parallel_for.h>
 
 #include <atomic>
+#include <cstdio>
+#include <sstream>
 
 namespace polymargin::engine {
 
@@ -19,6 +21,34 @@ std::uint64_t LinearModel::score_batch(const CsrView& rows, double* scores) cons
                       if (skipped) ignored += skipped;
                     });
   return ignored.load();
+}
+
+// Weights are listed by feature id as written in the data files (raw ids), non-zeros only.
+nlohmann::json LinearModel::to_json() const {
+  nlohmann::json j = info_json();
+  j["bias_value"] = bias_value;
+  j["bias_weight"] = bias_weight;
+  j["scaled"] = !scale.empty();
+  nlohmann::json w = nlohmann::json::object();
+  for (std::size_t f = 0; f < weights.size(); ++f)
+    if (weights[f] != 0) w[std::to_string(f)] = weights[f];
+  j["weights"] = std::move(w);
+  return j;
+}
+
+std::string LinearModel::to_text() const {
+  std::ostringstream out;
+  out << info_text() << "bias " << bias_value << " " << bias_weight << "\n"
+      << "# feature_id weight" << (scale.empty() ? "" : " scale") << "\n";
+  char buf[64];
+  for (std::size_t f = 0; f < weights.size(); ++f) {
+    if (weights[f] == 0) continue;
+    std::snprintf(buf, sizeof buf, "%zu %.17g", f, weights[f]);
+    out << buf;
+    if (!scale.empty()) out << " " << scale[f];
+    out << "\n";
+  }
+  return out.str();
 }
 
 }  // namespace polymargin::engine

@@ -10,28 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/classifier.h"
 #include "engine/csr.h"
 
 namespace polymargin::engine {
 
-/// Maps the two raw labels of a binary data set to ±1.
-struct LabelMap {
-  double negative = -1;
-  double positive = 1;
-  /// +1 for the positive label, -1 for the negative one; any other value is not binary.
-  int sign(float label) const { return label == static_cast<float>(positive) ? 1 : -1; }
-  bool is_binary_label(float label) const {
-    return label == static_cast<float>(positive) || label == static_cast<float>(negative);
-  }
-};
-
-struct LinearModel {
-  std::string algorithm;   // "ldm" or "svm"
-  nlohmann::json config;   // effective training configuration, seed included
-  LabelMap labels;
-  int index_base = 1;
-  std::uint32_t max_index = 0;  // weights.size() == max_index + 1 (raw feature ids)
-  std::uint64_t features = 0;   // LIBSVM feature count of the training data
+/// algorithm "ldm" or "svm"; weights.size() == max_index + 1 (raw feature ids).
+struct LinearModel : Classifier {
   std::vector<float> scale;     // empty: no scaling; else max_index + 1 multipliers
   std::vector<double> weights;
   double bias_value = 0;   // B of --bias (0: no bias feature)
@@ -59,7 +44,11 @@ struct LinearModel {
   /// Scores every row of `rows` into scores[0, rows.rows), in parallel (oneTBB); each score is
   /// computed exactly as score() does, so the result does not depend on the thread count.
   /// Returns the number of ignored non-zeros (features beyond max_index).
-  std::uint64_t score_batch(const CsrView& rows, double* scores) const;
+  std::uint64_t score_batch(const CsrView& rows, double* scores) const override;
+
+  /// Non-zero weights by raw feature id (with their scale, if any).
+  std::string to_text() const override;
+  nlohmann::json to_json() const override;
 };
 
 }  // namespace polymargin::engine

@@ -213,38 +213,59 @@ ModelContainer read_model_container(const std::string& path) {
   return model;
 }
 
+nlohmann::json model_header(const std::string& kind, const engine::ModelInfo& info) {
+  nlohmann::json h = {{"kind", kind},
+                      {"algorithm", info.algorithm},
+                      {"config", info.config},
+                      {"labels", {{"negative", info.labels.negative}, {"positive", info.labels.positive}}},
+                      {"index_base", info.index_base},
+                      {"max_index", info.max_index},
+                      {"features", info.features}};
+  if (info.multiclass()) h["classes"] = info.classes;
+  return h;
+}
+
+void read_model_info(const ModelContainer& file, const std::string& path, engine::ModelInfo& info) {
+  try {
+    const nlohmann::json& h = file.header;
+    info.algorithm = h.at("algorithm").get<std::string>();
+    info.config = h.at("config");
+    info.labels.negative = h.at("labels").at("negative").get<double>();
+    info.labels.positive = h.at("labels").at("positive").get<double>();
+    if (h.contains("classes")) info.classes = h.at("classes").get<std::vector<double>>();
+    info.index_base = h.at("index_base").get<int>();
+    info.max_index = h.at("max_index").get<std::uint32_t>();
+    info.features = h.at("features").get<std::uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(path, std::string("malformed model header: ") + e.what());
+  }
+  if (info.index_base != 0 && info.index_base != 1)
+    corrupt(path, "index_base must be 0 or 1 (got " + std::to_string(info.index_base) + ")");
+}
+
 void save_model(const engine::LinearModel& model, const std::string& path) {
   ModelContainer file;
-  file.header = {
-      {"kind", "linear"},
-      {"algorithm", model.algorithm},
-      {"config", model.config},
-      {"labels", {{"negative", model.labels.negative}, {"positive", model.labels.positive}}},
-      {"index_base", model.index_base},
-      {"max_index", model.max_index},
-      {"features", model.features},
-      {"bias", {{"value", model.bias_value}, {"weight", model.bias_weight}}}};
+  file.header = model_header("linear", model);
+  file.header["bias"] = {{"value", model.bias_value}, {"weight", model.bias_weight}};
   file.arrays.push_back(ModelArray::of("weights", model.weights));
   if (!model.scale.empty()) file.arrays.push_back(ModelArray::of("scale", model.scale));
   write_model_container(path, file);
 }
 
-engine::LinearModel load_model(const std::string& path) {
-  const ModelContainer file = read_model_container(path);
+namespace {
+
+std::string model_kind(const ModelContainer& file, const std::string& path) {
+  if (!file.header.contains("kind") || !file.header["kind"].is_string())
+    corrupt(path, "malformed model header: no 'kind'");
+  return file.header["kind"].get<std::string>();
+}
+
+engine::LinearModel linear_from(const ModelContainer& file, const std::string& path) {
   engine::LinearModel model;
+  read_model_info(file, path, model);
   try {
-    const nlohmann::json& h = file.header;
-    const auto kind = h.at("kind").get<std::string>();
-    if (kind != "linear") corrupt(path, "holds a '" + kind + "' model, not a linear one");
-    model.algorithm = h.at("algorithm").get<std::string>();
-    model.config = h.at("config");
-    model.labels.negative = h.at("labels").at("negative").get<double>();
-    model.labels.positive = h.at("labels").at("positive").get<double>();
-    model.index_base = h.at("index_base").get<int>();
-    model.max_index = h.at("max_index").get<std::uint32_t>();
-    model.features = h.at("features").get<std::uint64_t>();
-    model.bias_value = h.at("bias").at("value").get<double>();
-    model.bias_weight = h.at("bias").at("weight").get<double>();
+    model.bias_value = file.header.at("bias").at("value").get<double>();
+    model.bias_weight = file.header.at("bias").at("weight").get<double>();
   } catch (const nlohmann::json::exception& e) {
     corrupt(path, std::string("malformed linear model header: ") + e.what());
   }
@@ -256,6 +277,23 @@ engine::LinearModel load_model(const std::string& path) {
     corrupt(path,
             "weight or scale count does not match max_index " + std::to_string(model.max_index));
   return model;
+}
+
+}  // namespace
+
+engine::LinearModel load_model(const std::string& path) {
+  const ModelContainer file = read_model_container(path);
+  const std::string kind = model_kind(file, path);
+  if (kind != "linear") corrupt(path, "holds a '" + kind + "' model, not a linear one");
+  return linear_from(file, path);
+}
+
+std::unique_ptr<engine::Classifier> load_classifier(const std::string& path) {
+  const ModelContainer file = read_model_container(path);
+  const std::string kind = model_kind(file, path);
+  // One line per model kind: its loader lives beside its save function.
+  if (kind == "linear") return std::make_unique<engine::LinearModel>(linear_from(file, path));
+  corrupt(path, "holds a model of kind '" + kind + "', which this build does not know");
 }
 
 }  // namespace polymargin::io

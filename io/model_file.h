@@ -16,10 +16,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "engine/classifier.h"
 #include "engine/linear_model.h"
 
 namespace polymargin::io {
@@ -55,9 +57,17 @@ void write_model_container(const std::string& path, const ModelContainer& model)
 /// naming the file for a foreign, other-version, truncated or corrupt file, IoError if unreadable.
 ModelContainer read_model_container(const std::string& path);
 
-/// A linear model (kind "linear"): header = algorithm, config, labels, index base, max_index,
-/// features, bias; arrays "weights" (f64) and, when the model scales its input, "scale" (f32).
+/// The header fields every model kind shares (engine::ModelInfo), under the given kind.
+nlohmann::json model_header(const std::string& kind, const engine::ModelInfo& info);
+/// Reads them back; throws DataError naming `path` when one is missing or malformed.
+void read_model_info(const ModelContainer& file, const std::string& path, engine::ModelInfo& info);
+
+/// A linear model (kind "linear"): header = model_header + bias; arrays "weights" (f64) and, when
+/// the model scales its input, "scale" (f32).
 void save_model(const engine::LinearModel& model, const std::string& path);
 engine::LinearModel load_model(const std::string& path);
+
+/// Any model file, whatever its kind; throws DataError for a corrupt file or an unknown kind.
+std::unique_ptr<engine::Classifier> load_classifier(const std::string& path);
 
 }  // namespace polymargin::io

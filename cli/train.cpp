@@ -1,0 +1,108 @@
+#include "cli/train.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/errors.h"
+
+namespace polymargin::cli {
+namespace {
+
+std::vector<Command>& algorithms() {
+  static std::vector<Command> registry;
+  return registry;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  const auto e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+TrainAlgorithmRegistration::TrainAlgorithmRegistration(std::string name, std::string summary,
+                                                       CommandFn run) {
+  auto& registry = algorithms();
+  registry.push_back({std::move(name), std::move(summary), std::move(run)});
+  std::sort(registry.begin(), registry.end(),
+            [](const Command& a, const Command& b) { return a.name < b.name; });
+}
+
+const std::vector<Command>& train_algorithms() { return algorithms(); }
+
+std::string peek_option(const std::vector<std::string>& args, const std::string& name,
+                        const std::string& fallback) {
+  const std::string flag = "--" + name;
+  std::string config;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind(flag + "=", 0) == 0) return args[i].substr(flag.size() + 1);
+    if (args[i] == "--config" && i + 1 < args.size()) config = args[i + 1];
+    if (args[i].rfind("--config=", 0) == 0) config = args[i].substr(9);
+  }
+  if (!config.empty()) {
+    std::ifstream in(config);  // unreadable: the full parse reports it
+    for (std::string line; std::getline(in, line);) {
+      line = line.substr(0, line.find('#'));
+      const auto eq = line.find('=');
+      if (eq != std::string::npos && trim(line.substr(0, eq)) == name)
+        return trim(line.substr(eq + 1));
+    }
+  }
+  return fallback;
+}
+
+std::string data_name(const std::vector<std::string>& inputs) {
+  std::string name;
+  for (const std::string& input : inputs) name += (name.empty() ? "" : ",") + input;
+  return name;
+}
+
+std::string number(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
+engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& data) {
+  if (manifest.label_counts.size() != 2) {
+    std::string found;
+    int shown = 0;
+    for (const auto& [label, count] : manifest.label_counts) {
+      if (shown++ == 5) {
+        found += ", …";
+        break;
+      }
+      found += (found.empty() ? "" : ", ") + number(label);
+    }
+    throw DataError(data, 0, 0,
+                    "labels are not binary: train needs exactly two distinct labels, found " +
+                        std::to_string(manifest.label_counts.size()) +
+                        (found.empty() ? "" : " (" + found + ")"));
+  }
+  engine::LabelMap labels;
+  labels.negative = manifest.label_counts.begin()->first;
+  labels.positive = manifest.label_counts.rbegin()->first;
+  return labels;
+}
+
+void check_output_directory(const std::string& output) {
+  const std::filesystem::path dir = std::filesystem::absolute(output).parent_path();
+  if (!std::filesystem::is_directory(dir))
+    throw IoError("cannot write " + output + ": directory " + dir.string() + " does not exist");
+}
+
+void EpochProgress::batch(int epoch, std::uint64_t rows_done_in_epoch) {
+  if (!line_.due()) return;
+  const double done = static_cast<double>(epoch) * rows_ + rows_done_in_epoch;
+  const double elapsed = line_.elapsed();
+  const double rate = elapsed > 0 ? done / elapsed : 0;
+  const double left = rate > 0 ? (static_cast<double>(epochs_) * rows_ - done) / rate : 0;
+  line_.show(format_line("epoch %d/%d  %5.1f%%  %.2f M rows/s  ETA %.0f s", epoch + 1, epochs_,
+                         100.0 * rows_done_in_epoch / rows_, rate / 1e6, left));
+}
+
+}  // namespace polymargin::cli

@@ -1,0 +1,64 @@
+// `polymargin train --algo NAME ...`: every learner registers its own entry point here, with its
+// own options and help, and shares the helpers below. cmd_train.cpp dispatches on --algo (read from
+// the command line or from --config) and serves ldm/svm itself.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/progress.h"
+#include "engine/classifier.h"
+#include "io/shards.h"
+
+namespace polymargin::cli {
+
+/// Registers `train --algo name` at static-initialisation time. `run` gets the whole argument list
+/// of `train` (--algo included) and parses it with parse_options, like a subcommand.
+struct TrainAlgorithmRegistration {
+  TrainAlgorithmRegistration(std::string name, std::string summary, CommandFn run);
+};
+
+/// Registered learners, sorted by name.
+const std::vector<Command>& train_algorithms();
+
+/// The value of --NAME in `args` (`--NAME X` or `--NAME=X`), else in the --config file, else
+/// `fallback`. For dispatching before the full parse.
+std::string peek_option(const std::vector<std::string>& args, const std::string& name,
+                        const std::string& fallback);
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// "a,b,c" for the list of inputs, for messages.
+std::string data_name(const std::vector<std::string>& inputs);
+/// A double printed as people write it (no trailing zeros).
+std::string number(double x);
+
+/// Exactly two distinct labels, else a DataError naming `data` and the labels found; the larger
+/// becomes +1 (so ±1, 0/1 and any other pair work).
+engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& data);
+
+/// Throws IoError when the directory `output` would be written in does not exist (checked before
+/// any work, so a typo does not cost a training run).
+void check_output_directory(const std::string& output);
+
+/// Epoch progress: on a terminal a line rewritten at most four times a second (epoch, share,
+/// rows/s, ETA); elsewhere nothing until the per-epoch log line.
+class EpochProgress {
+ public:
+  EpochProgress(std::uint64_t rows, int epochs) : rows_(rows), epochs_(epochs) {}
+  void batch(int epoch, std::uint64_t rows_done_in_epoch);
+  void clear() { line_.clear(); }
+
+ private:
+  ProgressLine line_{std::chrono::milliseconds(250)};
+  std::uint64_t rows_;
+  int epochs_;
+};
+
+}  // namespace polymargin::cli
