@@ -13,6 +13,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -237,7 +238,7 @@ void BlockEncoder::encode(const CsrView& rows, std::uint64_t block_index, std::u
     if (has_values) put_padded(p, values, 4 * nnz, layout.values);
     header.decoded_bytes = payload;
   } else {
-    stream_.resize(9 * n_rows + 9 * nnz + 8);
+    stream_.resize(9 * n_rows + 10 * nnz + 8);
     std::uint8_t* p = stream_.data();
     for (std::size_t r = 0; r < n_rows; ++r)
       p = put_varint(p, rows.offsets[r + 1] - rows.offsets[r]);
@@ -248,9 +249,17 @@ void BlockEncoder::encode(const CsrView& rows, std::uint64_t block_index, std::u
         next = rows.indices[k] + 1;
       }
     }
-    if (has_values) {
-      std::memcpy(p, values, 4 * nnz);
-      p += 4 * nnz;
+    if (has_values) {  // a bitmap of the entries whose value is not 1, then those values
+      const std::size_t bitmap = (nnz + 7) / 8;
+      std::memset(p, 0, bitmap);
+      float* other = reinterpret_cast<float*>(p + bitmap);  // memcpy'd: may be unaligned
+      std::size_t count = 0;
+      for (std::size_t k = 0; k < nnz; ++k)
+        if (values[k] != 1.0f) {
+          p[k / 8] |= static_cast<std::uint8_t>(1u << (k % 8));
+          std::memcpy(other + count++, values + k, 4);
+        }
+      p += bitmap + 4 * count;
     }
     if (n_rows > 0) std::memcpy(p, rows.labels, 4 * n_rows);
     p += 4 * n_rows;
@@ -352,9 +361,10 @@ void BlockDecoder::decode(const std::uint8_t* data, Codec codec, const BlockName
   if (got != h.decoded_bytes) block_error(name, "zstd frame decodes to the wrong size");
 
   const std::uint8_t* p = stream_.data();
-  const std::size_t tail = 4 * (std::size_t{rows} + (has_values ? nnz : 0));  // floats at the end
-  if (h.decoded_bytes < tail) block_error(name, "decoded stream too short");
-  const std::uint8_t* const varint_end = p + h.decoded_bytes - tail;
+  const std::uint8_t* const labels = stream_.data() + h.decoded_bytes - 4 * std::size_t{rows};
+  const std::size_t bitmap = has_values ? (std::size_t{nnz} + 7) / 8 : 0;
+  if (h.decoded_bytes < 4 * std::size_t{rows} + bitmap) block_error(name, "decoded stream too short");
+  const std::uint8_t* const varint_end = labels - bitmap;  // a bound: the values end the varints
 
   // Row lengths land in offsets[1..rows] and are summed in place.
   bool bad = false;
@@ -372,7 +382,7 @@ void BlockDecoder::decode(const std::uint8_t* data, Codec codec, const BlockName
   // Gaps first, for the whole block in one pass; then each row's running sum turns gaps into
   // indices (a row's first gap is its first index; later ones are index - previous - 1).
   p = decode_varints(p, varint_end, nnz, dest.indices, bad);
-  if (bad || p != varint_end) block_error(name, "malformed feature indices");
+  if (bad || p > varint_end) block_error(name, "malformed feature indices");
   for (std::uint32_t r = 0; r < rows; ++r) {
     std::uint32_t* idx = dest.indices + (dest.offsets[r] - dest.nnz_base);
     const std::uint32_t n = dest.offsets[r + 1] - dest.offsets[r];
@@ -386,12 +396,30 @@ void BlockDecoder::decode(const std::uint8_t* data, Codec codec, const BlockName
     if (n > 0 && prev > UINT32_MAX)
       block_error(name, "feature index beyond 2^32 in row " + std::to_string(r));
   }
-  if (has_values) {
-    if (dest.values) std::memcpy(dest.values, p, 4 * std::size_t{nnz});
-    p += 4 * std::size_t{nnz};
-  } else if (dest.values) {
+  // Values: the bitmap of entries that are not 1, then their values in entry order; every byte of
+  // the stream must be accounted for.
+  // Bits counted by table: without -mpopcnt, std::popcount is a libgcc call per byte.
+  static constexpr auto kBits = [] {
+    std::array<std::uint8_t, 256> bits{};
+    for (unsigned b = 1; b < 256; ++b) bits[b] = static_cast<std::uint8_t>((b & 1) + bits[b / 2]);
+    return bits;
+  }();
+  std::size_t others = 0;
+  for (std::size_t b = 0; b < bitmap; ++b) others += kBits[p[b]];
+  if (has_values && nnz % 8 != 0 && (p[bitmap - 1] >> (nnz % 8)) != 0)
+    block_error(name, "value bitmap has bits past the last non-zero");
+  if (static_cast<std::size_t>(labels - p) != bitmap + 4 * others)
+    block_error(name, "sections of the decoded stream do not add up");
+  if (dest.values) {
     std::fill_n(dest.values, nnz, 1.0f);
+    const std::uint8_t* other = p + bitmap;
+    for (std::size_t b = 0; b < bitmap; ++b)
+      for (unsigned bits = p[b]; bits != 0; bits &= bits - 1) {
+        std::memcpy(dest.values + 8 * b + std::countr_zero(bits), other, 4);
+        other += 4;
+      }
   }
+  p = labels;
   if (rows > 0) std::memcpy(dest.labels, p, 4 * std::size_t{rows});
 }
 

@@ -15,9 +15,12 @@
 //   f32 labels[rows] | u32 offsets[rows + 1] (offsets[0] = 0) | u32 indices[nnz] | f32 values[nnz]
 //   (values only when the block has a value other than 1), each array zero-padded to 8 bytes.
 // Zstd payload: one zstd frame of
-//   LEB128 row lengths[rows] | LEB128 index gaps[nnz] | f32 values[nnz] (same rule) | f32 labels
+//   LEB128 row lengths[rows] | LEB128 index gaps[nnz] | values (same rule) | f32 labels[rows]
 //   A row's first gap is its first index, each further gap is index - previous - 1 (indices are
-//   strictly increasing within a row, so gaps are >= 0 and mostly small).
+//   strictly increasing within a row, so gaps are >= 0 and mostly small). Values are a bitmap of
+//   ceil(nnz / 8) bytes (bit k of byte k / 8 set: entry k is not 1) followed by the f32 values of
+//   the set entries in order. Most values of sparse data are 1, and a dense f32 array of them was
+//   57% of the decoded bytes at KDD size and most of zstd's work (format version 1).
 #pragma once
 
 #include <cstddef>

@@ -44,7 +44,8 @@ TEST_P(ShardBlockRoundTrip, RandomRowsComeBackExactly) {
   BlockEncoder encoder(codec, 3);
   std::vector<std::uint8_t> block;
   for (std::uint64_t seed = 1; seed <= 60; ++seed) {
-    for (const Values values : {Values::kNone, Values::kOnes, Values::kRandom, Values::kSomeRows}) {
+    for (const Values values : {Values::kNone, Values::kOnes, Values::kRandom, Values::kSomeRows,
+                                Values::kMostlyOnes}) {
       const std::size_t n_rows = seed % 5 == 0 ? 1 : seed * 37 % 700;
       const std::uint32_t max_index = seed % 3 == 0 ? 50 : seed % 3 == 1 ? 20'200'000 : UINT32_MAX;
       const CsrBuffer rows = random_rows(seed, n_rows, seed % 4 == 0 ? 0 : 80, max_index, values);
@@ -54,7 +55,8 @@ TEST_P(ShardBlockRoundTrip, RandomRowsComeBackExactly) {
       EXPECT_EQ(rows_of(back.view()), rows_of(rows.view())) << "seed " << seed;
       BlockHeader h;
       std::memcpy(&h, block.data(), sizeof h);
-      const bool non_unit = values == Values::kRandom || values == Values::kSomeRows;
+      const bool non_unit = values == Values::kRandom || values == Values::kSomeRows ||
+                            values == Values::kMostlyOnes;
       // Values equal to 1 everywhere are not stored (unless no row has any entry with another).
       if (!non_unit) {
         EXPECT_EQ(h.flags & kBlockHasValues, 0u);

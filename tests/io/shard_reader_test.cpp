@@ -188,9 +188,12 @@ TEST_F(ShardRefusal, MissingSourceIsFineAndNoted) {
 }
 
 TEST_F(ShardRefusal, OtherFormatVersionIsRefused) {
-  edit_manifest("\"format_version\": 1", "\"format_version\": 2");
+  const std::string current = std::to_string(kShardFormatVersion);
+  const std::string older = std::to_string(kShardFormatVersion - 1);
+  edit_manifest("\"format_version\": " + current, "\"format_version\": " + older);
   const std::string e = error_of([&] { ShardSet::open(dir_); });
-  EXPECT_TRUE(contains(e, "format version 2, this build reads version 1")) << e;
+  EXPECT_TRUE(contains(e, "format version " + older + ", this build reads version " + current))
+      << e;
 }
 
 TEST_F(ShardRefusal, MissingOrUnparseableManifestIsRefused) {

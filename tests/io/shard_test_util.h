@@ -26,7 +26,7 @@ struct Row {
   bool operator==(const Row&) const = default;
 };
 
-enum class Values { kNone, kOnes, kRandom, kSomeRows };
+enum class Values { kNone, kOnes, kRandom, kSomeRows, kMostlyOnes };
 
 /// `rows` random rows: 0..max_nnz strictly increasing indices below max_index, labels ±1 (or a
 /// few other values), values as `values` says (kOnes: explicit 1s, which the writer must drop).
@@ -56,6 +56,8 @@ inline CsrBuffer random_rows(std::uint64_t seed, std::size_t rows, std::uint32_t
         out.values.push_back(static_cast<float>(rng.below(2000)) / 100.0f - 10.0f);
       if (values == Values::kSomeRows)
         out.values.push_back(r % 7 == 3 ? static_cast<float>(rng.below(100)) / 10.0f : 1.0f);
+      if (values == Values::kMostlyOnes)  // as in real sparse data; 0 and negatives included
+        out.values.push_back(rng.below(4) != 0 ? 1.0f : static_cast<float>(rng.below(41)) / 4 - 5);
     }
     out.offsets.push_back(static_cast<std::uint32_t>(out.indices.size()));
   }
