@@ -1,6 +1,7 @@
 // One epoch scan of a shard directory, the way training reads it (seeded shuffle, windows of
 // blocks, decode on worker threads) with no learning: the reader's own ceiling.
-// usage: scan_bench DIR [--threads N] [--no-shuffle] [--epochs E]
+// usage: scan_bench DIR [--threads N] [--no-shuffle] [--scale] [--epochs E]
+// (--scale: values divided by their feature's max |value|, as train --scale maxabs reads them)
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -12,7 +13,7 @@
 int main(int argc, char** argv) {
   using namespace polymargin;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: scan_bench DIR [--threads N] [--no-shuffle] [--epochs E]\n");
+    std::fprintf(stderr, "usage: scan_bench DIR [--threads N] [--no-shuffle] [--scale] [--epochs E]\n");
     return 2;
   }
   io::ReadOptions options;
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) options.threads = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--epochs") && i + 1 < argc) epochs = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-shuffle")) options.shuffle = false;
+    else if (!std::strcmp(argv[i], "--scale")) options.scale_maxabs = true;
   }
   try {
     const io::ShardSet shards = io::ShardSet::open(argv[1], /*check_sources=*/false);

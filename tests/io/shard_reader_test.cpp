@@ -324,6 +324,36 @@ TEST_P(ShardScan, ScalingDividesByTheFeatureMaxabs) {
     }
 }
 
+// Data already within [-1, 1] (binary features, fractions, explicit zeros) takes the reader's
+// shortcut that divides only the values other than 0 and 1: the result must be the same division.
+TEST_P(ShardScan, ScalingOfDataWithinUnitRangeDividesExactlyTheSame) {
+  CsrBuffer rows = numbered_rows(3000, Values::kMostlyOnes);
+  for (float& v : rows.values) v = v == 1.0f ? 1.0f : v / 5;  // |v| <= 1; zeros stay
+  const std::string dir = (root_ / "unit.shards").string();
+  write_shards(rows, dir, GetParam(), 64, 2);
+  const ShardSet set = ShardSet::open(dir);
+  const std::vector<float>& maxabs = set.feature_maxabs();
+  ASSERT_LE(*std::max_element(maxabs.begin(), maxabs.end()), 1.0f);
+  ASSERT_TRUE(std::any_of(maxabs.begin(), maxabs.end(), [](float m) { return m > 0 && m < 1; }));
+  const std::vector<Row> original = rows_of(rows.view());
+  for (const bool shuffle : {false, true}) {
+    ReadOptions read;
+    read.shuffle = shuffle;
+    read.scale_maxabs = true;
+    read.seed = 5;
+    const std::vector<Row> got = scan_rows(set, read);
+    ASSERT_EQ(got.size(), original.size());
+    for (const Row& row : got) {
+      const Row& source = original[static_cast<std::size_t>(row.label)];
+      ASSERT_EQ(row.indices, source.indices);
+      for (std::size_t k = 0; k < row.indices.size(); ++k) {
+        const float m = maxabs[row.indices[k]];
+        EXPECT_EQ(row.values[k], m > 0 ? source.values[k] / m : 0.0f);
+      }
+    }
+  }
+}
+
 TEST_P(ShardScan, StatsCountEverything) {
   const ShardSet set = open();
   ReadOptions read;
