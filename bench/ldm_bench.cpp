@@ -6,7 +6,7 @@
 // Arguments of each benchmark: /values (0: all ones, 1: float values) /ids (0: hot features
 // scattered at random over the weight vector, as in raw KDD ids; 1: numbered by decreasing
 // frequency, hot weights share cache lines) /phase (0: before t0, one weight vector; 1: averaging,
-// the accumulator is written too).
+// the accumulator is written too) /permuted (0: j = the next row, 1: j from a permutation).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -80,6 +80,8 @@ void train(benchmark::State& state, bool svm) {
   const bool averaging = state.range(2) != 0;
   LdmConfig config;
   if (svm) config.lambda1 = config.lambda2 = 0;
+  config.pairing = state.range(3) != 0 ? polymargin::engine::Pairing::kPermutation
+                                       : polymargin::engine::Pairing::kNextRow;
   config.avg_start_epochs = averaging ? 0 : 4;
   // m as in KDD, so λ, λ1', λ2' and the step sizes are those of the real run.
   LdmTrainer trainer(config, 8'407'752, kFeatures, LabelMap{});
@@ -108,11 +110,11 @@ void train(benchmark::State& state, bool svm) {
 void BM_Ldm(benchmark::State& state) { train(state, false); }
 void BM_Svm(benchmark::State& state) { train(state, true); }
 
-// values × {scattered, frequency-ordered} × {before t0, averaging}
-#define PM_LDM_ARGS                             \
-  ArgNames({"values", "freq_ids", "averaging"}) \
-      ->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})   \
-      ->Unit(benchmark::kMillisecond)           \
+// values × {scattered, frequency-ordered} × {before t0, averaging} × {next-row, permuted pairing}
+#define PM_LDM_ARGS                                        \
+  ArgNames({"values", "freq_ids", "averaging", "permuted"}) \
+      ->ArgsProduct({{0, 1}, {0, 1}, {0, 1}, {0, 1}})       \
+      ->Unit(benchmark::kMillisecond)                      \
       ->MinTime(1.0)
 
 BENCHMARK(BM_Ldm)->PM_LDM_ARGS;

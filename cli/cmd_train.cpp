@@ -54,7 +54,7 @@ double eta0_option(const std::string& text) {
 
 int run_linear(const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
-  std::string algo, output, eta0_text, scale;
+  std::string algo, output, eta0_text, scale, pairing;
   engine::LdmConfig config;
   int threads = 0;
   std::uint32_t window_blocks = 0;
@@ -86,6 +86,10 @@ int run_linear(const std::vector<std::string>& args) {
       "decode/convert threads (0: all cores); the model does not depend on it")(
       "window-blocks", po::value(&window_blocks)->default_value(8),
       "rows are shuffled (and paired) within windows of this many blocks")(
+      "pairing", po::value(&pairing)->default_value("next"),
+      "ldm: the second row j of a step: next (the next row of the shuffled window: x_j's weights "
+      "stay in cache for the next step, about 2x faster at KDD size) | permuted (an independent "
+      "seeded permutation, as the LDM reference code)")(
       "no-final-pass", po::bool_switch(&no_final_pass),
       "skip the exact pass over the training data after training (KDD-size: 6 s); the summary "
       "then gives the last epoch's progressive estimates")("json", po::bool_switch(&json),
@@ -100,6 +104,9 @@ int run_linear(const std::vector<std::string>& args) {
   if (scale != "maxabs" && scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
   if (window_blocks == 0) throw UsageError("train: --window-blocks must be at least 1");
+  if (pairing != "next" && pairing != "permuted")
+    throw UsageError("train: --pairing must be next or permuted (got '" + pairing + "')");
+  config.pairing = pairing == "next" ? engine::Pairing::kNextRow : engine::Pairing::kPermutation;
   config.eta0 = eta0_option(eta0_text);
   if (algo == "svm" && (vm.count("lambda1") || vm.count("lambda2") || vm.count("lambda1-rel") ||
                         vm.count("lambda2-rel")))

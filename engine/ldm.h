@@ -26,10 +26,11 @@
 // step; LDM-ref's per-step reset is O(d·t0)). When a or c exceeds renorm_threshold everything is
 // folded back (A ← w̄, W ← w, a = c = 1, b = 0; O(d), O(log T) times per run).
 //
-// Sampling (§2.2, LDM-ref's two permutations): the driver delivers each epoch as windows of
-// already-shuffled rows; within a window row k is i at step k and j is drawn by a second seeded
-// permutation of the window, so every row is once i and once j per epoch and i, j are independent
-// within a window (j = i possible, as in the reference).
+// Sampling (§2.2): the driver delivers each epoch as windows of already-shuffled rows; within a
+// window row k is i at step k and j is either the next row (Pairing::kNextRow, the default: the
+// shuffle makes it a random other row, and its weights stay in cache for the next step) or drawn
+// by a second seeded permutation of the window (kPermutation, LDM-ref's two permutations; i, j
+// independent, j = i possible). Either way every row is once i and once j per epoch.
 //
 // Optional bias (§1): a constant feature of value B appended to every row, regularised like the
 // weights; it lives in the last slot of W and A.
@@ -68,6 +69,16 @@ inline constexpr double kDefaultC = 10;
 inline constexpr double kDefaultLambda1Rel = 1e-4;  // λ1/(mC)
 inline constexpr double kDefaultLambda2Rel = 3e-3;  // λ2/(mC)
 
+/// How step k of a window picks its second row j (x_j enters only through its score s_j, §2.2).
+/// Either way each row of the shuffled window is i once and j once, so the marginals are uniform.
+///   kNextRow: j = the next row of the shuffled window (the last row takes the first). The next
+///     step's x_i is this step's x_j, so its weight lines are still in cache: a step brings in the
+///     lines of one row, not two — at KDD size, where every weight access misses, that is most of
+///     the cost of a step.
+///   kPermutation: j from a seeded permutation of the window, independent of i (LDM-ref's two
+///     permutations); each step fetches the lines of two rows.
+enum class Pairing { kNextRow, kPermutation };
+
 /// Hyper-parameters of one training run (paper names; λ1 = λ2 = 0 is the hinge-loss SVM).
 struct LdmConfig {
   std::optional<double> lambda1;  // weight of the margin variance γ̂; unset: kDefaultLambda1Rel·m·C
@@ -79,6 +90,7 @@ struct LdmConfig {
   double bias = 0;                // B of the constant feature; 0: no bias
   std::uint64_t seed = 1;         // pairing permutations and calibration sample
   double renorm_threshold = 1e5;  // fold a, c back to 1 above this (lower it only in tests)
+  Pairing pairing = Pairing::kNextRow;
 
   /// Throws UsageError naming the first invalid value.
   void validate() const;
@@ -160,7 +172,7 @@ class LdmTrainer {
   /// it; learn() calls this on its first batch when the driver has not. Returns the η0 used.
   double calibrate(const CsrView& sample);
 
-  /// One step per row of the window (row k is i; j by a seeded permutation of the window).
+  /// One step per row of the window (row k is i; j as config().pairing says).
   /// Throws NumericalError, naming step and epoch, on a non-finite score.
   void learn(const CsrView& batch);
 
@@ -224,7 +236,7 @@ class LdmTrainer {
   bool eta0_clamped_ = false;
   LdmState state_;
   MarginStats progress_;
-  std::vector<std::uint32_t> pairing_;  // per-window j permutation, reused
+  std::vector<std::uint32_t> pairing_;  // per-window j of each step, reused
   // Calibration sample: pair rows and the sorted distinct features they touch (reset after each
   // trial run, so the trainer's W stays zero without an O(d) clear).
   std::vector<std::uint32_t> sample_i_, sample_j_, sample_features_;

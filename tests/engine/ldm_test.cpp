@@ -271,17 +271,43 @@ TEST(LdmObjective, MarginSumsGiveThePaperObjective) {
   EXPECT_NEAR(2 * margins.variance(), var_hat / (p.m() * p.m()), 1e-12);
 }
 
+// The trainer's own randomness: the calibration sample and, with permuted pairing, the pairs. (With
+// next-row pairing the pairs follow the reader's seeded shuffle; tests/cli covers that.)
 TEST(LdmTrainer, SameSeedSameModelOtherSeedOtherModel) {
   const Problem p = random_problem(200, 20, true, 0, 21);
-  auto train = [&](std::uint64_t seed) {
+  auto train = [&](std::uint64_t seed, Pairing pairing) {
     LdmConfig config;
     config.seed = seed;
+    config.eta0 = 0.5;  // not calibrated: only the pairing sees the seed
+    config.pairing = pairing;
     LdmTrainer trainer(config, p.m(), p.max_index, LabelMap{});
     for (int e = 0; e < config.epochs; ++e) trainer.learn(p.csr.view());
     return trainer.finish().weights;
   };
-  EXPECT_EQ(train(3), train(3));
-  EXPECT_NE(train(3), train(4));
+  EXPECT_EQ(train(3, Pairing::kPermutation), train(3, Pairing::kPermutation));
+  EXPECT_NE(train(3, Pairing::kPermutation), train(4, Pairing::kPermutation));
+  EXPECT_EQ(train(3, Pairing::kNextRow), train(4, Pairing::kNextRow));
+  EXPECT_NE(train(3, Pairing::kNextRow), train(3, Pairing::kPermutation));
+}
+
+// Next-row pairing: step k of a window pairs row k with row k + 1, the last row with the first;
+// checked against learn_pairs with those pairs spelled out.
+TEST(LdmTrainer, NextRowPairingPairsEachRowWithTheNext) {
+  const Problem p = random_problem(150, 20, true, 0, 8);
+  LdmConfig config;
+  config.eta0 = 0.25;
+  LdmTrainer by_learn(config, p.m(), p.max_index, LabelMap{});
+  LdmTrainer by_pairs(config, p.m(), p.max_index, LabelMap{});
+  std::vector<std::uint32_t> i(p.m()), j(p.m());
+  for (std::uint32_t k = 0; k < p.m(); ++k) {
+    i[k] = k;
+    j[k] = (k + 1) % p.m();
+  }
+  for (int e = 0; e < 3; ++e) {
+    by_learn.learn(p.csr.view());
+    by_pairs.learn_pairs(p.csr.view(), i.data(), j.data(), p.m());
+  }
+  EXPECT_EQ(by_learn.finish().weights, by_pairs.finish().weights);
 }
 
 TEST(LdmTrainer, FinishAndReleaseGivesTheSameModelAndKeepsTheObjective) {
