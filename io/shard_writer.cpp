@@ -34,6 +34,7 @@
 #include <thread>
 
 #include "engine/errors.h"
+#include "engine/sparse.h"
 #include "io/atomic_file.h"
 #include "io/shard_format.h"
 #include "io/shard_manifest.h"
@@ -141,9 +142,16 @@ class MaxabsTable {
   void update(std::uint32_t index, float value) {
     const std::size_t c = index / kChunk;
     if (c >= chunks_.size()) chunks_.resize(c + 1);
-    if (!chunks_[c]) chunks_[c] = std::make_unique<float[]>(kChunk);  // zero-initialised
+    if (chunks_[c].empty()) chunks_[c].resize(kChunk);  // zero-initialised
     float& m = chunks_[c][index % kChunk];
     m = std::max(m, std::fabs(value));
+  }
+
+  /// Hints the entry of `index` into cache ahead of its update(); nothing if its chunk is new.
+  void prefetch(std::uint32_t index) const {
+    const std::size_t c = index / kChunk;
+    if (c < chunks_.size() && !chunks_[c].empty())
+      __builtin_prefetch(chunks_[c].data() + index % kChunk, 1);
   }
 
   /// The first `count` entries as pieces; untouched chunks read as zeros.
@@ -151,14 +159,16 @@ class MaxabsTable {
     std::vector<std::span<const float>> out;
     for (std::size_t c = 0; c * kChunk < count; ++c) {
       if (c >= chunks_.size()) chunks_.resize(c + 1);
-      if (!chunks_[c]) chunks_[c] = std::make_unique<float[]>(kChunk);
-      out.emplace_back(chunks_[c].get(), std::min(kChunk, count - c * kChunk));
+      if (chunks_[c].empty()) chunks_[c].resize(kChunk);
+      out.emplace_back(chunks_[c].data(), std::min(kChunk, count - c * kChunk));
     }
     return out;
   }
 
  private:
-  std::vector<std::unique_ptr<float[]>> chunks_;
+  // 4 MB chunks on 2 MB pages: updates land at random all over the table, and with 4 KB pages
+  // nearly every one would also miss the TLB.
+  std::vector<std::vector<float, engine::sparse::HugePageAllocator<float>>> chunks_;
 };
 
 }  // namespace
@@ -365,7 +375,13 @@ struct ShardWriter::Impl {
       }
       ++*last_count;
     }
-    for (std::size_t k = v.offsets[0]; k < v.offsets[v.rows]; ++k) {
+    // A random read-modify-write of an 80 MB table per non-zero (KDD size), in the serial stage:
+    // with each entry prefetched 16 non-zeros ahead the misses overlap instead of queueing
+    // (it was 40% of convert's CPU).
+    constexpr std::size_t kAhead = 16;
+    const std::size_t end = v.offsets[v.rows];
+    for (std::size_t k = v.offsets[0]; k < end; ++k) {
+      if (k + kAhead < end) maxabs.prefetch(v.indices[k + kAhead]);
       const std::uint32_t index = v.indices[k];
       max_index = std::max(max_index, index);
       saw_index_zero |= index == 0;
