@@ -72,7 +72,8 @@ void prefetch_row(const CsrView& v, std::uint32_t r) {
   }
 }
 
-// Rows are short (tens of entries): an inlined loop the compiler vectorises beats a memmove call.
+// Rows are short (tens of entries). GCC compiles this loop to a memmove call anyway; keeping it
+// inline with no-tree-loop-distribute-patterns measured the same (1M-row scans, 3 runs each).
 template <class T>
 void copy_short(const T* __restrict src, std::uint32_t n, T* __restrict dst) {
   for (std::uint32_t k = 0; k < n; ++k) dst[k] = src[k];
