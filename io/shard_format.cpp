@@ -238,17 +238,11 @@ void BlockEncoder::encode(const CsrView& rows, std::uint64_t block_index, std::u
     if (has_values) put_padded(p, values, 4 * nnz, layout.values);
     header.decoded_bytes = payload;
   } else {
-    stream_.resize(9 * n_rows + 10 * nnz + 8);
+    // The compressed part: row lengths, values, labels. The index gaps go after it as they are.
+    stream_.resize(5 * n_rows + 5 * nnz + 8);
     std::uint8_t* p = stream_.data();
     for (std::size_t r = 0; r < n_rows; ++r)
       p = put_varint(p, rows.offsets[r + 1] - rows.offsets[r]);
-    for (std::size_t r = 0; r < n_rows; ++r) {
-      std::uint32_t next = 0;  // smallest index the next entry may have
-      for (std::uint32_t k = rows.offsets[r]; k < rows.offsets[r + 1]; ++k) {
-        p = put_varint(p, rows.indices[k] - next);
-        next = rows.indices[k] + 1;
-      }
-    }
     if (has_values) {  // a bitmap of the entries whose value is not 1, then those values
       const std::size_t bitmap = (nnz + 7) / 8;
       std::memset(p, 0, bitmap);
@@ -263,14 +257,32 @@ void BlockEncoder::encode(const CsrView& rows, std::uint64_t block_index, std::u
     }
     if (n_rows > 0) std::memcpy(p, rows.labels, 4 * n_rows);
     p += 4 * n_rows;
-    header.decoded_bytes = static_cast<std::uint64_t>(p - stream_.data());
-    const std::size_t bound = ZSTD_compressBound(header.decoded_bytes);
-    out.resize(block_bytes(bound));
-    const std::size_t size = ZSTD_compressCCtx(cctx_, out.data() + sizeof(BlockHeader), bound,
-                                               stream_.data(), header.decoded_bytes, level_);
+    const std::uint64_t packed_bytes = static_cast<std::uint64_t>(p - stream_.data());
+
+    gaps_.resize(5 * nnz);
+    std::uint8_t* g = gaps_.data();
+    for (std::size_t r = 0; r < n_rows; ++r) {
+      std::uint32_t next = 0;  // smallest index the next entry may have
+      for (std::uint32_t k = rows.offsets[r]; k < rows.offsets[r + 1]; ++k) {
+        g = put_varint(g, rows.indices[k] - next);
+        next = rows.indices[k] + 1;
+      }
+    }
+    const std::size_t gap_bytes = static_cast<std::size_t>(g - gaps_.data());
+
+    const std::size_t bound = ZSTD_compressBound(packed_bytes);
+    out.resize(block_bytes(kPackedPrefix + bound + gap_bytes));
+    std::uint8_t* const body = out.data() + sizeof(BlockHeader);
+    const std::size_t size = ZSTD_compressCCtx(cctx_, body + kPackedPrefix, bound, stream_.data(),
+                                               packed_bytes, level_);
     if (ZSTD_isError(size))
       throw IoError(std::string("zstd compression failed: ") + ZSTD_getErrorName(size));
-    payload = size;
+    const std::uint64_t prefix[2] = {packed_bytes, size};
+    std::memcpy(body, prefix, kPackedPrefix);
+    if (gap_bytes > 0) std::memcpy(body + kPackedPrefix + size, gaps_.data(), gap_bytes);
+    header.decoded_bytes = packed_bytes + gap_bytes;
+    const std::size_t total = kPackedPrefix + size + gap_bytes;
+    payload = total;
     out.resize(block_bytes(payload));
     std::memset(out.data() + sizeof(BlockHeader) + payload, 0, pad8(payload) - payload);
   }
@@ -303,8 +315,9 @@ BlockHeader check_block(const std::uint8_t* data, const IndexEntry& entry, Codec
   if (codec == Codec::kRaw && (h.payload_bytes != RawLayout(h.rows, h.nnz, has_values).total() ||
                                h.decoded_bytes != h.payload_bytes))
     block_error(name, "raw payload size does not match its rows and non-zeros");
+  // Largest stream: 5-byte varints, a full bitmap and every value stored, the labels.
   if (codec == Codec::kZstd &&
-      h.decoded_bytes > std::uint64_t{9} * h.rows + std::uint64_t{9} * h.nnz)
+      h.decoded_bytes > std::uint64_t{9} * h.rows + std::uint64_t{10} * h.nnz + 1)
     block_error(name, "implausible decoded size " + std::to_string(h.decoded_bytes));
   return h;
 }
@@ -352,24 +365,36 @@ void BlockDecoder::decode(const std::uint8_t* data, Codec codec, const BlockName
     dctx_ = ZSTD_createDCtx();
     if (!dctx_) throw std::bad_alloc();
   }
-  // Zeroed slack after the stream lets decode_varints read ahead at its end.
+  // The payload: packed size, compressed size, the zstd frame of row lengths | values | labels,
+  // then the index gaps as stored. Both land in stream_, the gaps last, with zeroed slack after
+  // them for decode_varints' read-ahead.
+  const std::uint8_t* const body = data + sizeof(BlockHeader);
+  if (h.payload_bytes < kPackedPrefix) block_error(name, "payload too short");
+  std::uint64_t prefix[2];
+  std::memcpy(prefix, body, kPackedPrefix);
+  const std::uint64_t packed_bytes = prefix[0], frame_bytes = prefix[1];
+  if (frame_bytes > h.payload_bytes - kPackedPrefix || packed_bytes > h.decoded_bytes ||
+      h.decoded_bytes - packed_bytes != h.payload_bytes - kPackedPrefix - frame_bytes)
+    block_error(name, "section sizes do not match the block header");
+  const std::uint64_t gap_bytes = h.decoded_bytes - packed_bytes;
   stream_.resize(h.decoded_bytes + kVarintSlack);
   std::memset(stream_.data() + h.decoded_bytes, 0, kVarintSlack);
-  const std::size_t got = ZSTD_decompressDCtx(dctx_, stream_.data(), h.decoded_bytes,
-                                              data + sizeof(BlockHeader), h.payload_bytes);
+  const std::size_t got = ZSTD_decompressDCtx(dctx_, stream_.data(), packed_bytes,
+                                              body + kPackedPrefix, frame_bytes);
   if (ZSTD_isError(got)) block_error(name, std::string("zstd: ") + ZSTD_getErrorName(got));
-  if (got != h.decoded_bytes) block_error(name, "zstd frame decodes to the wrong size");
+  if (got != packed_bytes) block_error(name, "zstd frame decodes to the wrong size");
+  if (gap_bytes > 0)
+    std::memcpy(stream_.data() + packed_bytes, body + kPackedPrefix + frame_bytes, gap_bytes);
 
-  const std::uint8_t* p = stream_.data();
-  const std::uint8_t* const labels = stream_.data() + h.decoded_bytes - 4 * std::size_t{rows};
+  const std::uint8_t* const packed_end = stream_.data() + packed_bytes;
+  const std::uint8_t* const labels = packed_end - 4 * std::size_t{rows};
   const std::size_t bitmap = has_values ? (std::size_t{nnz} + 7) / 8 : 0;
-  if (h.decoded_bytes < 4 * std::size_t{rows} + bitmap) block_error(name, "decoded stream too short");
-  const std::uint8_t* const varint_end = labels - bitmap;  // a bound: the values end the varints
+  if (packed_bytes < 4 * std::size_t{rows} + bitmap) block_error(name, "decoded stream too short");
 
   // Row lengths land in offsets[1..rows] and are summed in place.
   bool bad = false;
-  p = decode_varints(p, varint_end, rows, dest.offsets + 1, bad);
-  if (bad || p > varint_end) block_error(name, "malformed row lengths");
+  const std::uint8_t* p = decode_varints(stream_.data(), labels - bitmap, rows, dest.offsets + 1, bad);
+  if (bad || p > labels - bitmap) block_error(name, "malformed row lengths");
   std::uint64_t total = 0;
   dest.offsets[0] = dest.nnz_base;
   for (std::uint32_t r = 1; r <= rows; ++r) {
@@ -378,11 +403,12 @@ void BlockDecoder::decode(const std::uint8_t* data, Codec codec, const BlockName
     dest.offsets[r] = dest.nnz_base + static_cast<std::uint32_t>(total);
   }
   if (total != nnz) block_error(name, "row lengths do not add up to the block's non-zeros");
+  const std::uint8_t* const value_bits = p;
 
   // Gaps first, for the whole block in one pass; then each row's running sum turns gaps into
   // indices (a row's first gap is its first index; later ones are index - previous - 1).
-  p = decode_varints(p, varint_end, nnz, dest.indices, bad);
-  if (bad || p > varint_end) block_error(name, "malformed feature indices");
+  p = decode_varints(packed_end, packed_end + gap_bytes, nnz, dest.indices, bad);
+  if (bad || p != packed_end + gap_bytes) block_error(name, "malformed feature indices");
   for (std::uint32_t r = 0; r < rows; ++r) {
     std::uint32_t* idx = dest.indices + (dest.offsets[r] - dest.nnz_base);
     const std::uint32_t n = dest.offsets[r + 1] - dest.offsets[r];
@@ -397,7 +423,8 @@ void BlockDecoder::decode(const std::uint8_t* data, Codec codec, const BlockName
       block_error(name, "feature index beyond 2^32 in row " + std::to_string(r));
   }
   // Values: the bitmap of entries that are not 1, then their values in entry order; every byte of
-  // the stream must be accounted for.
+  // the packed section must be accounted for.
+  p = value_bits;
   // Bits counted by table: without -mpopcnt, std::popcount is a libgcc call per byte.
   static constexpr auto kBits = [] {
     std::array<std::uint8_t, 256> bits{};

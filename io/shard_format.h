@@ -14,13 +14,17 @@
 // Raw payload (read in place from a memory map, hence the 8-byte alignment of every array):
 //   f32 labels[rows] | u32 offsets[rows + 1] (offsets[0] = 0) | u32 indices[nnz] | f32 values[nnz]
 //   (values only when the block has a value other than 1), each array zero-padded to 8 bytes.
-// Zstd payload: one zstd frame of
-//   LEB128 row lengths[rows] | LEB128 index gaps[nnz] | values (same rule) | f32 labels[rows]
+// Zstd payload: u64 packed bytes | u64 frame bytes | one zstd frame of the packed section
+//     LEB128 row lengths[rows] | values (same rule) | f32 labels[rows]
+//   | LEB128 index gaps[nnz], stored as they are.
 //   A row's first gap is its first index, each further gap is index - previous - 1 (indices are
 //   strictly increasing within a row, so gaps are >= 0 and mostly small). Values are a bitmap of
 //   ceil(nnz / 8) bytes (bit k of byte k / 8 set: entry k is not 1) followed by the f32 values of
-//   the set entries in order. Most values of sparse data are 1, and a dense f32 array of them was
-//   57% of the decoded bytes at KDD size and most of zstd's work (format version 1).
+//   the set entries in order.
+//   Why this split (format version 2): most values of sparse data are 1, and in version 1 a dense
+//   f32 array of them was 57% of the decoded bytes and most of zstd's work; and with ids spread
+//   over millions of features the gap varints are close to random bytes, which zstd shrank by only
+//   10% at KDD size while decoding them took a quarter of an epoch scan's CPU.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +45,8 @@ inline constexpr char kBlockMagic[4] = {'P', 'M', 'B', 'K'};
 inline constexpr char kTrailerMagic[8] = {'P', 'M', 'S', 'H', 'E', 'N', 'D', '\0'};
 inline constexpr char kMaxabsMagic[8] = {'P', 'M', 'M', 'A', 'X', 'A', 'B', 'S'};
 inline constexpr std::uint32_t kBlockHasValues = 1;  // BlockHeader::flags
+/// Bytes before the zstd frame of a zstd payload: the packed section's size, the frame's size.
+inline constexpr std::size_t kPackedPrefix = 16;
 /// Largest number of non-zeros a block holds: keeps u32 offsets valid inside windows of blocks and
 /// the memory of one block bounded even when rows are huge.
 inline constexpr std::uint32_t kMaxBlockNnz = std::uint32_t{1} << 24;
@@ -155,7 +161,8 @@ class BlockEncoder {
   int level_;
   std::string name_;
   ZSTD_CCtx_s* cctx_ = nullptr;
-  std::vector<std::uint8_t> stream_;  // zstd: the stream before compression
+  std::vector<std::uint8_t> stream_;  // zstd: the packed section before compression
+  std::vector<std::uint8_t> gaps_;    // zstd: the index gaps
 };
 
 /// Checks a block's checksum and header against its index entry; returns the header. `data` points
