@@ -21,7 +21,7 @@
 //   strictly increasing within a row, so gaps are >= 0 and mostly small). Values are a bitmap of
 //   ceil(nnz / 8) bytes (bit k of byte k / 8 set: entry k is not 1) followed by the f32 values of
 //   the set entries in order.
-//   Why this split (format version 2): most values of sparse data are 1, and in version 1 a dense
+//   Why this layout (format version 3): most values of sparse data are 1, and in version 1 a dense
 //   f32 array of them was 57% of the decoded bytes and most of zstd's work; and with ids spread
 //   over millions of features the gap varints are close to random bytes, which zstd shrank by only
 //   10% at KDD size while decoding them took a quarter of an epoch scan's CPU.

@@ -26,7 +26,7 @@
 namespace polymargin::io {
 
 /// The on-disk format version this build writes and reads; any other version is refused.
-inline constexpr std::uint32_t kShardFormatVersion = 2;
+inline constexpr std::uint32_t kShardFormatVersion = 3;
 
 enum class Codec { kRaw, kZstd };
 Codec parse_codec(const std::string& text);  // "raw" | "zstd"; UsageError otherwise

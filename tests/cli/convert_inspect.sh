@@ -49,7 +49,7 @@ for codec in zstd raw; do
     expect_json "$f" codec "\"$codec\""
     expect_json "$f" blocks 33
     expect_json "$f" shards 3
-    expect_json "$f" format_version 2
+    expect_json "$f" format_version 3
   done
   cp "$work/convert.json" "$work/convert.$codec.json"
   expect_json "$work/inspect.json" verified true
