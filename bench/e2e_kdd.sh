@@ -3,7 +3,8 @@
 # baseline measured in the same run:
 #   floor: `cat FILE > /dev/null` of the text;  convert text → zstd / raw shards;  one epoch scan of
 #   each (decode to batches, no learning);  5 epochs of SVM and LDM from zstd shards;  LIBLINEAR
-#   (liblinear-train -s 3 -B 1) on the same text when installed.
+#   (liblinear-train -s 3 -B 1) on the same text when installed; LDM with --pairing permuted (the
+#   previous default) and LDM trained straight from the text, for the speed-up ratios.
 # Usage: bench/e2e_kdd.sh [BUILD_DIR]   env: ROWS (default: full 8,407,752), WORK (scratch dir),
 #        C (default 0.01, used by polymargin and LIBLINEAR alike; both with a bias feature of 1),
 #        KEEP=1 keeps the generated data, SKIP_LIBLINEAR=1.
@@ -73,9 +74,27 @@ for algo in svm ldm; do
     "reader wait $(two "$(key read_wait_seconds)") s; test accuracy $(awk -v x="$acc" 'BEGIN { printf "%.4f", x }')"
 done
 
+ldm_shards_wall=$WALL  # the loop's last measure: train ldm from zstd shards
+
+# LDM with LDM-ref's pairing (j from an independent permutation): the default's baseline.
+measure "$bin" train --algo ldm -d "$work/kdda.zstd.shards" -o "$work/kdda.ldm-permuted.model" \
+  --epochs 5 -c "$c" --bias 1 --threads 2 --pairing permuted --json > "$work/train.permuted.json"
+row "train ldm --pairing permuted" "$WALL" "$RSS" "$(rate $((rows * 5)) "$WALL") rows/s" \
+  "learning alone $(sed -n 's/.*"learn_seconds": \([0-9.]*\).*/\1/p' "$work/train.permuted.json" |
+    awk '{ printf "%.2f", $1 }') s"
+
+# End to end from the text, as LIBLINEAR runs: convert on the fly, then train.
+measure "$bin" train --algo ldm -d "$text" -o "$work/kdda.ldm-text.model" --epochs 5 -c "$c" \
+  --bias 1 --threads 2
+ldm_text_wall=$WALL
+row "train ldm from text (convert incl.)" "$WALL" "$RSS" "$(rate $((rows * 5)) "$WALL") rows/s" ""
+
 if [ -z "${SKIP_LIBLINEAR:-}" ] && command -v liblinear-train >/dev/null; then
   measure liblinear-train -q -s 3 -B 1 -c "$c" "$text" "$work/kdda.liblinear.model"
   row "LIBLINEAR -s 3 -B 1 (same text)" "$WALL" "$RSS" "$(rate "$rows" "$WALL") rows/s" "baseline"
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1fx", a / b }'; }
+  row "  LDM speed-up over LIBLINEAR" "" "" "" \
+    "from shards $(ratio "$WALL" "$ldm_shards_wall"), from text $(ratio "$WALL" "$ldm_text_wall")"
   acc=$(liblinear-predict "$test_text" "$work/kdda.liblinear.model" "$work/liblinear.out" |
     sed -n 's/Accuracy = \([0-9.]*\)%.*/\1/p')
   row "  LIBLINEAR" "" "" "" "test accuracy $(awk -v a="$acc" 'BEGIN { printf "%.4f", a / 100 }')"
