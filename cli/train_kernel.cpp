@@ -1,0 +1,432 @@
+// `polymargin train --algo kldm|tldm|cmm`: the regular-scale learners (hundreds to ~20,000 rows),
+// whose cost grows with m² (memory) and m³ (time). The whole training set is loaded into memory
+// once (text or shards, unshuffled), scaled into [0, 1] by each feature's max |value| as the
+// papers do, and handed to the engine's dense solvers; the model keeps the rows it needs.
+
+#include <tbb/global_control.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/train.h"
+#include "engine/errors.h"
+#include "engine/kernel.h"
+#include "engine/kernel_model.h"
+#include "engine/kldm.h"
+#include "engine/ldm.h"
+#include "io/kernel_model_file.h"
+#include "io/shards.h"
+
+namespace polymargin::cli {
+namespace {
+
+// The training rows in memory: scaled, with ±1 labels (0: unlabelled, CMM only).
+struct TrainingSet {
+  engine::RowSet x;
+  Eigen::VectorXd y;
+  engine::LabelMap labels;
+  std::vector<float> maxabs;  // empty when --scale none
+  std::uint64_t features = 0, nnz = 0;
+  std::uint32_t max_index = 0;
+  int index_base = 1;
+  std::uint64_t unlabelled = 0;
+  double open_seconds = 0;
+};
+
+// Options every kernel learner shares.
+struct CommonOptions {
+  std::vector<std::string> inputs;
+  std::string output, scale = "maxabs", kernel = "rbf", max_memory_text;
+  double rbf_width = 1, gamma = 0, coef0 = 0, bias = 0;
+  int degree = 3, threads = 0;
+  std::uint64_t seed = 1;
+  bool json = false;
+};
+
+void add_common_options(po::options_description& opts, CommonOptions& o,
+                        const std::string& kernels, double default_bias) {
+  opts.add_options()("data,d", po::value(&o.inputs)->multitoken(),
+                     "training data: LIBSVM text (plain, gzip, bzip2, zstd; several files) or a "
+                     "shard directory; held in memory (regular-scale data)")(
+      "output,o", po::value(&o.output)->required(), "model file to write")(
+      "kernel", po::value(&o.kernel)->default_value("rbf"), kernels.c_str())(
+      "rbf-width", po::value(&o.rbf_width)->default_value(1),
+      "RBF width σ as a multiple of δ, the mean distance between training rows (the LDM paper's "
+      "grid: 0.25, 0.5, 1, 2, 4); k = exp(−‖u−v‖²/(2σ²))")(
+      "gamma", po::value(&o.gamma)->default_value(0),
+      "RBF: γ of exp(−γ‖u−v‖²) directly, instead of --rbf-width; poly: γ of (γu·v + c0)^degree "
+      "(0: 1)")("degree", po::value(&o.degree)->default_value(3), "poly: degree")(
+      "coef0", po::value(&o.coef0)->default_value(0), "poly: c0")(
+      "bias", po::value(&o.bias)->default_value(default_bias),
+      "value B of a constant (regularised) bias feature: adds B² to the kernel; 0: none")(
+      "scale", po::value(&o.scale)->default_value("maxabs"),
+      "maxabs: divide each feature by its max |value| (the papers' [0,1] protocol) | none")(
+      "max-memory", po::value(&o.max_memory_text)->default_value("auto"),
+      "refuse to train when the m² matrices would need more than this many bytes (suffixes K, "
+      "M, G; auto: half of the RAM)")(
+      "seed", po::value(&o.seed)->default_value(1), "seed of the coordinate order and δ's sample")(
+      "threads", po::value(&o.threads)->default_value(0),
+      "threads for the kernel matrix and the factorisation (0: all cores); the model does not "
+      "depend on it")("json", po::bool_switch(&o.json), "print the summary as JSON on stdout");
+}
+
+double parse_bytes(const std::string& text) {
+  if (text == "auto") return engine::default_memory_limit();
+  std::size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+  }
+  double unit = 1;
+  if (used + 1 == text.size()) {
+    switch (text[used]) {
+      case 'k': case 'K': unit = 1024.0; break;
+      case 'm': case 'M': unit = 1024.0 * 1024; break;
+      case 'g': case 'G': unit = 1024.0 * 1024 * 1024; break;
+      case 't': case 'T': unit = 1024.0 * 1024 * 1024 * 1024; break;
+      default: unit = 0;
+    }
+    ++used;
+  }
+  if (used != text.size() || !(value > 0) || !(unit > 0) || !std::isfinite(value))
+    throw UsageError("train: --max-memory must be 'auto' or a positive size such as 512M or 4G "
+                     "(got '" + text + "')");
+  return value * unit;
+}
+
+void check_common(const CommonOptions& o) {
+  if (o.inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
+  if (o.scale != "maxabs" && o.scale != "none")
+    throw UsageError("train: --scale must be maxabs or none (got '" + o.scale + "')");
+  if (!(o.rbf_width > 0) || !std::isfinite(o.rbf_width))
+    throw UsageError("train: --rbf-width must be > 0 (got " + number(o.rbf_width) + ")");
+  if (!(o.gamma >= 0) || !std::isfinite(o.gamma))
+    throw UsageError("train: --gamma must be ≥ 0 (got " + number(o.gamma) + ")");
+}
+
+// Loads every row (unshuffled, in file order) and scales it as the reader's --scale maxabs does.
+// Labels: the two values of a binary set become ±1; with `allow_unlabelled`, rows labelled 0 are
+// unlabelled (y = 0) and the other two values the classes.
+TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
+                              const std::vector<std::string>& unlabelled_inputs,
+                              double max_memory, double bytes_per_row_squared,
+                              const std::string& what) {
+  const Clock::time_point start = Clock::now();
+  TrainingSet t;
+  const int threads = resolve_threads(o.threads);
+  io::ConvertOptions convert;
+  convert.text.threads = threads;
+  const std::string data = data_name(o.inputs);
+  const io::Dataset dataset = io::Dataset::open(o.inputs, convert, threads);
+  const io::Manifest& manifest = dataset.shards().manifest();
+  if (manifest.rows == 0) throw DataError(data, 0, 0, "no training rows");
+  std::optional<io::Dataset> extra;
+  if (!unlabelled_inputs.empty()) {
+    convert.text.index_base = manifest.index_base == 0 ? io::IndexBase::kZero : io::IndexBase::kOne;
+    extra.emplace(io::Dataset::open(unlabelled_inputs, convert, threads));
+  }
+  const std::uint64_t rows = manifest.rows + (extra ? extra->shards().manifest().rows : 0);
+  // Before anything of size m² exists: will it fit?
+  engine::check_memory(bytes_per_row_squared * static_cast<double>(rows) * rows, max_memory,
+                       what + " on " + std::to_string(rows) + " rows");
+
+  // Labels.
+  io::Manifest labelled = manifest;
+  if (allow_unlabelled) labelled.label_counts.erase(0.0);
+  if (allow_unlabelled && labelled.label_counts.size() < 2)
+    throw DataError(data, 0, 0,
+                    "labels are not binary: cmm needs two class labels besides 0 (unlabelled)");
+  t.labels = binary_labels(labelled, data);
+  if (allow_unlabelled && manifest.label_counts.count(0.0))
+    t.unlabelled = manifest.label_counts.at(0.0);
+
+  // Scaling: the max |value| over every training row, labelled or not.
+  t.max_index = manifest.max_index;
+  if (extra) t.max_index = std::max(t.max_index, extra->shards().manifest().max_index);
+  if (o.scale == "maxabs") {
+    t.maxabs.assign(std::size_t{t.max_index} + 1, 0.0f);
+    const std::vector<float>& m0 = dataset.shards().feature_maxabs();
+    std::copy(m0.begin(), m0.end(), t.maxabs.begin());
+    if (extra)
+      for (std::size_t f = 0; f < extra->shards().feature_maxabs().size(); ++f)
+        t.maxabs[f] = std::max(t.maxabs[f], extra->shards().feature_maxabs()[f]);
+  }
+  io::ReadOptions read;
+  read.shuffle = false;
+  read.threads = threads;
+  CsrBuffer& buffer = t.x.rows;
+  std::vector<double> y;
+  y.reserve(rows);
+  auto append = [&](const CsrView& batch, bool unlabelled) {
+    for (std::size_t r = 0; r < batch.rows; ++r) {
+      buffer.append_row(batch, r);
+      const float label = batch.labels[r];
+      y.push_back(unlabelled || (allow_unlabelled && label == 0.0f) ? 0.0 : t.labels.sign(label));
+    }
+  };
+  dataset.shards().scan(read, [&](const CsrView& batch) { append(batch, false); });
+  if (extra) {
+    extra->shards().scan(read, [&](const CsrView& batch) { append(batch, true); });
+    t.unlabelled += extra->shards().manifest().rows;
+  }
+  buffer.ensure_values();
+  if (!t.maxabs.empty())  // v / max|v| in float, exactly as the reader and the model do it
+    for (std::size_t k = 0; k < buffer.indices.size(); ++k) {
+      const float m = t.maxabs[buffer.indices[k]];
+      if (m > 0) buffer.values[k] /= m;
+    }
+  t.x.finish();
+  t.x.max_index = t.max_index;
+  t.y = Eigen::Map<const Eigen::VectorXd>(y.data(), static_cast<Eigen::Index>(y.size()));
+  t.features = std::max(manifest.features, extra ? extra->shards().manifest().features : 0);
+  t.nnz = buffer.indices.size();
+  t.index_base = manifest.index_base;
+  t.open_seconds = seconds_since(start);
+  std::fprintf(stderr, "train: %s: %llu rows (%llu unlabelled), %llu features, %llu non-zeros%s\n",
+               data.c_str(), static_cast<unsigned long long>(rows),
+               static_cast<unsigned long long>(t.unlabelled),
+               static_cast<unsigned long long>(t.features), static_cast<unsigned long long>(t.nnz),
+               dataset.converted() ? " (converted from text)" : "");
+  return t;
+}
+
+// The kernel with RBF width resolved against δ (measured on the training rows).
+struct ResolvedKernel {
+  engine::KernelSpec spec;
+  double mean_distance = 0;  // δ; 0 when not needed
+};
+
+ResolvedKernel resolve_kernel(const CommonOptions& o, const engine::RowSet& x) {
+  ResolvedKernel r;
+  r.spec.type = engine::parse_kernel(o.kernel);
+  r.spec.bias = o.bias;
+  r.spec.degree = o.degree;
+  r.spec.coef0 = o.coef0;
+  if (r.spec.type == engine::KernelType::kRbf) {
+    if (o.gamma > 0) {
+      r.spec.gamma = o.gamma;
+    } else {
+      r.mean_distance = engine::mean_pairwise_distance(x, o.seed);
+      if (!(r.mean_distance > 0))
+        throw DataError(data_name(o.inputs), 0, 0,
+                        "all training rows are identical: δ = 0, no RBF width can be derived "
+                        "(give --gamma)");
+      r.spec.gamma = engine::rbf_gamma_for_width(o.rbf_width * r.mean_distance);
+    }
+  } else if (r.spec.type == engine::KernelType::kPolynomial) {
+    r.spec.gamma = o.gamma > 0 ? o.gamma : 1.0;
+  }
+  try {
+    r.spec.validate();
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("train: ") + e.what());
+  }
+  return r;
+}
+
+// Everything a kernel model shares, from the training set and the options.
+void describe_model(engine::KernelModel& model, const std::string& algo, const TrainingSet& t,
+                    const CommonOptions& o, const ResolvedKernel& k) {
+  model.algorithm = algo;
+  model.labels = t.labels;
+  model.index_base = t.index_base;
+  model.max_index = t.max_index;
+  model.features = t.features;
+  model.kernel = k.spec;
+  model.maxabs = t.maxabs;
+  model.config["kernel"] = k.spec.json();
+  if (k.mean_distance > 0) {
+    model.config["rbf_width"] = o.rbf_width;
+    model.config["mean_distance"] = k.mean_distance;
+  }
+  model.config["scale"] = o.scale;
+  model.config["seed"] = o.seed;
+  model.config["rows"] = t.y.size();
+  model.config["data"] = o.inputs;
+  model.config["label_map"] = {{"negative", t.labels.negative}, {"positive", t.labels.positive}};
+}
+
+// Margin statistics and accuracy of a model's scores on labelled training rows.
+engine::MarginStats training_margins(const Eigen::VectorXd& scores, const Eigen::VectorXd& y) {
+  engine::MarginStats s;
+  for (Eigen::Index i = 0; i < y.size(); ++i)
+    if (y(i) != 0) s.add(y(i), scores(i));
+  return s;
+}
+
+nlohmann::ordered_json common_summary(const std::string& algo, const TrainingSet& t,
+                                      const CommonOptions& o, const ResolvedKernel& k) {
+  nlohmann::ordered_json j = {{"algorithm", algo},
+                              {"rows", t.y.size()},
+                              {"features", t.features},
+                              {"nnz", t.nnz},
+                              {"kernel", engine::kernel_name(k.spec.type)},
+                              {"gamma", k.spec.gamma},
+                              {"bias", k.spec.bias},
+                              {"scale", o.scale},
+                              {"seed", o.seed}};
+  if (k.mean_distance > 0) {
+    j["rbf_width"] = o.rbf_width;
+    j["mean_distance"] = k.mean_distance;
+  }
+  if (k.spec.type == engine::KernelType::kPolynomial) {
+    j["degree"] = k.spec.degree;
+    j["coef0"] = k.spec.coef0;
+  }
+  j["label_map"] = {{"negative", t.labels.negative}, {"positive", t.labels.positive}};
+  return j;
+}
+
+void print_summary(const nlohmann::ordered_json& summary, bool json) {
+  if (json) {
+    std::cout << summary.dump(2) << "\n";
+    return;
+  }
+  std::printf("trained %s on %s rows in %.2f s (load %.2f s, kernel matrix %.2f s, set-up %.2f s, "
+              "solve %.2f s)\n",
+              summary["algorithm"].get<std::string>().c_str(), summary["rows"].dump().c_str(),
+              summary["total_seconds"].get<double>(), summary["open_seconds"].get<double>(),
+              summary["gram_seconds"].get<double>(), summary["setup_seconds"].get<double>(),
+              summary["solve_seconds"].get<double>());
+  std::printf("objective %.6g, margin mean %.4g, margin variance %.4g, training accuracy %.4f\n",
+              summary["objective"].get<double>(), summary["margin_mean"].get<double>(),
+              summary["margin_variance"].get<double>(), summary["train_accuracy"].get<double>());
+  std::printf("model written to %s\n", summary["model_path"].get<std::string>().c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel LDM.
+
+int run_kldm(const std::vector<std::string>& args) {
+  CommonOptions o;
+  engine::KldmConfig config;
+  std::string algo;
+  bool no_shrinking = false;
+  po::options_description opts("train --algo kldm options");
+  opts.add_options()("algo", po::value(&algo)->default_value("kldm"), "kldm");
+  add_common_options(opts, o, "linear | rbf | poly", 0);
+  opts.add_options()(
+      "lambda1", po::value<double>(),
+      "weight of the margin variance (paper units, eq. 8); default 1e-4·m·C")(
+      "lambda2", po::value<double>(), "weight of the margin mean (paper units); default 3e-3·m·C")(
+      "lambda1-rel", po::value<double>(), "λ1/(m·C) instead of --lambda1 (scale-free)")(
+      "lambda2-rel", po::value<double>(), "λ2/(m·C) instead of --lambda2 (scale-free)")(
+      "cost,c", po::value(&config.c)->default_value(engine::kDefaultC),
+      "C, weight of the hinge loss (the dual box [0, C])")(
+      "tolerance", po::value(&config.tolerance)->default_value(0.01),
+      "stop when the spread of the projected gradient is at most this (LDM-ref: 0.01)")(
+      "max-sweeps", po::value(&config.max_sweeps)->default_value(1000),
+      "at most this many passes of coordinate descent")(
+      "no-shrinking", po::bool_switch(&no_shrinking), "visit every coordinate in every sweep");
+  po::positional_options_description positional;
+  positional.add("data", -1);
+  po::variables_map vm;
+  if (!parse_options("train", "--algo kldm -d TRAIN -o MODEL [options]", opts, positional, args, vm))
+    return kExitOk;
+  check_common(o);
+  config.shrinking = !no_shrinking;
+  config.seed = o.seed;
+  const double max_memory = parse_bytes(o.max_memory_text);
+  engine::parse_kernel(o.kernel);
+  for (const std::string name : {"lambda1", "lambda2"})
+    if (vm.count(name) && vm.count(name + "-rel"))
+      throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
+  check_output_directory(o.output);
+  const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
+                                    static_cast<std::size_t>(resolve_threads(o.threads)));
+  const Clock::time_point start = Clock::now();
+
+  TrainingSet t = load_training_set(o, false, {}, max_memory, 3 * 8.0, "kernel LDM (G, Cholesky "
+                                    "factor and A: 3 m × m matrices of doubles)");
+  const double m = static_cast<double>(t.y.size());
+  auto lambda = [&](const std::string& name, double rel_default) {
+    const double value = vm.count(name)            ? vm[name].as<double>()
+                         : vm.count(name + "-rel") ? vm[name + "-rel"].as<double>() * m * config.c
+                                                   : rel_default * m * config.c;
+    return value;
+  };
+  config.lambda1 = lambda("lambda1", engine::kDefaultLambda1Rel);
+  config.lambda2 = lambda("lambda2", engine::kDefaultLambda2Rel);
+  try {
+    config.validate();
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("train: ") + e.what());
+  }
+  const ResolvedKernel kernel = resolve_kernel(o, t.x);
+  std::fprintf(stderr, "kernel %s (gamma %g%s)  lambda1 %g  lambda2 %g  C %g  tolerance %g\n",
+               engine::kernel_name(kernel.spec.type).c_str(), kernel.spec.gamma,
+               kernel.mean_distance > 0
+                   ? (", width " + number(o.rbf_width) + "·δ, δ = " + number(kernel.mean_distance))
+                         .c_str()
+                   : "",
+               config.lambda1, config.lambda2, config.c, config.tolerance);
+
+  Clock::time_point phase = Clock::now();
+  const Eigen::MatrixXd g = engine::gram_matrix(t.x, kernel.spec);
+  const double gram_seconds = seconds_since(phase);
+  phase = Clock::now();
+  const engine::LdmDualOperator op = engine::ldm_dual_operator(g, t.y, config.lambda1);
+  const double setup_seconds = seconds_since(phase);
+  phase = Clock::now();
+  const engine::KldmResult result = engine::solve_kldm(g, t.y, config, op);
+  const double solve_seconds = seconds_since(phase);
+  if (!result.converged)
+    std::fprintf(stderr, "warning: not converged after %d sweeps (gap %g > tolerance %g)\n",
+                 result.sweeps, result.pg_gap, config.tolerance);
+
+  engine::KernelModel model;
+  describe_model(model, "kldm", t, o, kernel);
+  model.config["lambda1"] = config.lambda1;
+  model.config["lambda2"] = config.lambda2;
+  model.config["c"] = config.c;
+  model.config["tolerance"] = config.tolerance;
+  model.config["max_sweeps"] = config.max_sweeps;
+  model.config["shrinking"] = config.shrinking;
+  model.vectors = std::move(t.x);  // α is dense: every training row is a support vector
+  model.coefficients = {std::vector<double>(result.alpha.data(),
+                                            result.alpha.data() + result.alpha.size())};
+  model.intercepts = {0.0};
+  io::save_kernel_model(model, o.output);
+
+  const engine::MarginStats margins = training_margins(result.scores, t.y);
+  nlohmann::ordered_json summary = common_summary("kldm", t, o, kernel);
+  summary["lambda1"] = config.lambda1;
+  summary["lambda2"] = config.lambda2;
+  summary["c"] = config.c;
+  summary["tolerance"] = config.tolerance;
+  summary["sweeps"] = result.sweeps;
+  summary["converged"] = result.converged;
+  summary["pg_gap"] = result.pg_gap;
+  summary["free_vectors"] = result.free_vectors;
+  summary["bound_vectors"] = result.bound_vectors;
+  summary["support_vectors"] = model.vectors.size();
+  summary["objective"] = result.primal_objective;
+  summary["dual_objective"] = result.dual_objective;
+  summary["margin_mean"] = margins.mean();
+  summary["margin_variance"] = margins.variance();
+  summary["train_accuracy"] = margins.accuracy();
+  summary["memory_bytes"] = engine::kldm_peak_bytes(t.y.size());
+  summary["open_seconds"] = t.open_seconds;
+  summary["gram_seconds"] = gram_seconds;
+  summary["setup_seconds"] = setup_seconds;
+  summary["solve_seconds"] = solve_seconds;
+  summary["total_seconds"] = seconds_since(start);
+  summary["model_path"] = o.output;
+  print_summary(summary, o.json);
+  return kExitOk;
+}
+
+const TrainAlgorithmRegistration kldm_registration(
+    "kldm", "kernel LDM (linear, RBF, polynomial), dual coordinate descent; regular scale",
+    run_kldm);
+
+}  // namespace
+}  // namespace polymargin::cli

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# End-to-end: the regular-scale learners (train --algo kldm|tldm|cmm) on a seeded half split of
+# heart_scale, then predict / eval / export, determinism across --threads, and their errors.
+# $1 = the polymargin binary; run from the repository root. Skips without ../shared/data.
+set -uo pipefail
+bin=$1
+data=../shared/data/uci/heart_scale.libsvm
+[ -f "$data" ] || { echo "SKIP: $data not found"; exit 0; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_exit() {  # expect_exit CODE PATTERN -- command...
+  local code=$1 pattern=$2; shift 3
+  "$@" > "$tmp/out" 2> "$tmp/err"; local got=$?
+  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "'$*' exited $got, expected $code"; }
+  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "'$*' did not say '$pattern'"; }
+}
+accuracy() { sed -n 's/.*"accuracy": \([0-9.]*\).*/\1/p' "$1" | head -1; }
+
+"$bin" split "$data" --test-fraction 0.5 --seed 1 -o "$tmp/hs" > /dev/null 2>&1 || fail "split"
+train="$tmp/hs.train.svm" test="$tmp/hs.test.svm"
+rows=$(grep -c . "$test")
+
+# Each learner: train (JSON summary), eval above a floor, predict agrees with eval, export.
+check_learner() {  # check_learner NAME FLOOR train-options...
+  local name=$1 floor=$2; shift 2
+  "$bin" train -d "$train" -o "$tmp/$name.model" --json "$@" > "$tmp/$name.train.json" \
+    2> "$tmp/$name.train.err" || { cat "$tmp/$name.train.err" >&2; fail "train $name"; }
+  for key in algorithm rows kernel gamma objective train_accuracy solve_seconds model_path; do
+    grep -q "\"$key\"" "$tmp/$name.train.json" || fail "train $name --json lacks $key"
+  done
+  "$bin" eval -m "$tmp/$name.model" -d "$test" --json > "$tmp/$name.eval.json" || fail "eval $name"
+  local acc; acc=$(accuracy "$tmp/$name.eval.json")
+  awk -v a="$acc" -v f="$floor" 'BEGIN { exit !(a >= f) }' \
+    || fail "$name test accuracy $acc < $floor on heart_scale"
+  "$bin" predict -m "$tmp/$name.model" -d "$test" -o "$tmp/$name.pred" 2> /dev/null \
+    || fail "predict $name"
+  [ "$(wc -l < "$tmp/$name.pred")" -eq "$rows" ] || fail "predict $name row count"
+  local correct; correct=$(paste -d' ' <(cut -d' ' -f1 "$test") "$tmp/$name.pred" |
+    awk '{ if (($1 > 0) == ($2 > 0)) c++ } END { print c }')
+  awk -v c="$correct" -v n="$rows" -v a="$acc" 'BEGIN { d = c / n - a; exit !(d < 1e-9 && -d < 1e-9) }' \
+    || fail "$name: predict labels disagree with eval accuracy ($correct/$rows vs $acc)"
+  "$bin" export -m "$tmp/$name.model" --format json -o "$tmp/$name.json" || fail "export $name"
+  grep -q "\"algorithm\": \"${name%%-*}\"" "$tmp/$name.json" || fail "export $name algorithm"
+  grep -q '"vectors"' "$tmp/$name.json" || fail "export $name lacks the vectors"
+  echo "$name: test accuracy $acc"
+}
+check_learner kldm 0.80 --algo kldm --kernel rbf
+check_learner kldm-linear 0.78 --algo kldm --kernel linear --bias 1
+check_learner kldm-poly 0.75 --algo kldm --kernel poly --degree 2 --gamma 0.1 --coef0 1
+
+# Same seed, other thread counts: bit-identical model files.
+"$bin" train --algo kldm -d "$train" -o "$tmp/t1.model" --threads 1 > /dev/null 2>&1 || fail "t1"
+"$bin" train --algo kldm -d "$train" -o "$tmp/t2.model" --threads 2 > /dev/null 2>&1 || fail "t2"
+cmp -s "$tmp/t1.model" "$tmp/t2.model" || fail "kldm model depends on --threads"
+# Text and shards give the same model (apart from the data path in the config).
+"$bin" convert "$train" -o "$tmp/train.shards" > /dev/null 2>&1 || fail "convert"
+"$bin" train --algo kldm -d "$tmp/train.shards" -o "$tmp/s.model" > /dev/null 2>&1 || fail "shards"
+"$bin" predict -m "$tmp/s.model" -d "$test" > "$tmp/s.pred" 2> /dev/null
+"$bin" predict -m "$tmp/t1.model" -d "$test" > "$tmp/t1.pred" 2> /dev/null
+cmp -s "$tmp/s.pred" "$tmp/t1.pred" || fail "text and shard training gave different models"
+
+# Errors: clear message, documented exit code, no model file left behind.
+expect_exit 2 "kernel must be linear, rbf or poly" -- \
+  "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --kernel sigmoid
+expect_exit 2 "cost must be > 0" -- "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" -c 0
+expect_exit 2 "rbf-width must be > 0" -- \
+  "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --rbf-width -1
+expect_exit 2 "exclude each other" -- \
+  "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --lambda1 1 --lambda1-rel 1
+expect_exit 2 "max-memory must be" -- \
+  "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --max-memory lots
+expect_exit 4 "more than --max-memory" -- \
+  "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --max-memory 100K
+printf '1 1:1\n2 1:2\n3 2:1\n' > "$tmp/three.svm"
+expect_exit 3 "not binary" -- "$bin" train --algo kldm -d "$tmp/three.svm" -o "$tmp/x.model"
+[ ! -e "$tmp/x.model" ] || fail "a failed train left a model file behind"
+"$bin" train --algo kldm --help | grep -q -- "--rbf-width" || fail "kldm --help lacks --rbf-width"
+echo "kernel learners: all checks passed"
