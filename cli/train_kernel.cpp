@@ -21,6 +21,7 @@
 #include "engine/kernel_model.h"
 #include "engine/kldm.h"
 #include "engine/ldm.h"
+#include "engine/tldm.h"
 #include "io/kernel_model_file.h"
 #include "io/shards.h"
 
@@ -116,9 +117,7 @@ void check_common(const CommonOptions& o) {
 // Labels: the two values of a binary set become ±1; with `allow_unlabelled`, rows labelled 0 are
 // unlabelled (y = 0) and the other two values the classes.
 TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
-                              const std::vector<std::string>& unlabelled_inputs,
-                              double max_memory, double bytes_per_row_squared,
-                              const std::string& what) {
+                              const std::vector<std::string>& unlabelled_inputs) {
   const Clock::time_point start = Clock::now();
   TrainingSet t;
   const int threads = resolve_threads(o.threads);
@@ -134,9 +133,6 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
     extra.emplace(io::Dataset::open(unlabelled_inputs, convert, threads));
   }
   const std::uint64_t rows = manifest.rows + (extra ? extra->shards().manifest().rows : 0);
-  // Before anything of size m² exists: will it fit?
-  engine::check_memory(bytes_per_row_squared * static_cast<double>(rows) * rows, max_memory,
-                       what + " on " + std::to_string(rows) + " rows");
 
   // Labels.
   io::Manifest labelled = manifest;
@@ -344,9 +340,12 @@ int run_kldm(const std::vector<std::string>& args) {
                                     static_cast<std::size_t>(resolve_threads(o.threads)));
   const Clock::time_point start = Clock::now();
 
-  TrainingSet t = load_training_set(o, false, {}, max_memory, 3 * 8.0, "kernel LDM (G, Cholesky "
-                                    "factor and A: 3 m × m matrices of doubles)");
+  TrainingSet t = load_training_set(o, false, {});
   const double m = static_cast<double>(t.y.size());
+  // Before anything of size m² exists: will it fit?
+  engine::check_memory(engine::kldm_peak_bytes(t.y.size()), max_memory,
+                       "kernel LDM on " + std::to_string(t.y.size()) +
+                           " rows (G, the Cholesky factor and A: three m × m matrices of doubles)");
   auto lambda = [&](const std::string& name, double rel_default) {
     const double value = vm.count(name)            ? vm[name].as<double>()
                          : vm.count(name + "-rel") ? vm[name + "-rel"].as<double>() * m * config.c
@@ -424,9 +423,169 @@ int run_kldm(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Twin LDM.
+
+int run_tldm(const std::vector<std::string>& args) {
+  CommonOptions o;
+  engine::TldmConfig config;
+  std::string algo;
+  po::options_description opts("train --algo tldm options");
+  opts.add_options()("algo", po::value(&algo)->default_value("tldm"), "tldm");
+  add_common_options(opts, o, "linear (planes in feature space, eqs. 9-12) | rbf (eqs. 13-16)", 0);
+  opts.add_options()("cost,c", po::value(&config.c)->default_value(1),
+                     "c1 = c2, weight of the slacks (the paper's grid: 2^-8 … 2^8)")(
+      "lambda1", po::value(&config.lambda1)->default_value(1),
+      "λ1 = λ3, weight of the margin variance (paper's grid: 2^-8 … 2^8)")(
+      "lambda2", po::value(&config.lambda2)->default_value(1),
+      "λ2 = λ4, weight of the margin mean (paper's grid: 2^-8 … 2^8)")(
+      "epsilon", po::value(&config.epsilon)->default_value(1e-6),
+      "ε of the ε·I that keeps P and S invertible (TWSVM: 1e-6)")(
+      "sor-omega", po::value(&config.omega)->default_value(1.0),
+      "relaxation factor of the SOR solver, in (0, 2)")(
+      "tolerance", po::value(&config.tolerance)->default_value(1e-4),
+      "stop when every projected gradient of the dual is at most this")(
+      "max-sweeps", po::value(&config.max_sweeps)->default_value(5000), "at most this many SOR sweeps");
+  po::positional_options_description positional;
+  positional.add("data", -1);
+  po::variables_map vm;
+  if (!parse_options("train", "--algo tldm -d TRAIN -o MODEL [options]", opts, positional, args, vm))
+    return kExitOk;
+  check_common(o);
+  if (engine::parse_kernel(o.kernel) == engine::KernelType::kPolynomial)
+    throw UsageError("train: --algo tldm takes --kernel linear or rbf (got 'poly')");
+  if (o.bias != 0)
+    throw UsageError("train: --algo tldm has its own intercepts b1, b2; --bias does not apply");
+  try {
+    config.validate();
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("train: ") + e.what());
+  }
+  const double max_memory = parse_bytes(o.max_memory_text);
+  check_output_directory(o.output);
+  const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
+                                    static_cast<std::size_t>(resolve_threads(o.threads)));
+  const Clock::time_point start = Clock::now();
+
+  TrainingSet t = load_training_set(o, false, {});
+  const auto l = static_cast<std::uint64_t>(t.y.size());
+  const bool linear = engine::parse_kernel(o.kernel) == engine::KernelType::kLinear;
+  const std::uint64_t q = linear ? std::uint64_t{t.max_index} + 1 : l;
+  engine::check_memory(engine::tldm_peak_bytes(l, q) + (linear ? 0.0 : engine::square_matrix_bytes(l)),
+                       max_memory,
+                       "Twin LDM on " + std::to_string(l) + " rows and " + std::to_string(q) +
+                           " basis columns (its (q+1)² matrices P, S and the duals' Hessians)");
+  const ResolvedKernel kernel = resolve_kernel(o, t.x);
+  std::fprintf(stderr, "kernel %s%s  c %g  lambda1 %g  lambda2 %g  epsilon %g  omega %g\n",
+               engine::kernel_name(kernel.spec.type).c_str(),
+               linear ? "" : (" (gamma " + number(kernel.spec.gamma) + ")").c_str(), config.c,
+               config.lambda1, config.lambda2, config.epsilon, config.omega);
+
+  // The basis: the scaled rows as dense columns (linear) or the kernel matrix (rbf).
+  Clock::time_point phase = Clock::now();
+  Eigen::MatrixXd basis;
+  if (linear) {
+    basis = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(l), static_cast<Eigen::Index>(q));
+    const CsrView v = t.x.rows.view();
+    for (std::size_t i = 0; i < v.rows; ++i)
+      for (std::uint32_t k = v.offsets[i]; k < v.offsets[i + 1]; ++k)
+        basis(static_cast<Eigen::Index>(i), v.indices[k]) = v.value(k);
+  } else {
+    basis = engine::gram_matrix(t.x, kernel.spec);
+  }
+  const double gram_seconds = seconds_since(phase);
+  phase = Clock::now();
+  const engine::TldmResult result = engine::solve_tldm(basis, t.y, config);
+  const double solve_seconds = seconds_since(phase);
+  for (int k = 0; k < 2; ++k)
+    if (!result.plane[k].solver.converged)
+      std::fprintf(stderr, "warning: plane %d not converged after %d sweeps (violation %g)\n",
+                   k + 1, result.plane[k].solver.sweeps, result.plane[k].solver.max_violation);
+
+  engine::KernelModel model;
+  describe_model(model, "tldm", t, o, kernel);
+  model.config["c"] = config.c;
+  model.config["lambda1"] = config.lambda1;
+  model.config["lambda2"] = config.lambda2;
+  model.config["epsilon"] = config.epsilon;
+  model.config["sor_omega"] = config.omega;
+  model.config["tolerance"] = config.tolerance;
+  model.decision = engine::KernelModel::Decision::kNearerPlane;
+  Eigen::VectorXd training_f[2];
+  for (int k = 0; k < 2; ++k) {
+    const engine::TldmPlane& plane = result.plane[k];
+    const double norm2 = linear ? plane.w.squaredNorm() : plane.w.dot(basis * plane.w);
+    if (!(norm2 > 0))
+      throw NumericalError("Twin LDM: plane " + std::to_string(k + 1) +
+                           " has zero weights (no direction to measure distances along)");
+    model.plane_norms.push_back(std::sqrt(norm2));
+    model.intercepts.push_back(plane.b);
+    training_f[k] = (basis * plane.w).array() + plane.b;
+  }
+  if (linear) {
+    // Plane weights in feature space, as unit rows e_f with coefficients w_f (exact doubles).
+    engine::RowSet units;
+    units.rows.has_values = true;
+    model.coefficients.assign(2, {});
+    for (std::uint64_t f = 0; f < q; ++f) {
+      const auto fi = static_cast<Eigen::Index>(f);
+      if (result.plane[0].w(fi) == 0 && result.plane[1].w(fi) == 0) continue;
+      units.rows.labels.push_back(0);
+      units.rows.indices.push_back(static_cast<std::uint32_t>(f));
+      units.rows.values.push_back(1.0f);
+      units.rows.offsets.push_back(static_cast<std::uint32_t>(units.rows.indices.size()));
+      for (int k = 0; k < 2; ++k) model.coefficients[k].push_back(result.plane[k].w(fi));
+    }
+    units.finish();
+    units.max_index = t.max_index;
+    model.vectors = std::move(units);
+  } else {
+    for (int k = 0; k < 2; ++k)
+      model.coefficients.emplace_back(result.plane[k].w.data(),
+                                      result.plane[k].w.data() + result.plane[k].w.size());
+    model.vectors = std::move(t.x);
+  }
+  io::save_kernel_model(model, o.output);
+
+  const Eigen::VectorXd scores = training_f[1].cwiseAbs() / model.plane_norms[1] -
+                                 training_f[0].cwiseAbs() / model.plane_norms[0];
+  const engine::MarginStats margins = training_margins(scores, t.y);
+  nlohmann::ordered_json summary = common_summary("tldm", t, o, kernel);
+  summary["c"] = config.c;
+  summary["lambda1"] = config.lambda1;
+  summary["lambda2"] = config.lambda2;
+  summary["epsilon"] = config.epsilon;
+  summary["sor_omega"] = config.omega;
+  summary["tolerance"] = config.tolerance;
+  summary["sweeps"] = {result.plane[0].solver.sweeps, result.plane[1].solver.sweeps};
+  summary["converged"] = result.plane[0].solver.converged && result.plane[1].solver.converged;
+  summary["plane_norms"] = model.plane_norms;
+  summary["intercepts"] = model.intercepts;
+  summary["support_vectors"] = model.vectors.size();
+  const double objectives[2] = {
+      engine::tldm_primal_objective(basis, t.y, result.plane[0].w, result.plane[0].b, 0, config),
+      engine::tldm_primal_objective(basis, t.y, result.plane[1].w, result.plane[1].b, 1, config)};
+  summary["plane_objectives"] = {objectives[0], objectives[1]};
+  summary["objective"] = objectives[0] + objectives[1];
+  summary["margin_mean"] = margins.mean();
+  summary["margin_variance"] = margins.variance();
+  summary["train_accuracy"] = margins.accuracy();
+  summary["memory_bytes"] = engine::tldm_peak_bytes(l, q);
+  summary["open_seconds"] = t.open_seconds;
+  summary["gram_seconds"] = gram_seconds;
+  summary["setup_seconds"] = 0.0;
+  summary["solve_seconds"] = solve_seconds;
+  summary["total_seconds"] = seconds_since(start);
+  summary["model_path"] = o.output;
+  print_summary(summary, o.json);
+  return kExitOk;
+}
+
 const TrainAlgorithmRegistration kldm_registration(
     "kldm", "kernel LDM (linear, RBF, polynomial), dual coordinate descent; regular scale",
     run_kldm);
+const TrainAlgorithmRegistration tldm_registration(
+    "tldm", "Twin LDM: two non-parallel planes (linear, RBF), SOR; regular scale", run_tldm);
 
 }  // namespace
 }  // namespace polymargin::cli

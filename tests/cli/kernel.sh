@@ -48,6 +48,11 @@ check_learner() {  # check_learner NAME FLOOR train-options...
 check_learner kldm 0.80 --algo kldm --kernel rbf
 check_learner kldm-linear 0.78 --algo kldm --kernel linear --bias 1
 check_learner kldm-poly 0.75 --algo kldm --kernel poly --degree 2 --gamma 0.1 --coef0 1
+check_learner tldm 0.80 --algo tldm --kernel linear
+check_learner tldm-rbf 0.78 --algo tldm --kernel rbf --rbf-width 4
+"$bin" train --algo tldm --kernel rbf -d "$train" -o "$tmp/tt1.model" --threads 1 > /dev/null 2>&1
+"$bin" train --algo tldm --kernel rbf -d "$train" -o "$tmp/tt2.model" --threads 2 > /dev/null 2>&1
+cmp -s "$tmp/tt1.model" "$tmp/tt2.model" || fail "tldm model depends on --threads"
 
 # Same seed, other thread counts: bit-identical model files.
 "$bin" train --algo kldm -d "$train" -o "$tmp/t1.model" --threads 1 > /dev/null 2>&1 || fail "t1"
@@ -74,6 +79,9 @@ expect_exit 4 "more than --max-memory" -- \
   "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --max-memory 100K
 printf '1 1:1\n2 1:2\n3 2:1\n' > "$tmp/three.svm"
 expect_exit 3 "not binary" -- "$bin" train --algo kldm -d "$tmp/three.svm" -o "$tmp/x.model"
+expect_exit 2 "sor-omega must be in" -- \
+  "$bin" train --algo tldm -d "$train" -o "$tmp/x.model" --sor-omega 2.5
+expect_exit 2 "linear or rbf" -- "$bin" train --algo tldm -d "$train" -o "$tmp/x.model" --kernel poly
 [ ! -e "$tmp/x.model" ] || fail "a failed train left a model file behind"
 "$bin" train --algo kldm --help | grep -q -- "--rbf-width" || fail "kldm --help lacks --rbf-width"
 echo "kernel learners: all checks passed"
