@@ -19,6 +19,7 @@
 #include "engine/errors.h"
 #include "engine/kernel.h"
 #include "engine/kernel_model.h"
+#include "engine/cmm.h"
 #include "engine/kldm.h"
 #include "engine/ldm.h"
 #include "engine/tldm.h"
@@ -581,9 +582,140 @@ int run_tldm(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Compact Margin Machine.
+
+int run_cmm(const std::vector<std::string>& args) {
+  CommonOptions o;
+  engine::CmmConfig config;
+  std::string algo, variant;
+  std::vector<std::string> unlabelled;
+  po::options_description opts("train --algo cmm options");
+  opts.add_options()("algo", po::value(&algo)->default_value("cmm"), "cmm");
+  add_common_options(opts, o, "linear | rbf | poly", 1);
+  opts.add_options()(
+      "unlabeled", po::value(&unlabelled)->multitoken(),
+      "unlabelled rows (their labels are ignored); rows labelled 0 in --data are unlabelled too")(
+      "c1", po::value(&config.c1)->default_value(10), "C1, weight of the labelled hinge loss")(
+      "c2", po::value(&config.c2)->default_value(1),
+      "C2, weight of the unlabelled symmetric hinge loss (variant rmm: of the compactness)")(
+      "c3", po::value(&config.c3)->default_value(1),
+      "C3, weight of the compactness [|f| − ε]_+ on every row (variant cmm)")(
+      "epsilon", po::value(&config.epsilon)->default_value(1), "ε, half-width of the compact tube")(
+      "delta", po::value(&config.delta)->default_value(-0.3),
+      "δ ∈ (-1, 0], the ramp threshold of the CCCP split of the symmetric hinge")(
+      "variant", po::value(&variant)->default_value("cmm"),
+      "cmm: relaxed CMM (8) by CCCP | rmm: the special variant (9), C3 = C2 and no unlabelled "
+      "hinge (semi-supervised relative margin machine), one convex problem")(
+      "max-rounds", po::value(&config.max_rounds)->default_value(30), "at most this many CCCP rounds")(
+      "tolerance", po::value(&config.tolerance)->default_value(1e-3),
+      "a round stops when no coordinate step moves the dual by more than this")(
+      "max-sweeps", po::value(&config.max_sweeps)->default_value(5000),
+      "at most this many coordinate-descent sweeps per round");
+  po::positional_options_description positional;
+  positional.add("data", -1);
+  po::variables_map vm;
+  if (!parse_options("train", "--algo cmm -d TRAIN -o MODEL [--unlabeled FILE] [options]", opts,
+                     positional, args, vm))
+    return kExitOk;
+  check_common(o);
+  engine::parse_kernel(o.kernel);
+  if (variant != "cmm" && variant != "rmm")
+    throw UsageError("train: --variant must be cmm or rmm (got '" + variant + "')");
+  config.rmm_variant = variant == "rmm";
+  config.seed = o.seed;
+  try {
+    config.validate();
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("train: ") + e.what());
+  }
+  const double max_memory = parse_bytes(o.max_memory_text);
+  check_output_directory(o.output);
+  const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
+                                    static_cast<std::size_t>(resolve_threads(o.threads)));
+  const Clock::time_point start = Clock::now();
+
+  TrainingSet t = load_training_set(o, true, unlabelled);
+  const auto n = static_cast<std::uint64_t>(t.y.size());
+  engine::check_memory(engine::square_matrix_bytes(n) + 64.0 * n, max_memory,
+                       "CMM on " + std::to_string(n) +
+                           " rows (the kernel matrix over labelled and unlabelled rows)");
+  const ResolvedKernel kernel = resolve_kernel(o, t.x);
+  std::fprintf(stderr,
+               "kernel %s (gamma %g, bias %g)  variant %s  C1 %g  C2 %g  C3 %g  epsilon %g  "
+               "delta %g\n",
+               engine::kernel_name(kernel.spec.type).c_str(), kernel.spec.gamma, kernel.spec.bias,
+               variant.c_str(), config.c1, config.c2, config.c3, config.epsilon, config.delta);
+
+  Clock::time_point phase = Clock::now();
+  const Eigen::MatrixXd k = engine::gram_matrix(t.x, kernel.spec);
+  const double gram_seconds = seconds_since(phase);
+  phase = Clock::now();
+  const engine::CmmResult result = engine::solve_cmm(k, t.y, config);
+  const double solve_seconds = seconds_since(phase);
+  if (!result.converged)
+    std::fprintf(stderr, "warning: CCCP stopped after %d rounds before β settled\n", result.rounds);
+
+  engine::KernelModel model;
+  describe_model(model, "cmm", t, o, kernel);
+  model.config["variant"] = variant;
+  model.config["c1"] = config.c1;
+  model.config["c2"] = config.c2;
+  model.config["c3"] = config.c3;
+  model.config["epsilon"] = config.epsilon;
+  model.config["delta"] = config.delta;
+  model.config["unlabelled_rows"] = t.unlabelled;
+  if (!unlabelled.empty()) model.config["unlabeled_data"] = unlabelled;
+  // Only the rows with a non-zero coefficient are needed for prediction.
+  engine::RowSet vectors;
+  std::vector<double> coefficients;
+  const CsrView all = t.x.rows.view();
+  for (Eigen::Index p = 0; p < result.c.size(); ++p)
+    if (result.c(p) != 0) {
+      vectors.rows.append_row(all, static_cast<std::size_t>(p));
+      coefficients.push_back(result.c(p));
+    }
+  vectors.rows.ensure_values();
+  vectors.finish();
+  model.vectors = std::move(vectors);
+  model.coefficients = {std::move(coefficients)};
+  model.intercepts = {0.0};
+  io::save_kernel_model(model, o.output);
+
+  const engine::MarginStats margins = training_margins(result.scores, t.y);
+  nlohmann::ordered_json summary = common_summary("cmm", t, o, kernel);
+  summary["unlabelled_rows"] = t.unlabelled;
+  summary["variant"] = variant;
+  summary["c1"] = config.c1;
+  summary["c2"] = config.c2;
+  summary["c3"] = config.c3;
+  summary["epsilon"] = config.epsilon;
+  summary["delta"] = config.delta;
+  summary["rounds"] = result.rounds;
+  summary["sweeps"] = result.sweeps;
+  summary["converged"] = result.converged;
+  summary["support_vectors"] = model.vectors.size();
+  summary["objective"] = result.objectives.back();
+  summary["objectives"] = result.objectives;
+  summary["margin_mean"] = margins.mean();  // over the labelled rows
+  summary["margin_variance"] = margins.variance();
+  summary["train_accuracy"] = margins.accuracy();
+  summary["memory_bytes"] = engine::square_matrix_bytes(n);
+  summary["open_seconds"] = t.open_seconds;
+  summary["gram_seconds"] = gram_seconds;
+  summary["setup_seconds"] = 0.0;
+  summary["solve_seconds"] = solve_seconds;
+  summary["total_seconds"] = seconds_since(start);
+  summary["model_path"] = o.output;
+  print_summary(summary, o.json);
+  return kExitOk;
+}
+
 const TrainAlgorithmRegistration kldm_registration(
     "kldm", "kernel LDM (linear, RBF, polynomial), dual coordinate descent; regular scale",
     run_kldm);
+const TrainAlgorithmRegistration cmm_registration(
+    "cmm", "Compact Margin Machine, semi-supervised (label 0 = unlabelled), CCCP", run_cmm);
 const TrainAlgorithmRegistration tldm_registration(
     "tldm", "Twin LDM: two non-parallel planes (linear, RBF), SOR; regular scale", run_tldm);
 

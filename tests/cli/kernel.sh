@@ -53,6 +53,20 @@ check_learner tldm-rbf 0.78 --algo tldm --kernel rbf --rbf-width 4
 "$bin" train --algo tldm --kernel rbf -d "$train" -o "$tmp/tt1.model" --threads 1 > /dev/null 2>&1
 "$bin" train --algo tldm --kernel rbf -d "$train" -o "$tmp/tt2.model" --threads 2 > /dev/null 2>&1
 cmp -s "$tmp/tt1.model" "$tmp/tt2.model" || fail "tldm model depends on --threads"
+# CMM: 15% of the labels kept, the rest labelled 0 (unlabelled), or given with --unlabeled.
+awk '{ if (NR % 7 != 0) $1 = 0; print }' "$train" > "$tmp/semi.svm"
+awk '$1 != 0' "$tmp/semi.svm" > "$tmp/labelled.svm"
+awk '$1 == 0' "$tmp/semi.svm" > "$tmp/unlabelled.svm"
+check_learner cmm 0.75 --algo cmm -d "$tmp/semi.svm"
+grep -q '"unlabelled_rows": 117' "$tmp/cmm.train.json" || fail "cmm did not see 117 unlabelled rows"
+check_learner cmm-rmm 0.75 --algo cmm --variant rmm -d "$tmp/semi.svm"
+"$bin" train --algo cmm -d "$tmp/labelled.svm" --unlabeled "$tmp/unlabelled.svm" \
+  -o "$tmp/cmm2.model" > /dev/null 2>&1 || fail "cmm with --unlabeled"
+cat "$tmp/labelled.svm" "$tmp/unlabelled.svm" > "$tmp/semi.ordered.svm"  # the same row order
+"$bin" train --algo cmm -d "$tmp/semi.ordered.svm" -o "$tmp/cmm1.model" > /dev/null 2>&1 || fail "cmm"
+"$bin" predict -m "$tmp/cmm2.model" -d "$test" > "$tmp/cmm2.pred" 2> /dev/null
+"$bin" predict -m "$tmp/cmm1.model" -d "$test" > "$tmp/cmm1.pred" 2> /dev/null
+cmp -s "$tmp/cmm1.pred" "$tmp/cmm2.pred" || fail "label 0 and --unlabeled rows should train alike"
 
 # Same seed, other thread counts: bit-identical model files.
 "$bin" train --algo kldm -d "$train" -o "$tmp/t1.model" --threads 1 > /dev/null 2>&1 || fail "t1"
@@ -82,6 +96,12 @@ expect_exit 3 "not binary" -- "$bin" train --algo kldm -d "$tmp/three.svm" -o "$
 expect_exit 2 "sor-omega must be in" -- \
   "$bin" train --algo tldm -d "$train" -o "$tmp/x.model" --sor-omega 2.5
 expect_exit 2 "linear or rbf" -- "$bin" train --algo tldm -d "$train" -o "$tmp/x.model" --kernel poly
+expect_exit 2 "variant must be cmm or rmm" -- \
+  "$bin" train --algo cmm -d "$tmp/semi.svm" -o "$tmp/x.model" --variant s3vm
+expect_exit 2 "delta must be in" -- "$bin" train --algo cmm -d "$tmp/semi.svm" -o "$tmp/x.model" --delta 0.5
+awk '{ $1 = ($1 > 0 ? 1 : 0); print }' "$train" > "$tmp/oneclass.svm"
+expect_exit 3 "two class labels besides 0" -- \
+  "$bin" train --algo cmm -d "$tmp/oneclass.svm" -o "$tmp/x.model"
 [ ! -e "$tmp/x.model" ] || fail "a failed train left a model file behind"
 "$bin" train --algo kldm --help | grep -q -- "--rbf-width" || fail "kldm --help lacks --rbf-width"
 echo "kernel learners: all checks passed"
