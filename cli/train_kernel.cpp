@@ -602,7 +602,7 @@ int run_cmm(const std::vector<std::string>& args) {
       "c3", po::value(&config.c3)->default_value(1),
       "C3, weight of the compactness [|f| − ε]_+ on every row (variant cmm)")(
       "epsilon", po::value(&config.epsilon)->default_value(1), "ε, half-width of the compact tube")(
-      "delta", po::value(&config.delta)->default_value(-0.3),
+      "delta", po::value(&config.delta)->default_value(-0.3, "-0.3"),
       "δ ∈ (-1, 0], the ramp threshold of the CCCP split of the symmetric hinge")(
       "variant", po::value(&variant)->default_value("cmm"),
       "cmm: relaxed CMM (8) by CCCP | rmm: the special variant (9), C3 = C2 and no unlabelled "

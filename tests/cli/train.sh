@@ -86,7 +86,7 @@ expect 2 "epochs must be ≥ 1" -d "$work/a9a.shards" -o "$work/out/m" --epochs 
 expect 2 "avg-start-epochs must be in" -d "$work/a9a.shards" -o "$work/out/m" --epochs 3 \
   --avg-start-epochs 3
 expect 2 "eta0 must be 'auto' or a positive number" -d "$work/a9a.shards" -o "$work/out/m" --eta0 x
-expect 2 "algo must be one of ldm|svm" -d "$work/a9a.shards" -o "$work/out/m" --algo perceptron
+expect 2 "algo must be one of .*ldm|svm" -d "$work/a9a.shards" -o "$work/out/m" --algo perceptron
 expect 2 "scale must be maxabs or none" -d "$work/a9a.shards" -o "$work/out/m" --scale minmax
 expect 2 "takes no" -d "$work/a9a.shards" -o "$work/out/m" --algo svm --lambda1 1
 expect 2 "no training data" -o "$work/out/m"
