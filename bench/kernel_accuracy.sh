@@ -3,7 +3,7 @@
 # random half splits (polymargin split), each learner's setting chosen by 5-fold CV on the training
 # half over a small grid (a reduced form of the papers' grids), then trained on the whole training
 # half and evaluated on the test half. Prints one markdown table: mean ± std over the seeds.
-#   bench/kernel_accuracy.sh [BIN] [ldm|tldm|cmm]      SEEDS="1 2 3" SETS="heart_scale sonar" ...
+#   bench/kernel_accuracy.sh [BIN] [ldm|tldm|cmm]      SEEDS="1 2 3" SETS="heart_scale sonar" LAMBDA=rel
 # ldm:  linear SVM (train --algo svm), kernel LDM linear, kernel SVM (kldm with λ1 = λ2 = 0), kernel
 #       LDM RBF; beside the LDM paper's Tables 2 and 3 (30 splits there).
 # tldm: kernel SVM and Twin LDM, both RBF; beside the TLDM paper's Table 2 (10 runs there).
@@ -49,12 +49,22 @@ paper() {
 
 # Grids: one setting per line.
 GRID_SVM_LINEAR=$(printf -- '--algo svm -c %s\n' 10 50 100)
-GRID_KLDM_LINEAR=$(for c in 10 100; do for l1 in 0.00390625 0.03125 0.25; do for l2 in 0.00390625 0.03125 0.25; do
-  echo "--algo kldm --kernel linear -c $c --lambda1 $l1 --lambda2 $l2"; done; done; done)
+# LAMBDA=rel: λ1/(mC), λ2/(mC) instead of the paper's units (whose λ ≤ 2^-2 against C ≥ 10 leave
+# kernel LDM within rounding of the SVM at these sizes).
+if [ "${LAMBDA:-paper}" = rel ]; then
+  l1s="--lambda1-rel 1e-4 --lambda1-rel 1e-2" l2s="--lambda2-rel 1e-3 --lambda2-rel 3e-2"
+else
+  l1s="--lambda1 0.00390625 --lambda1 0.03125 --lambda1 0.25"
+  l2s="--lambda2 0.00390625 --lambda2 0.03125 --lambda2 0.25"
+fi
+pairs() { local flag; for v in $1; do case $v in --*) flag=$v ;; *) echo "$flag $v" ;; esac; done; }
+GRID_KLDM_LINEAR=$(for c in 10 100; do pairs "$l1s" | while read -r l1; do pairs "$l2s" | while read -r l2; do
+  echo "--algo kldm --kernel linear -c $c $l1 $l2"; done; done; done)
 GRID_SVM_RBF=$(for c in 10 50 100; do for w in 0.5 1 2; do
   echo "--algo kldm --kernel rbf --lambda1 0 --lambda2 0 -c $c --rbf-width $w"; done; done)
-GRID_KLDM_RBF=$(for c in 10 100; do for l1 in 0.00390625 0.25; do for l2 in 0.00390625 0.25; do for w in 0.5 1 2; do
-  echo "--algo kldm --kernel rbf -c $c --lambda1 $l1 --lambda2 $l2 --rbf-width $w"; done; done; done; done)
+GRID_KLDM_RBF=$(for c in 10 100; do pairs "$l1s" | sed -n '1p;$p' | while read -r l1; do
+  pairs "$l2s" | sed -n '1p;$p' | while read -r l2; do for w in 0.5 1 2; do
+  echo "--algo kldm --kernel rbf -c $c $l1 $l2 --rbf-width $w"; done; done; done; done)
 GRID_SVM_RBF_WIDE=$(for c in 1 10 100; do for w in 0.5 1 2 4; do
   echo "--algo kldm --kernel rbf --lambda1 0 --lambda2 0 -c $c --rbf-width $w"; done; done)
 GRID_TLDM_RBF=$(for c in 0.25 1 4; do for l1 in 0.25 4; do for l2 in 0.25 4; do for w in 1 2 4; do
