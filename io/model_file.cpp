@@ -11,6 +11,7 @@
 
 #include "engine/errors.h"
 #include "io/atomic_file.h"
+#include "io/cpm_model_file.h"
 #include "io/kernel_model_file.h"
 
 namespace polymargin::io {
@@ -294,6 +295,7 @@ std::unique_ptr<engine::Classifier> load_classifier(const std::string& path) {
   const std::string kind = model_kind(file, path);
   // One line per model kind: its loader lives beside its save function.
   if (kind == "linear") return std::make_unique<engine::LinearModel>(linear_from(file, path));
+  if (kind == "cpm") return std::make_unique<engine::CpmModel>(cpm_from(file, path));
   if (kind == "kernel") return std::make_unique<engine::KernelModel>(kernel_model_from(file, path));
   corrupt(path, "holds a model of kind '" + kind + "', which this build does not know");
 }

@@ -1,0 +1,374 @@
+// `polymargin train --algo cpm`: the Convex Polytope Machine (engine/cpm.h) over streamed, shuffled
+// shards. Binary labels give a (by default double-sided) CPM, more labels one double-sided CPM per
+// pair of classes. Every side of every machine learns from the same reader stream, in parallel.
+
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/train.h"
+#include "engine/cpm.h"
+#include "engine/errors.h"
+#include "io/cpm_model_file.h"
+#include "io/shards.h"
+
+namespace polymargin::cli {
+namespace {
+
+constexpr std::uint64_t kMiB = 1024 * 1024;
+// What besides the weights a training run holds: reader windows, decode buffers, the process.
+constexpr std::uint64_t kOverheadBytes = 256 * kMiB;
+
+// MemAvailable of /proc/meminfo, lowered to the cgroup's limit when there is one; 0 if unknown.
+std::uint64_t available_memory() {
+  std::uint64_t available = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t value = 0;
+  std::string unit;
+  while (meminfo >> key >> value) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") available = value * 1024;
+  }
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::string limit;
+  if (cgroup >> limit && limit != "max") {
+    try {
+      const std::uint64_t l = std::stoull(limit);
+      if (available == 0 || l < available) available = l;
+    } catch (const std::exception&) {
+    }
+  }
+  return available;
+}
+
+std::string gib(std::uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * kMiB));
+  return buf;
+}
+
+engine::CpmSides parse_sides(const std::string& text) {
+  if (text == "double") return engine::CpmSides::kDouble;
+  if (text == "outer=+1" || text == "outer=1") return engine::CpmSides::kOuterPositive;
+  if (text == "outer=-1") return engine::CpmSides::kOuterNegative;
+  throw UsageError("train: --sides must be double, outer=+1 or outer=-1 (got '" + text + "')");
+}
+
+// --classes "a,b,c": the classes the data must have, each with at least one row.
+std::vector<double> parse_classes(const std::string& text) {
+  std::vector<double> classes;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    double c = 0;
+    try {
+      c = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      throw UsageError("train: --classes must be a comma-separated list of labels (got '" + text +
+                       "')");
+    classes.push_back(c);
+  }
+  std::sort(classes.begin(), classes.end());
+  return classes;
+}
+
+// The scan stops early once every side has made its T steps (the last epoch is partial).
+struct StopScan {};
+
+int run_cpm(const std::vector<std::string>& args) {
+  std::vector<std::string> inputs;
+  std::string algo, output, scale, sides, precision, classes_text;
+  engine::CpmConfig config;
+  std::int64_t iterations = 0;
+  int threads = 0;
+  std::uint32_t window_blocks = 0;
+  bool json = false;
+  po::options_description opts(
+      "train --algo cpm options\n"
+      "Memory: K x (features + 1) weights per side in double (8 bytes; float, 4 bytes, when\n"
+      "double does not fit), two sides per machine, plus 12-24 bytes per outer-class row for\n"
+      "ASSIGN's history, plus 256 MiB. It is computed before anything is allocated; a run that\n"
+      "would not fit is refused: use --hash-bits B (2^B slots instead of features)");
+  opts.add_options()("algo", po::value(&algo)->default_value("cpm"), "cpm")(
+      "data,d", po::value(&inputs)->multitoken(),
+      "training data: LIBSVM text (plain, gzip, bzip2, zstd; several files) or a shard directory")(
+      "output,o", po::value(&output)->required(), "model file to write")(
+      "faces,k", po::value(&config.faces)->default_value(10), "K, faces (sub-classifiers) per side")(
+      "iterations", po::value(&iterations), "T, SGD steps per side (default: --epochs)")(
+      "epochs", po::value(&config.epochs)->default_value(10),
+      "T = this x the side's rows, when --iterations is not given")(
+      "cost,c", po::value(&config.c)->default_value(config.c),
+      "C: regularisation lambda = 1/(C T) (the paper's grid: 1, 0.1, ..., 1e-4)")(
+      "entropy", po::value(&config.perplexity)->default_value(1),
+      "ASSIGN's entropy floor as a perplexity P in [1, K] (effective number of faces): the "
+      "paper's h = ln P; 1 = off (h = 0). The paper's grid h = log(jK/10) is P = jK/10")(
+      "cost-ratio", po::value(&config.cost_ratio)->default_value(1),
+      "r: cost r/(1+r) of an inner (enclosed) row, 1/(1+r) of an outer one, on each side")(
+      "sides", po::value(&sides)->default_value("double"),
+      "double (D = F+ - F-) | outer=+1 (one CPM, +1 outside) | outer=-1")(
+      "classes", po::value(&classes_text),
+      "comma-separated labels the data must have, each with rows (multiclass check)")(
+      "scale", po::value(&scale)->default_value("maxabs"),
+      "maxabs: divide each feature by its max |value| (stored in the model) | none")(
+      "hash-bits", po::value(&config.hash_bits)->default_value(0),
+      "B: signed feature hashing into 2^B slots per face; 0 = off (as the paper)")(
+      "precision", po::value(&precision)->default_value("auto"),
+      "weight accumulators: auto (double when it fits in memory, else float) | double | float")(
+      "seed", po::value(&config.seed)->default_value(1), "seed of shuffling and tie-breaking")(
+      "threads", po::value(&threads)->default_value(0),
+      "threads (0: all cores); the model does not depend on it")(
+      "window-blocks", po::value(&window_blocks)->default_value(8),
+      "the reader shuffles rows within windows of this many blocks")(
+      "json", po::bool_switch(&json), "print the summary as JSON on stdout");
+  po::positional_options_description positional;
+  positional.add("data", -1);
+  po::variables_map vm;
+  if (!parse_options("train", "--algo cpm -d TRAIN... -o MODEL [options]", opts, positional, args,
+                     vm))
+    return kExitOk;
+  if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
+  if (scale != "maxabs" && scale != "none")
+    throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
+  if (precision != "auto" && precision != "double" && precision != "float")
+    throw UsageError("train: --precision must be auto, double or float (got '" + precision + "')");
+  if (window_blocks == 0) throw UsageError("train: --window-blocks must be at least 1");
+  if (vm.count("iterations")) {
+    if (!vm["epochs"].defaulted())
+      throw UsageError("train: --iterations and --epochs exclude each other");
+    if (iterations < 1)
+      throw UsageError("train: --iterations (T) must be at least 1 (got " +
+                       std::to_string(iterations) + ")");
+    config.iterations = static_cast<std::uint64_t>(iterations);
+  }
+  config.sides = parse_sides(sides);
+  try {
+    config.validate();
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("train: ") + e.what());
+  }
+  check_output_directory(output);
+  threads = resolve_threads(threads);
+  const std::string data = data_name(inputs);
+  const Clock::time_point start = Clock::now();
+  tbb::task_arena arena(threads);
+
+  io::ConvertOptions convert;
+  convert.text.threads = threads;
+  const io::Dataset dataset =
+      arena.execute([&] { return io::Dataset::open(inputs, convert, threads); });
+  const double open_seconds = seconds_since(start);
+  const io::ShardSet& shards = dataset.shards();
+  const io::Manifest& manifest = shards.manifest();
+  if (manifest.rows == 0) throw DataError(data, 0, 0, "no training rows");
+  if (manifest.label_counts.size() < 2)
+    throw DataError(data, 0, 0,
+                    "one class only (label " + number(manifest.label_counts.begin()->first) +
+                        "): the CPM needs two classes or more");
+  if (vm.count("classes")) {
+    const std::vector<double> wanted = parse_classes(classes_text);
+    for (const double c : wanted)
+      if (!manifest.label_counts.count(c))
+        throw DataError(data, 0, 0, "class " + number(c) + " of --classes has no examples");
+    for (const auto& [label, count] : manifest.label_counts)
+      if (!std::binary_search(wanted.begin(), wanted.end(), label))
+        throw DataError(data, 0, 0,
+                        "label " + number(label) + " (" + std::to_string(count) +
+                            " rows) is not in --classes");
+  }
+  engine::CpmProblem problem;
+  problem.max_index = manifest.max_index;
+  for (const auto& [label, count] : manifest.label_counts) problem.label_counts.emplace_back(label, count);
+
+  // Memory: decided before the first weight is allocated.
+  const std::uint64_t available = available_memory();
+  const std::uint64_t need_double =
+      engine::cpm_training_bytes(config, problem, engine::CpmPrecision::kDouble) + kOverheadBytes;
+  const std::uint64_t need_float =
+      engine::cpm_training_bytes(config, problem, engine::CpmPrecision::kFloat) + kOverheadBytes;
+  const auto fits = [&](std::uint64_t need) { return available == 0 || need <= available; };
+  if (precision == "double" || (precision == "auto" && fits(need_double)))
+    config.precision = engine::CpmPrecision::kDouble;
+  else
+    config.precision = engine::CpmPrecision::kFloat;
+  const std::uint64_t need =
+      config.precision == engine::CpmPrecision::kDouble ? need_double : need_float;
+  if (!fits(need)) {
+    int bits = 31;
+    engine::CpmConfig hashed = config;
+    hashed.precision = engine::CpmPrecision::kFloat;
+    while (bits > 10) {
+      hashed.hash_bits = bits;
+      if (fits(engine::cpm_training_bytes(hashed, problem, hashed.precision) + kOverheadBytes))
+        break;
+      --bits;
+    }
+    throw UsageError("train: the CPM needs " + gib(need) + " (K = " +
+                     std::to_string(config.faces) + " faces x " +
+                     std::to_string(std::uint64_t{manifest.max_index} + 1) +
+                     " weight slots per side, + ASSIGN history + 256 MiB) but only " +
+                     gib(available) + " are available: use --hash-bits " + std::to_string(bits) +
+                     " or less, or fewer faces");
+  }
+
+  engine::CpmTrainer trainer(config, problem);
+  const bool multi = trainer.multiclass();
+  std::fprintf(stderr, "train cpm: %s: %llu rows, %llu features, %llu non-zeros%s\n", data.c_str(),
+               static_cast<unsigned long long>(manifest.rows),
+               static_cast<unsigned long long>(manifest.features),
+               static_cast<unsigned long long>(manifest.nnz),
+               dataset.converted() ? " (converted from text)" : "");
+  std::fprintf(stderr,
+               "%s: K %d  C %g  entropy perplexity %g (h = %.4g nats)  cost ratio %g  sides %s  "
+               "hash bits %d  scale %s\n",
+               multi ? ("one-vs-one over " + std::to_string(manifest.label_counts.size()) +
+                        " classes, " + std::to_string(trainer.status().size()) + " sides")
+                           .c_str()
+                     : "binary",
+               config.faces, config.c, config.perplexity, std::log(config.perplexity),
+               config.cost_ratio, sides.c_str(), config.hash_bits, scale.c_str());
+  std::fprintf(stderr, "precision %s: weights + history %s + 256 MiB of %s available\n",
+               config.precision == engine::CpmPrecision::kDouble ? "double" : "float",
+               gib(need - kOverheadBytes).c_str(),
+               available ? gib(available).c_str() : "unknown");
+
+  io::ReadOptions read;
+  read.seed = config.seed;
+  read.threads = threads;
+  read.window_blocks = window_blocks;
+  read.scale_maxabs = scale == "maxabs";
+  std::uint64_t epochs_read = 0;
+  double learn_seconds = 0, wait_seconds = 0;
+  const Clock::time_point train_start = Clock::now();
+  arena.execute([&] {
+    while (!trainer.done()) {
+      read.epoch = epochs_read++;
+      const Clock::time_point epoch_start = Clock::now();
+      try {
+        const io::ScanStats stats = shards.scan(read, [&](const CsrView& batch) {
+          trainer.learn(batch);
+          if (trainer.done()) throw StopScan{};
+        });
+        learn_seconds += stats.sink_seconds;
+        wait_seconds += stats.wait_seconds;
+      } catch (const StopScan&) {
+      }
+      std::uint64_t steps = 0, total = 0;
+      for (const auto& s : trainer.status()) {
+        steps += s.steps;
+        total += s.iterations;
+      }
+      std::fprintf(stderr, "pass %llu: %.2f s, %llu of %llu steps\n",
+                   static_cast<unsigned long long>(epochs_read), seconds_since(epoch_start),
+                   static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total));
+    }
+  });
+  const double train_seconds = seconds_since(train_start);
+
+  engine::CpmModel model = trainer.finish(read.scale_maxabs ? &shards.feature_maxabs() : nullptr);
+  model.index_base = manifest.index_base;
+  model.features = manifest.features;
+  model.config["scale"] = scale;
+  model.config["window_blocks"] = window_blocks;
+  model.config["index_base"] = manifest.index_base;
+  model.config["max_index"] = manifest.max_index;
+  model.config["features"] = manifest.features;
+  model.config["data"] = inputs;
+  io::save_cpm_model(model, output);
+  const double total_seconds = seconds_since(start);
+
+  nlohmann::ordered_json side_list = nlohmann::ordered_json::array();
+  const std::vector<engine::CpmTrainer::SideStatus> status = trainer.status();
+  std::uint64_t all_steps = 0;
+  {
+    std::size_t i = 0;
+    for (const auto& m : model.machines)
+      for (const auto& f : m.sides) {
+        const auto& s = status[i++];
+        all_steps += s.steps;
+        side_list.push_back(
+            {{"positive_label", m.positive},
+             {"negative_label", m.negative},
+             {"outer", f.outer},
+             {"rows", s.rows},
+             {"outer_rows", s.outer_rows},
+             {"iterations", s.iterations},
+             {"steps", s.steps},
+             {"updates", s.updates},
+             {"adjusted_assignments", s.adjusted},
+             {"assignment_entropy", s.assignment_entropy},
+             {"assignment_perplexity", std::exp(s.assignment_entropy)},
+             {"learn_seconds", s.seconds},
+             {"steps_per_second", s.seconds > 0 ? static_cast<double>(s.steps) / s.seconds : 0.0}});
+      }
+  }
+  nlohmann::ordered_json summary = {
+      {"algorithm", "cpm"},
+      {"rows", manifest.rows},
+      {"features", manifest.features},
+      {"nnz", manifest.nnz},
+      {"classes", manifest.label_counts.size()},
+      {"machines", model.machines.size()},
+      {"faces", config.faces},
+      {"iterations", status.front().iterations},
+      {"passes", epochs_read},
+      {"c", config.c},
+      {"entropy_perplexity", config.perplexity},
+      {"entropy_nats", std::log(config.perplexity)},
+      {"cost_ratio", config.cost_ratio},
+      {"sides", sides},
+      {"seed", config.seed},
+      {"hash_bits", config.hash_bits},
+      {"scale", scale},
+      {"precision", config.precision == engine::CpmPrecision::kDouble ? "double" : "float"},
+      {"threads", threads},
+      {"memory_needed_bytes", need},
+      {"memory_available_bytes", available},
+      {"open_seconds", open_seconds},
+      {"train_seconds", train_seconds},
+      {"learn_seconds", learn_seconds},
+      {"read_wait_seconds", wait_seconds},
+      {"steps_per_second", train_seconds > 0 ? static_cast<double>(all_steps) / train_seconds : 0.0},
+      {"total_seconds", total_seconds},
+      {"side_details", side_list},
+      {"model_path", output}};
+  if (json) {
+    std::cout << summary.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("trained cpm (%zu machine%s, %zu sides, K = %d) in %.2f s: %llu steps, %.2f M steps/s "
+              "over all sides; open/convert %.2f s\n",
+              model.machines.size(), model.machines.size() == 1 ? "" : "s", status.size(),
+              config.faces, train_seconds, static_cast<unsigned long long>(all_steps),
+              static_cast<double>(all_steps) / 1e6 / std::max(train_seconds, 1e-9), open_seconds);
+  if (!multi)
+    for (const auto& s : side_list)
+      std::printf("side outer=%+d: %llu steps, %.2f M steps/s, %llu updates, assignment perplexity "
+                  "%.2f, %llu adjusted\n",
+                  s["outer"].get<int>(), static_cast<unsigned long long>(s["steps"].get<std::uint64_t>()),
+                  s["steps_per_second"].get<double>() / 1e6,
+                  static_cast<unsigned long long>(s["updates"].get<std::uint64_t>()),
+                  s["assignment_perplexity"].get<double>(),
+                  static_cast<unsigned long long>(s["adjusted_assignments"].get<std::uint64_t>()));
+  std::printf("model written to %s\n", output.c_str());
+  return kExitOk;
+}
+
+const TrainAlgorithmRegistration cpm_registration(
+    "cpm", "Convex Polytope Machine: K faces, SGD, double-sided, one-vs-one", run_cpm);
+
+}  // namespace
+}  // namespace polymargin::cli

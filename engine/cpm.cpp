@@ -1,0 +1,269 @@
+// CpmModel: scoring, one-vs-one voting, export and the assignment statistics of `eval`.
+
+#include "engine/cpm.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "engine/cpm_assign.h"
+#include "engine/random.h"
+
+namespace polymargin::engine {
+
+std::uint32_t FeatureHash::bucket(std::uint32_t f) const {
+  std::uint64_t state = f;
+  const std::uint64_t h = splitmix64_next(state);
+  return static_cast<std::uint32_t>(h & ((std::uint64_t{1} << bits) - 1));
+}
+
+float FeatureHash::sign(std::uint32_t f) const {
+  std::uint64_t state = f;
+  return (splitmix64_next(state) >> 63) ? -1.0f : 1.0f;
+}
+
+int CpmModel::max_faces() const {
+  int k = 1;
+  for (const Binary& m : machines)
+    for (const CpmFaces& s : m.sides) k = std::max(k, s.faces);
+  return k;
+}
+
+double CpmModel::side_score(std::size_t m, std::size_t side, const CsrView& rows, std::size_t r,
+                            double* work, int* face) const {
+  const CpmFaces& s = machines[m].sides[side];
+  const std::size_t K = static_cast<std::size_t>(s.faces);
+  std::fill(work, work + K, 0.0);
+  for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j) {
+    const std::uint32_t f = rows.indices[j];
+    if (f > max_index) continue;
+    float x = rows.values ? rows.values[j] : 1.0f;
+    if (!maxabs.empty() && maxabs[f] > 0) x /= maxabs[f];
+    double v = x;
+    std::uint64_t slot = f;
+    if (hash.bits) {
+      slot = hash.bucket(f);
+      v *= hash.sign(f);
+    }
+    const float* w = &s.weights[slot * K];
+    for (std::size_t k = 0; k < K; ++k) work[k] += v * static_cast<double>(w[k]);
+  }
+  std::size_t best = 0;
+  for (std::size_t k = 0; k < K; ++k) {
+    work[k] += s.intercepts[k];
+    if (work[k] > work[best]) best = k;
+  }
+  if (face) *face = static_cast<int>(best);
+  return work[best];
+}
+
+double CpmModel::machine_score(std::size_t m, const CsrView& rows, std::size_t r,
+                               double* work) const {
+  double d = 0;
+  for (std::size_t i = 0; i < machines[m].sides.size(); ++i)
+    d += machines[m].sides[i].outer * side_score(m, i, rows, r, work);
+  return d;
+}
+
+namespace {
+
+std::uint64_t ignored_in(const CsrView& rows, std::size_t r, std::uint32_t max_index) {
+  std::uint64_t n = 0;
+  for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j)
+    n += rows.indices[j] > max_index;
+  return n;
+}
+
+// Rows are independent: split across threads; each row's result is computed alone, so it does not
+// depend on the split.
+template <typename RowFn>
+std::uint64_t for_rows(const CsrView& rows, const CpmModel& model, RowFn&& fn) {
+  std::atomic<std::uint64_t> ignored{0};
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows.rows, 256),
+                    [&](const tbb::blocked_range<std::size_t>& range) {
+                      std::vector<double> work(static_cast<std::size_t>(model.max_faces()));
+                      std::uint64_t skipped = 0;
+                      for (std::size_t r = range.begin(); r != range.end(); ++r) {
+                        skipped += ignored_in(rows, r, model.max_index);
+                        fn(r, work.data());
+                      }
+                      if (skipped) ignored += skipped;
+                    });
+  return ignored.load();
+}
+
+}  // namespace
+
+std::uint64_t CpmModel::score_batch(const CsrView& rows, double* scores) const {
+  if (multiclass()) {
+    std::vector<double> predicted(rows.rows);
+    return predict_batch(rows, scores, predicted.data());
+  }
+  return for_rows(rows, *this,
+                  [&](std::size_t r, double* work) { scores[r] = machine_score(0, rows, r, work); });
+}
+
+std::uint64_t CpmModel::predict_batch(const CsrView& rows, double* scores,
+                                      double* predicted) const {
+  if (!multiclass()) {
+    const std::uint64_t ignored = score_batch(rows, scores);
+    for (std::size_t r = 0; r < rows.rows; ++r)
+      predicted[r] = scores[r] > 0 ? labels.positive : labels.negative;
+    return ignored;
+  }
+  const std::size_t L = classes.size();
+  return for_rows(rows, *this, [&](std::size_t r, double* work) {
+    std::vector<int> votes(L, 0);
+    for (std::size_t m = 0; m < machines.size(); ++m) {
+      const double winner =
+          machine_score(m, rows, r, work) > 0 ? machines[m].positive : machines[m].negative;
+      ++votes[static_cast<std::size_t>(std::lower_bound(classes.begin(), classes.end(), winner) -
+                                       classes.begin())];
+    }
+    const int top = *std::max_element(votes.begin(), votes.end());
+    std::vector<std::size_t> tied;
+    for (std::size_t c = 0; c < L; ++c)
+      if (votes[c] == top) tied.push_back(c);
+    std::size_t pick = tied[0];
+    if (tied.size() > 1) {
+      // Ties broken uniformly at random, seeded by the model and the row's content, so a row
+      // gets the same prediction wherever it appears and whatever the thread count.
+      const std::uint32_t b = rows.offsets[r], n = rows.offsets[r + 1] - b;
+      std::uint64_t h = XXH3_64bits_withSeed(rows.indices + b, n * sizeof(std::uint32_t), vote_seed);
+      if (rows.values) h = XXH3_64bits_withSeed(rows.values + b, n * sizeof(float), h);
+      SplitMix64 rng(h);
+      pick = tied[rng.below(tied.size())];
+    }
+    predicted[r] = classes[pick];
+    scores[r] = static_cast<double>(top) / static_cast<double>(L - 1);
+  });
+}
+
+nlohmann::json CpmModel::to_json() const {
+  nlohmann::json j = info_json();
+  j["hash_bits"] = hash.bits;
+  j["scaled"] = !maxabs.empty();
+  if (!maxabs.empty()) {
+    nlohmann::json s = nlohmann::json::object();
+    for (std::size_t f = 0; f < maxabs.size(); ++f)
+      if (maxabs[f] != 1.0f) s[std::to_string(f)] = maxabs[f];
+    j["maxabs"] = std::move(s);
+  }
+  nlohmann::json ms = nlohmann::json::array();
+  for (const Binary& m : machines) {
+    nlohmann::json jm = {{"positive", m.positive}, {"negative", m.negative}};
+    nlohmann::json sides = nlohmann::json::array();
+    for (const CpmFaces& s : m.sides) {
+      nlohmann::json w = nlohmann::json::object();
+      const std::size_t K = static_cast<std::size_t>(s.faces);
+      for (std::uint64_t slot = 0; slot < s.slots; ++slot) {
+        const float* row = &s.weights[slot * K];
+        if (std::all_of(row, row + K, [](float x) { return x == 0.0f; })) continue;
+        w[std::to_string(slot)] = std::vector<float>(row, row + K);
+      }
+      sides.push_back({{"outer", s.outer},
+                       {"faces", s.faces},
+                       {"intercepts", s.intercepts},
+                       {"weights", std::move(w)}});
+    }
+    jm["sides"] = std::move(sides);
+    ms.push_back(std::move(jm));
+  }
+  j["machines"] = std::move(ms);
+  return j;
+}
+
+std::string CpmModel::to_text() const {
+  std::ostringstream out;
+  out << info_text() << "hash_bits " << hash.bits << "\n"
+      << "scaled " << (maxabs.empty() ? 0 : 1) << "\n";
+  char buf[64];
+  for (const Binary& m : machines) {
+    for (const CpmFaces& s : m.sides) {
+      out << "machine " << m.positive << " vs " << m.negative << " outer "
+          << (s.outer > 0 ? "+1" : "-1") << " faces " << s.faces << "\n"
+          << "intercepts";
+      for (const double b : s.intercepts) {
+        std::snprintf(buf, sizeof buf, " %.9g", b);
+        out << buf;
+      }
+      out << "\n# " << (hash.bits ? "bucket" : "feature_id") << " weight per face"
+          << (maxabs.empty() || hash.bits ? "" : " maxabs (values are divided by it)") << "\n";
+      const std::size_t K = static_cast<std::size_t>(s.faces);
+      for (std::uint64_t slot = 0; slot < s.slots; ++slot) {
+        const float* row = &s.weights[slot * K];
+        if (std::all_of(row, row + K, [](float x) { return x == 0.0f; })) continue;
+        out << slot;
+        for (std::size_t k = 0; k < K; ++k) {
+          std::snprintf(buf, sizeof buf, " %.9g", row[k]);
+          out << buf;
+        }
+        if (!maxabs.empty() && !hash.bits) out << " " << maxabs[slot];
+        out << "\n";
+      }
+    }
+  }
+  return out.str();
+}
+
+namespace {
+
+// Counts, per side, the face that scores each of the side's outer-class rows highest.
+class CpmAssignmentDetails : public EvalDetails {
+ public:
+  explicit CpmAssignmentDetails(const CpmModel& model) : model_(model) {
+    for (const CpmFaces& s : model.machines[0].sides)
+      counts_.emplace_back(static_cast<std::size_t>(s.faces), 0);
+  }
+
+  void add(const CsrView& rows) override {
+    const CpmModel::Binary& m = model_.machines[0];
+    std::vector<double> work(static_cast<std::size_t>(model_.max_faces()));
+    for (std::size_t i = 0; i < m.sides.size(); ++i) {
+      const float outer_label = static_cast<float>(m.sides[i].outer > 0 ? m.positive : m.negative);
+      for (std::size_t r = 0; r < rows.rows; ++r) {
+        if (rows.labels[r] != outer_label) continue;
+        int face = 0;
+        model_.side_score(0, i, rows, r, work.data(), &face);
+        ++counts_[i][static_cast<std::size_t>(face)];
+      }
+    }
+  }
+
+  nlohmann::json json() const override {
+    nlohmann::json j = nlohmann::json::object();
+    const CpmModel::Binary& m = model_.machines[0];
+    for (std::size_t i = 0; i < m.sides.size(); ++i) {
+      const std::string side = m.sides[i].outer > 0 ? "plus" : "minus";
+      std::int64_t total = 0;
+      for (const std::int64_t n : counts_[i]) total += n;
+      std::vector<double> share;
+      for (const std::int64_t n : counts_[i])
+        share.push_back(total ? static_cast<double>(n) / static_cast<double>(total) : 0.0);
+      const double h = count_entropy(counts_[i]);
+      j["assignment_entropy_" + side] = h;
+      j["assignment_perplexity_" + side] = std::exp(h);
+      j["face_share_" + side] = share;
+    }
+    return j;
+  }
+
+ private:
+  const CpmModel& model_;
+  std::vector<std::vector<std::int64_t>> counts_;
+};
+
+}  // namespace
+
+std::unique_ptr<EvalDetails> CpmModel::eval_details() const {
+  if (multiclass() || machines.empty()) return nullptr;
+  return std::make_unique<CpmAssignmentDetails>(*this);
+}
+
+}  // namespace polymargin::engine

@@ -1,0 +1,156 @@
+// The Convex Polytope Machine (Kantchelian et al., NIPS 2014; algorithms.md §4): K linear faces
+// f(x) = max_k (W_k·x + b_k); the "outer" class lies outside the polytope {f ≤ 0}, the other class
+// inside. Trained by SGD on problem (6) in unconstrained form,
+//   min_W  Σ_{inner} Σ_k c₋ [1 + W_k x + b_k]_+  +  Σ_{outer} c₊ [1 − W_z(x) x − b_z(x)]_+  +  λ_s ‖(W, b)‖²
+// with Pegasos steps η_t = 1/(λ_s (t + 2)), λ_s = 1/(C·T), shrink after the gradient step, costs
+// c₋ = r/(1 + r), c₊ = 1/(1 + r), regularised intercepts, W = b = 0 at the start, and the face z(x)
+// of an outer example chosen by ASSIGN (engine/cpm_assign.h). The last iterate is the model.
+//
+// Double-sided (the paper's Table 1): one CPM with outer class +1 (score F₊) and one with outer
+// class −1 (F₋), trained independently; the decision is D(x) = F₊(x) − F₋(x). Multiclass: one
+// double-sided CPM per pair of classes a < b (a ↦ +1), majority vote with seeded tie-breaking.
+//
+// Sparse form (§4.3): every face shares one shrink factor σ_t = 1/(t + 1) (exact, closed form), so the
+// trainer stores U = W/σ feature-major (U[f·K + k]: one row's scores read K contiguous values per
+// non-zero) and an update is O(K·nnz). U grows like C·T, so increments are rounded against a large
+// accumulator: U is double when memory allows and float otherwise (CpmPrecision).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/classifier.h"
+#include "engine/csr.h"
+
+namespace polymargin::engine {
+
+/// Signed feature hashing (off when bits == 0): raw feature id f → bucket and sign ±1, both from
+/// one splitmix64 mix of f, so colliding features tend to cancel rather than add up.
+struct FeatureHash {
+  int bits = 0;
+  std::uint32_t bucket(std::uint32_t f) const;
+  float sign(std::uint32_t f) const;
+};
+
+/// One trained CPM (one side): K faces over `slots` weight slots (max_index + 1, or 2^bits hashed).
+struct CpmFaces {
+  int outer = 1;  // the raw-label sign (+1 / −1) of this side's outer class
+  int faces = 0;
+  std::uint64_t slots = 0;
+  std::vector<float> weights;      // feature-major: weights[slot·faces + k]
+  std::vector<double> intercepts;  // faces entries
+};
+
+/// A trained CPM: binary (one or two sides) or one-vs-one multiclass (one binary machine per pair).
+struct CpmModel : Classifier {
+  struct Binary {
+    double positive = 1, negative = -1;  // raw labels: positive ↦ +1 of the sides
+    std::vector<CpmFaces> sides;          // outer = +1 and/or outer = −1
+  };
+  FeatureHash hash;
+  // Empty: no scaling; else the training data's max |x_f| (max_index + 1 entries): values are
+  // divided by it exactly as the reader divided them in training (float division).
+  std::vector<float> maxabs;
+  std::vector<Binary> machines;  // binary: one; multiclass: pairs (a < b) in lexicographic order
+  std::uint64_t vote_seed = 1;   // multiclass tie-breaking
+
+  /// Binary: D(x) = F₊ − F₋ (one side only: F₊, or −F₋). Multiclass: the predicted class's share
+  /// of the votes.
+  std::uint64_t score_batch(const CsrView& rows, double* scores) const override;
+  std::uint64_t predict_batch(const CsrView& rows, double* scores,
+                              double* predicted) const override;
+  std::string to_text() const override;
+  nlohmann::json to_json() const override;
+  /// Binary models: per side, the entropy (nats) and perplexity of the faces' assignment of the
+  /// side's outer-class rows, and each face's share of them.
+  std::unique_ptr<EvalDetails> eval_details() const override;
+
+  /// F(x) = max_k(W_k·x + b_k) of side `side` of machine `m` for row r; *face gets the argmax.
+  double side_score(std::size_t m, std::size_t side, const CsrView& rows, std::size_t r,
+                    double* work, int* face = nullptr) const;
+  /// The binary decision value of machine m for row r.
+  double machine_score(std::size_t m, const CsrView& rows, std::size_t r, double* work) const;
+  int max_faces() const;
+};
+
+enum class CpmSides { kDouble, kOuterPositive, kOuterNegative };
+enum class CpmPrecision { kDouble, kFloat };
+
+struct CpmConfig {
+  int faces = 10;                  // K
+  std::uint64_t iterations = 0;    // T, SGD steps per side; 0: epochs × the side's rows
+  double epochs = 0;               // used when iterations == 0
+  double c = 1e-2;                 // C: λ_s = 1/(C·T)
+  double perplexity = 1;           // P ∈ [1, K]: ASSIGN's entropy floor h = ln P nats; 1: off
+  double cost_ratio = 1;           // r: c₋ = r/(1 + r), c₊ = 1/(1 + r), per side's own classes
+  CpmSides sides = CpmSides::kDouble;
+  std::uint64_t seed = 1;
+  int hash_bits = 0;               // 0: no hashing
+  CpmPrecision precision = CpmPrecision::kDouble;
+
+  /// Throws UsageError naming the bad field (K < 1, C ≤ 0, P outside [1, K], ...).
+  void validate() const;
+  nlohmann::json json() const;
+};
+
+/// What the trainer needs to know of the data before the first row.
+struct CpmProblem {
+  std::uint32_t max_index = 0;
+  std::vector<std::pair<double, std::uint64_t>> label_counts;  // ascending labels, rows each
+};
+
+/// Bytes the trainer will hold: weights per side plus the ASSIGN histories.
+std::uint64_t cpm_training_bytes(const CpmConfig& config, const CpmProblem& problem,
+                                 CpmPrecision precision);
+std::string sides_name(CpmSides sides);
+
+/// Trains every side of every machine on the same stream of batches: learn() runs the sides in
+/// parallel (oneTBB), each over its own rows of the batch in its own seeded order, so the result
+/// depends on the data, the configuration and the seed only, never on the thread count.
+class CpmTrainer {
+ public:
+  CpmTrainer(const CpmConfig& config, const CpmProblem& problem);
+  ~CpmTrainer();
+  CpmTrainer(const CpmTrainer&) = delete;
+  CpmTrainer& operator=(const CpmTrainer&) = delete;
+
+  /// One batch (e.g. a reader window). Sides that have made their T steps skip it.
+  void learn(const CsrView& batch);
+  /// True once every side has made its T steps.
+  bool done() const;
+
+  const CpmConfig& config() const { return config_; }
+  bool multiclass() const;
+  /// Per side (machines × sides, in order): its T, steps made, and rows of its two classes.
+  struct SideStatus {
+    std::uint64_t iterations = 0, steps = 0, rows = 0, outer_rows = 0, updates = 0;
+    double seconds = 0;  // time spent in this side's steps
+    double assignment_entropy = 0;  // of the ASSIGN history (nats)
+    std::uint64_t adjusted = 0;     // ASSIGN picks that differed from the natural face
+  };
+  std::vector<SideStatus> status() const;
+
+  /// The current weights W = σ·U of a side (slots × K, feature-major) and its intercepts, in
+  /// double: what the step-by-step tests compare.
+  std::vector<double> weights(std::size_t side) const;
+  std::vector<double> intercepts(std::size_t side) const;
+
+  /// The model (weights rounded to float); `maxabs` (or nullptr) is stored for raw-data scoring.
+  CpmModel finish(const std::vector<float>* maxabs) const;
+
+  struct Side;  // one CPM being trained (engine/cpm_train.cpp)
+
+ private:
+  CpmConfig config_;
+  CpmProblem problem_;
+  std::vector<double> classes_;
+  std::vector<std::unique_ptr<Side>> sides_;
+  std::uint64_t batches_ = 0;
+};
+
+}  // namespace polymargin::engine

@@ -1,0 +1,87 @@
+#include "engine/cpm_assign.h"
+
+#include <bit>
+
+namespace polymargin::engine {
+
+double count_entropy(const std::vector<std::int64_t>& counts) {
+  std::int64_t total = 0;
+  for (const std::int64_t n : counts) total += n;
+  if (total <= 0) return 0;
+  double h = 0;
+  for (const std::int64_t n : counts)
+    if (n > 0) {
+      const double p = static_cast<double>(n) / static_cast<double>(total);
+      h -= p * std::log(p);
+    }
+  return h;
+}
+
+namespace {
+std::uint64_t capacity_for(std::uint64_t entries) {
+  return std::bit_ceil(std::max<std::uint64_t>(16, 2 * entries));
+}
+}  // namespace
+
+AssignHistory::AssignHistory(std::uint64_t expected_entries)
+    : keys_(capacity_for(expected_entries), 0), faces_(keys_.size(), -1) {}
+
+std::uint64_t AssignHistory::bytes_for(std::uint64_t expected_entries) {
+  return capacity_for(expected_entries) * (sizeof(std::uint64_t) + sizeof(std::int32_t));
+}
+
+std::int32_t& AssignHistory::face_of(std::uint64_t key) {
+  const std::uint64_t mask = keys_.size() - 1;
+  // Keys are hashes already; the low bits pick the home slot.
+  for (std::uint64_t i = key & mask;; i = (i + 1) & mask) {
+    if (keys_[i] == key) return faces_[i];
+    if (keys_[i] == 0) {
+      if (4 * (size_ + 1) > 3 * keys_.size()) {  // more distinct rows than planned: grow
+        grow();
+        return face_of(key);
+      }
+      keys_[i] = key;
+      ++size_;
+      return faces_[i];
+    }
+  }
+}
+
+void AssignHistory::grow() {
+  std::vector<std::uint64_t> keys(keys_.size() * 2, 0);
+  std::vector<std::int32_t> faces(keys.size(), -1);
+  const std::uint64_t mask = keys.size() - 1;
+  for (std::size_t j = 0; j < keys_.size(); ++j) {
+    if (keys_[j] == 0) continue;
+    std::uint64_t i = keys_[j] & mask;
+    while (keys[i] != 0) i = (i + 1) & mask;
+    keys[i] = keys_[j];
+    faces[i] = faces_[j];
+  }
+  keys_.swap(keys);
+  faces_.swap(faces);
+}
+
+Assignment assign_face(const FaceCounts& counts, int old_face, const double* scores,
+                       double threshold) {
+  const int faces = counts.faces();
+  int natural = 0;
+  for (int k = 1; k < faces; ++k)
+    if (scores[k] > scores[natural]) natural = k;
+  Assignment a{natural, natural};
+  // Warm-up (CPM-ref): the entropy of a handful of examples says nothing; wait for 5K of them.
+  if (threshold <= 0 || counts.total() < 5 * static_cast<std::int64_t>(faces)) return a;
+  if (counts.entropy_if(old_face, natural) >= threshold) return a;
+  const double current = counts.entropy();
+  int best = -1;
+  for (int k = 0; k < faces; ++k) {
+    // A move between faces is decided on the counts (exact); a new entry by the O(1) entropy.
+    const bool raises = old_face >= 0 ? counts.move_raises_entropy(old_face, k)
+                                      : counts.entropy_if(-1, k) > current;
+    if (raises && (best < 0 || scores[k] > scores[best])) best = k;
+  }
+  if (best >= 0) a.adjusted = best;
+  return a;
+}
+
+}  // namespace polymargin::engine

@@ -1,0 +1,378 @@
+// CpmTrainer: the SGD of algorithms.md §4.2 in the sparse form of §4.3, one Side per trained CPM.
+
+#include <tbb/parallel_for.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "engine/cpm.h"
+#include "engine/cpm_assign.h"
+#include "engine/errors.h"
+#include "engine/random.h"
+
+namespace polymargin::engine {
+
+namespace {
+
+std::string text(double x) {
+  std::ostringstream s;
+  s << x;
+  return s.str();
+}
+
+// Example identity for the ASSIGN history: the paper keys UNADJ by the example x itself, so rows
+// with the same content are the same entry. 64-bit hash of indices and values; 0 marks empty.
+std::uint64_t row_key(const CsrView& rows, std::size_t r) {
+  const std::uint32_t b = rows.offsets[r], n = rows.offsets[r + 1] - b;
+  std::uint64_t h = XXH3_64bits(rows.indices + b, n * sizeof(std::uint32_t));
+  if (rows.values) h = XXH3_64bits_withSeed(rows.values + b, n * sizeof(float), h);
+  return h == 0 ? 1 : h;
+}
+
+std::uint64_t side_rows(const CpmProblem& p, double positive, double negative, double label) {
+  std::uint64_t n = 0;
+  for (const auto& [l, count] : p.label_counts)
+    if ((label == 0 && (l == positive || l == negative)) || (label != 0 && l == label)) n += count;
+  return n;
+}
+
+}  // namespace
+
+void CpmConfig::validate() const {
+  if (faces < 1) throw UsageError("-k (faces K) must be at least 1 (got " + std::to_string(faces) + ")");
+  if (iterations == 0 && !(epochs > 0 && std::isfinite(epochs)))
+    throw UsageError("--iterations must be at least 1, or --epochs positive (got iterations " +
+                     std::to_string(iterations) + ", epochs " + text(epochs) + ")");
+  if (!(c > 0) || !std::isfinite(c)) throw UsageError("-c (C) must be > 0 (got " + text(c) + ")");
+  if (!(perplexity >= 1 && perplexity <= faces))
+    throw UsageError("--entropy (a perplexity) must be in [1, K] = [1, " + std::to_string(faces) +
+                     "] (got " + text(perplexity) + ")");
+  if (!(cost_ratio > 0) || !std::isfinite(cost_ratio))
+    throw UsageError("--cost-ratio must be > 0 (got " + text(cost_ratio) + ")");
+  if (hash_bits < 0 || hash_bits > 31)
+    throw UsageError("--hash-bits must be in [1, 31], or 0 for no hashing (got " +
+                     std::to_string(hash_bits) + ")");
+}
+
+std::string sides_name(CpmSides sides) {
+  switch (sides) {
+    case CpmSides::kDouble:
+      return "double";
+    case CpmSides::kOuterPositive:
+      return "outer=+1";
+    case CpmSides::kOuterNegative:
+      return "outer=-1";
+  }
+  return "?";
+}
+
+nlohmann::json CpmConfig::json() const {
+  return {{"faces", faces},
+          {"iterations", iterations},
+          {"epochs", epochs},
+          {"c", c},
+          {"entropy_perplexity", perplexity},
+          {"entropy_nats", std::log(perplexity)},
+          {"cost_ratio", cost_ratio},
+          {"sides", sides_name(sides)},
+          {"seed", seed},
+          {"hash_bits", hash_bits},
+          {"precision", precision == CpmPrecision::kDouble ? "double" : "float"}};
+}
+
+// One CPM being trained: its labels, schedule, U and b, and its ASSIGN state.
+struct CpmTrainer::Side {
+  std::size_t machine = 0;
+  float positive = 1, negative = -1;  // the machine's raw labels
+  int outer = 1;                      // +1: `positive` rows are outer
+  int faces = 1;
+  std::uint64_t slots = 0;
+  FeatureHash hash;
+  std::uint64_t seed = 0;
+  std::uint64_t iterations = 0, steps = 0, rows = 0, outer_rows = 0, updates = 0, adjusted = 0;
+  double lambda = 0, cost_outer = 0.5, cost_inner = 0.5, threshold = 0;
+  double seconds = 0;
+  FaceCounts counts{1};
+  AssignHistory history{0};
+  std::vector<double> score, acc, delta;
+  std::vector<std::uint32_t> order;
+
+  virtual ~Side() = default;
+  virtual void step(const CsrView& rows, std::size_t r, int y) = 0;
+  virtual double u(std::uint64_t i) const = 0;
+  virtual double b(int k) const = 0;
+
+  double sigma() const { return 1.0 / (static_cast<double>(steps) + 1.0); }
+
+  // This side's rows of the batch, in its own seeded order, until T steps are made.
+  void learn(const CsrView& batch, std::uint64_t batch_number) {
+    if (steps >= iterations) return;
+    const auto start = std::chrono::steady_clock::now();
+    order.clear();
+    for (std::size_t r = 0; r < batch.rows; ++r)
+      if (batch.labels[r] == positive || batch.labels[r] == negative)
+        order.push_back(static_cast<std::uint32_t>(r));
+    SplitMix64 rng(derive_seed(seed, batch_number));
+    seeded_shuffle(order.data(), order.size(), rng);
+    for (const std::uint32_t r : order) {
+      if (steps >= iterations) break;
+      const int sign = batch.labels[r] == positive ? 1 : -1;
+      step(batch, r, sign * outer);
+    }
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
+namespace {
+
+template <typename Acc>
+struct SideOf : CpmTrainer::Side {
+  std::vector<Acc> weights;  // U, feature-major
+  std::vector<Acc> bias;     // b/σ
+
+  double u(std::uint64_t i) const override { return static_cast<double>(weights[i]); }
+  double b(int k) const override { return static_cast<double>(bias[static_cast<std::size_t>(k)]); }
+
+  void step(const CsrView& rows, std::size_t r, int y) override {
+    const std::size_t K = static_cast<std::size_t>(faces);
+    const std::uint32_t begin = rows.offsets[r], end = rows.offsets[r + 1];
+    // Scores s_k = σ (U_k·x + B_k), σ = 1/(t + 1).
+    for (std::size_t k = 0; k < K; ++k) acc[k] = static_cast<double>(bias[k]);
+    for (std::uint32_t j = begin; j < end; ++j) {
+      const std::uint32_t f = rows.indices[j];
+      double v = rows.values ? rows.values[j] : 1.0;
+      std::uint64_t slot = f;
+      if (hash.bits) {
+        slot = hash.bucket(f);
+        v *= hash.sign(f);
+      }
+      const Acc* w = &weights[slot * K];
+      for (std::size_t k = 0; k < K; ++k) acc[k] += v * static_cast<double>(w[k]);
+    }
+    const double s = sigma();
+    for (std::size_t k = 0; k < K; ++k) score[k] = acc[k] * s;
+    // η_t c / σ_t = c (t + 1) / (λ_s (t + 2)): the gradient step on W = σU, in U's units; the
+    // shrink by (t + 1)/(t + 2) that follows is σ_{t+1} = 1/(t + 2), i.e. nothing to do.
+    const double t = static_cast<double>(steps);
+    const double g = (t + 1) / (lambda * (t + 2));
+    bool any = false;
+    if (y > 0) {
+      std::int32_t& entry = history.face_of(row_key(rows, r));
+      const Assignment a = assign_face(counts, entry, score.data(), threshold);
+      counts.move(entry, a.natural);
+      entry = a.natural;
+      if (a.adjusted != a.natural) ++adjusted;
+      std::fill(delta.begin(), delta.end(), 0.0);
+      if (score[static_cast<std::size_t>(a.adjusted)] < 1) {
+        delta[static_cast<std::size_t>(a.adjusted)] = g * cost_outer;
+        any = true;
+      }
+    } else {
+      for (std::size_t k = 0; k < K; ++k) {
+        const bool hit = score[k] > -1;
+        delta[k] = hit ? -g * cost_inner : 0.0;
+        any |= hit;
+      }
+    }
+    if (any) {
+      ++updates;
+      for (std::size_t k = 0; k < K; ++k) bias[k] = static_cast<Acc>(bias[k] + delta[k]);
+      for (std::uint32_t j = begin; j < end; ++j) {
+        const std::uint32_t f = rows.indices[j];
+        double v = rows.values ? rows.values[j] : 1.0;
+        std::uint64_t slot = f;
+        if (hash.bits) {
+          slot = hash.bucket(f);
+          v *= hash.sign(f);
+        }
+        Acc* w = &weights[slot * K];
+        for (std::size_t k = 0; k < K; ++k) w[k] = static_cast<Acc>(w[k] + delta[k] * v);
+      }
+    }
+    ++steps;
+  }
+};
+
+std::uint64_t slots_of(const CpmConfig& config, const CpmProblem& problem) {
+  return config.hash_bits ? std::uint64_t{1} << config.hash_bits
+                          : std::uint64_t{problem.max_index} + 1;
+}
+
+// (positive, negative) raw labels of every machine: binary → (larger, smaller); multiclass →
+// every pair a < b with a ↦ +1.
+std::vector<std::pair<double, double>> machines_of(const CpmProblem& problem) {
+  std::vector<std::pair<double, double>> m;
+  const auto& lc = problem.label_counts;
+  if (lc.size() == 2) {
+    m.emplace_back(lc[1].first, lc[0].first);
+  } else {
+    for (std::size_t a = 0; a < lc.size(); ++a)
+      for (std::size_t b = a + 1; b < lc.size(); ++b) m.emplace_back(lc[a].first, lc[b].first);
+  }
+  return m;
+}
+
+std::vector<int> outers_of(CpmSides sides) {
+  if (sides == CpmSides::kOuterPositive) return {1};
+  if (sides == CpmSides::kOuterNegative) return {-1};
+  return {1, -1};
+}
+
+}  // namespace
+
+std::uint64_t cpm_training_bytes(const CpmConfig& config, const CpmProblem& problem,
+                                 CpmPrecision precision) {
+  const std::uint64_t acc = precision == CpmPrecision::kDouble ? 8 : 4;
+  const std::uint64_t per_side = slots_of(config, problem) * std::uint64_t(config.faces) * acc;
+  std::uint64_t total = 0;
+  for (const auto& [pos, neg] : machines_of(problem))
+    for (const int outer : outers_of(config.sides))
+      total += per_side + AssignHistory::bytes_for(side_rows(problem, pos, neg, outer > 0 ? pos : neg));
+  return total;
+}
+
+CpmTrainer::CpmTrainer(const CpmConfig& config, const CpmProblem& problem)
+    : config_(config), problem_(problem) {
+  config_.validate();
+  if (problem.label_counts.size() < 2)
+    throw UsageError("the CPM needs at least two classes; the data have " +
+                     std::to_string(problem.label_counts.size()));
+  for (const auto& [label, count] : problem.label_counts) {
+    if (count == 0)
+      throw UsageError("class " + text(label) + " has no examples");
+    classes_.push_back(label);
+  }
+  const std::uint64_t slots = slots_of(config_, problem_);
+  const auto machines = machines_of(problem_);
+  for (std::size_t m = 0; m < machines.size(); ++m) {
+    for (const int outer : outers_of(config_.sides)) {
+      std::unique_ptr<Side> side;
+      if (config_.precision == CpmPrecision::kDouble) {
+        auto s = std::make_unique<SideOf<double>>();
+        s->weights.assign(slots * std::uint64_t(config_.faces), 0.0);
+        s->bias.assign(static_cast<std::size_t>(config_.faces), 0.0);
+        side = std::move(s);
+      } else {
+        auto s = std::make_unique<SideOf<float>>();
+        s->weights.assign(slots * std::uint64_t(config_.faces), 0.0f);
+        s->bias.assign(static_cast<std::size_t>(config_.faces), 0.0f);
+        side = std::move(s);
+      }
+      Side& s = *side;
+      s.machine = m;
+      s.positive = static_cast<float>(machines[m].first);
+      s.negative = static_cast<float>(machines[m].second);
+      s.outer = outer;
+      s.faces = config_.faces;
+      s.slots = slots;
+      s.hash.bits = config_.hash_bits;
+      s.seed = derive_seed(config_.seed, 0x63706d /* "cpm" */, sides_.size());
+      s.rows = side_rows(problem_, machines[m].first, machines[m].second, 0);
+      s.outer_rows = side_rows(problem_, machines[m].first, machines[m].second,
+                               outer > 0 ? machines[m].first : machines[m].second);
+      s.iterations = config_.iterations
+                         ? config_.iterations
+                         : static_cast<std::uint64_t>(std::ceil(config_.epochs * double(s.rows)));
+      if (s.iterations == 0) throw UsageError("--epochs gives no SGD step (T = 0)");
+      s.lambda = 1.0 / (config_.c * static_cast<double>(s.iterations));
+      s.cost_inner = config_.cost_ratio / (1 + config_.cost_ratio);
+      s.cost_outer = 1 / (1 + config_.cost_ratio);
+      s.threshold = config_.perplexity > 1 ? std::log(config_.perplexity) : 0.0;
+      s.counts = FaceCounts(config_.faces);
+      s.history = AssignHistory(s.outer_rows);
+      s.score.assign(static_cast<std::size_t>(config_.faces), 0.0);
+      s.acc = s.score;
+      s.delta = s.score;
+      sides_.push_back(std::move(side));
+    }
+  }
+}
+
+CpmTrainer::~CpmTrainer() = default;
+
+bool CpmTrainer::multiclass() const { return classes_.size() > 2; }
+
+void CpmTrainer::learn(const CsrView& batch) {
+  const std::uint64_t number = batches_++;
+  // Sides are independent: one task each (two for a double-sided binary CPM, more for pairs).
+  tbb::parallel_for(std::size_t{0}, sides_.size(),
+                    [&](std::size_t i) { sides_[i]->learn(batch, number); });
+}
+
+bool CpmTrainer::done() const {
+  return std::all_of(sides_.begin(), sides_.end(),
+                     [](const auto& s) { return s->steps >= s->iterations; });
+}
+
+std::vector<CpmTrainer::SideStatus> CpmTrainer::status() const {
+  std::vector<SideStatus> out;
+  for (const auto& s : sides_) {
+    SideStatus st;
+    st.iterations = s->iterations;
+    st.steps = s->steps;
+    st.rows = s->rows;
+    st.outer_rows = s->outer_rows;
+    st.updates = s->updates;
+    st.seconds = s->seconds;
+    st.assignment_entropy = s->counts.entropy();
+    st.adjusted = s->adjusted;
+    out.push_back(st);
+  }
+  return out;
+}
+
+std::vector<double> CpmTrainer::weights(std::size_t side) const {
+  const Side& s = *sides_.at(side);
+  std::vector<double> w(s.slots * std::uint64_t(s.faces));
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = s.u(i) * s.sigma();
+  return w;
+}
+
+std::vector<double> CpmTrainer::intercepts(std::size_t side) const {
+  const Side& s = *sides_.at(side);
+  std::vector<double> b(static_cast<std::size_t>(s.faces));
+  for (int k = 0; k < s.faces; ++k) b[static_cast<std::size_t>(k)] = s.b(k) * s.sigma();
+  return b;
+}
+
+CpmModel CpmTrainer::finish(const std::vector<float>* maxabs) const {
+  CpmModel model;
+  model.algorithm = "cpm";
+  model.config = config_.json();
+  model.max_index = problem_.max_index;
+  model.hash.bits = config_.hash_bits;
+  model.vote_seed = derive_seed(config_.seed, 0x766f7465 /* "vote" */);
+  if (maxabs) model.maxabs = *maxabs;
+  if (multiclass()) {
+    model.classes = classes_;
+  } else {
+    model.labels.positive = classes_[1];
+    model.labels.negative = classes_[0];
+  }
+  const auto machines = machines_of(problem_);
+  model.machines.resize(machines.size());
+  for (std::size_t m = 0; m < machines.size(); ++m) {
+    model.machines[m].positive = machines[m].first;
+    model.machines[m].negative = machines[m].second;
+  }
+  for (std::size_t i = 0; i < sides_.size(); ++i) {
+    const Side& s = *sides_[i];
+    CpmFaces f;
+    f.outer = s.outer;
+    f.faces = s.faces;
+    f.slots = s.slots;
+    const double sigma = s.sigma();
+    f.weights.resize(s.slots * std::uint64_t(s.faces));
+    for (std::size_t j = 0; j < f.weights.size(); ++j)
+      f.weights[j] = static_cast<float>(s.u(j) * sigma);
+    f.intercepts = intercepts(i);
+    model.machines[s.machine].sides.push_back(std::move(f));
+  }
+  return model;
+}
+
+}  // namespace polymargin::engine

@@ -1,0 +1,99 @@
+#include "io/cpm_model_file.h"
+
+#include "engine/errors.h"
+
+namespace polymargin::io {
+
+namespace {
+
+std::string array_name(const char* what, std::size_t machine, std::size_t side) {
+  return std::string(what) + "_" + std::to_string(machine) + "_" + std::to_string(side);
+}
+
+[[noreturn]] void corrupt(const std::string& path, const std::string& message) {
+  throw DataError(path, 0, 0, message);
+}
+
+}  // namespace
+
+void save_cpm_model(const engine::CpmModel& model, const std::string& path) {
+  ModelContainer file;
+  file.header = model_header("cpm", model);
+  file.header["hash_bits"] = model.hash.bits;
+  file.header["vote_seed"] = model.vote_seed;
+  nlohmann::json machines = nlohmann::json::array();
+  for (std::size_t m = 0; m < model.machines.size(); ++m) {
+    const engine::CpmModel::Binary& b = model.machines[m];
+    nlohmann::json sides = nlohmann::json::array();
+    for (std::size_t s = 0; s < b.sides.size(); ++s) {
+      const engine::CpmFaces& f = b.sides[s];
+      sides.push_back({{"outer", f.outer}, {"faces", f.faces}, {"slots", f.slots}});
+      ModelArray w = ModelArray::of(array_name("weights", m, s), f.weights);
+      w.shape = {f.slots, static_cast<std::uint64_t>(f.faces)};
+      file.arrays.push_back(std::move(w));
+      file.arrays.push_back(ModelArray::of(array_name("intercepts", m, s), f.intercepts));
+    }
+    machines.push_back({{"positive", b.positive}, {"negative", b.negative}, {"sides", sides}});
+  }
+  file.header["machines"] = machines;
+  if (!model.maxabs.empty()) file.arrays.push_back(ModelArray::of("maxabs", model.maxabs));
+  write_model_container(path, file);
+}
+
+engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
+  engine::CpmModel model;
+  read_model_info(file, path, model);
+  const std::uint64_t features_slots = std::uint64_t{model.max_index} + 1;
+  try {
+    model.hash.bits = file.header.at("hash_bits").get<int>();
+    model.vote_seed = file.header.at("vote_seed").get<std::uint64_t>();
+    if (model.hash.bits < 0 || model.hash.bits > 31)
+      corrupt(path, "hash_bits out of range: " + std::to_string(model.hash.bits));
+    const std::uint64_t slots =
+        model.hash.bits ? std::uint64_t{1} << model.hash.bits : features_slots;
+    for (const nlohmann::json& jm : file.header.at("machines")) {
+      engine::CpmModel::Binary b;
+      b.positive = jm.at("positive").get<double>();
+      b.negative = jm.at("negative").get<double>();
+      for (const nlohmann::json& js : jm.at("sides")) {
+        engine::CpmFaces f;
+        f.outer = js.at("outer").get<int>();
+        f.faces = js.at("faces").get<int>();
+        f.slots = js.at("slots").get<std::uint64_t>();
+        const std::size_t m = model.machines.size(), s = b.sides.size();
+        f.weights = file.array(array_name("weights", m, s), path).as<float>(path);
+        f.intercepts = file.array(array_name("intercepts", m, s), path).as<double>(path);
+        if ((f.outer != 1 && f.outer != -1) || f.faces < 1 || f.slots != slots ||
+            f.weights.size() != f.slots * static_cast<std::uint64_t>(f.faces) ||
+            f.intercepts.size() != static_cast<std::size_t>(f.faces))
+          corrupt(path, "CPM side " + std::to_string(s) + " of machine " + std::to_string(m) +
+                            " does not match its layout (outer, faces, slots, array sizes)");
+        b.sides.push_back(std::move(f));
+      }
+      if (b.sides.empty()) corrupt(path, "CPM machine " + std::to_string(model.machines.size()) + " has no side");
+      model.machines.push_back(std::move(b));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(path, std::string("malformed cpm model header: ") + e.what());
+  }
+  const std::size_t classes = model.classes.size();
+  const std::size_t expected = model.multiclass() ? classes * (classes - 1) / 2 : 1;
+  if (model.machines.size() != expected)
+    corrupt(path, "a CPM over " + std::to_string(model.multiclass() ? classes : 2) +
+                      " classes needs " + std::to_string(expected) + " machines, the file has " +
+                      std::to_string(model.machines.size()));
+  for (const ModelArray& a : file.arrays)
+    if (a.name == "maxabs") model.maxabs = a.as<float>(path);
+  if (!model.maxabs.empty() && model.maxabs.size() != features_slots)
+    corrupt(path, "maxabs count does not match max_index " + std::to_string(model.max_index));
+  return model;
+}
+
+engine::CpmModel load_cpm_model(const std::string& path) {
+  const ModelContainer file = read_model_container(path);
+  const auto kind = file.header.value("kind", std::string());
+  if (kind != "cpm") corrupt(path, "holds a '" + kind + "' model, not a cpm one");
+  return cpm_from(file, path);
+}
+
+}  // namespace polymargin::io

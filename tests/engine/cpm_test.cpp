@@ -1,0 +1,405 @@
+// The CPM trainer against dense float64 references of the same formulas (algorithms.md §9 oracles
+// 5 and 6): K = 1 is Pegasos step by step, the O(1) entropies equal brute force, ASSIGN picks as
+// §4.4 says, and the model does not depend on the thread count.
+
+#include <gtest/gtest.h>
+#include <tbb/global_control.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "engine/cpm.h"
+#include "engine/cpm_assign.h"
+#include "engine/errors.h"
+#include "engine/random.h"
+
+namespace polymargin::engine {
+namespace {
+
+// A small sparse data set: rows of `nnz` distinct features out of `dim`, values in (0, 2].
+// Labels: 1 / -1, or 0..classes-1 when classes > 2. Labels follow a planted polytope so that
+// training has something to find.
+CsrBuffer random_rows(std::size_t rows, std::uint32_t dim, std::uint32_t nnz, std::uint64_t seed,
+                      int classes = 2) {
+  SplitMix64 rng(seed);
+  CsrBuffer b;
+  b.has_values = true;
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::set<std::uint32_t> ids;
+    while (ids.size() < nnz) ids.insert(1 + static_cast<std::uint32_t>(rng.below(dim)));
+    double s1 = 0, s2 = 0;
+    for (const std::uint32_t f : ids) {
+      const float v = static_cast<float>(1 + rng.below(1000)) / 500.0f;
+      b.indices.push_back(f);
+      b.values.push_back(v);
+      s1 += (f % 3 == 0 ? v : -0.5 * v);
+      s2 += (f % 4 == 1 ? v : -0.4 * v);
+    }
+    b.offsets.push_back(static_cast<std::uint32_t>(b.indices.size()));
+    if (classes > 2)
+      b.labels.push_back(static_cast<float>(rng.below(static_cast<std::uint64_t>(classes))));
+    else
+      b.labels.push_back(s1 > 0.3 || s2 > 0.3 ? 1.0f : -1.0f);
+  }
+  return b;
+}
+
+CpmProblem problem_of(const CsrBuffer& b) {
+  std::map<double, std::uint64_t> counts;
+  CpmProblem p;
+  for (std::size_t r = 0; r < b.rows(); ++r) ++counts[b.labels[r]];
+  for (const auto& [l, n] : counts) p.label_counts.emplace_back(l, n);
+  p.max_index = *std::max_element(b.indices.begin(), b.indices.end());
+  return p;
+}
+
+// Row r of `b` as a one-row batch (pointers into b).
+CsrView one_row(const CsrBuffer& b, std::size_t r) {
+  CsrView v = b.view();
+  v.rows = 1;
+  v.labels += r;
+  v.offsets += r;
+  return v;
+}
+
+// Dense float64 Pegasos with the CPM's conventions, K = 1: step 1/(λ(t+2)), λ = 1/(CT), costs
+// c₋ = r/(1+r), c₊ = 1/(1+r), a regularised intercept, shrink after the gradient step.
+struct DensePegasos {
+  std::vector<double> w;
+  double b = 0, lambda, c_pos, c_neg;
+  std::uint64_t t = 0;
+  DensePegasos(std::size_t slots, double c, std::uint64_t T, double ratio)
+      : w(slots, 0.0), lambda(1 / (c * double(T))), c_pos(1 / (1 + ratio)), c_neg(ratio / (1 + ratio)) {}
+  void step(const CsrBuffer& rows, std::size_t r, int y) {
+    const double eta = 1 / (lambda * (double(t) + 2));
+    double s = b;
+    for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j)
+      s += w[rows.indices[j]] * double(rows.values[j]);
+    const double g = y > 0 ? (s < 1 ? eta * c_pos : 0) : (s > -1 ? -eta * c_neg : 0);
+    for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j)
+      w[rows.indices[j]] += g * double(rows.values[j]);
+    b += g;
+    const double shrink = 1 - eta * lambda;
+    for (double& x : w) x *= shrink;
+    b *= shrink;
+    ++t;
+  }
+};
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+double max_abs(const std::vector<double>& a) {
+  double m = 0;
+  for (const double x : a) m = std::max(m, std::abs(x));
+  return m;
+}
+
+TEST(Cpm, OneFaceIsPegasosStepByStep) {
+  const CsrBuffer data = random_rows(60, 40, 6, 3);
+  CpmConfig config;
+  config.faces = 1;
+  config.iterations = 150;  // 2.5 passes over the rows, one row per batch
+  config.c = 0.05;
+  config.cost_ratio = 3;
+  const CpmProblem problem = problem_of(data);
+  CpmTrainer trainer(config, problem);  // double-sided: side 0 outer = +1, side 1 outer = −1
+  const std::size_t slots = problem.max_index + 1;
+  DensePegasos plus(slots, config.c, config.iterations, config.cost_ratio);
+  DensePegasos minus(slots, config.c, config.iterations, config.cost_ratio);
+  for (std::uint64_t t = 0; t < config.iterations; ++t) {
+    const std::size_t r = t % data.rows();
+    trainer.learn(one_row(data, r));
+    const int y = data.labels[r] > 0 ? 1 : -1;
+    plus.step(data, r, y);
+    minus.step(data, r, -y);
+    const double scale = std::max(1.0, max_abs(plus.w));
+    ASSERT_LE(max_abs_diff(trainer.weights(0), plus.w), 1e-12 * scale) << "step " << t;
+    ASSERT_NEAR(trainer.intercepts(0)[0], plus.b, 1e-12 * scale) << "step " << t;
+    ASSERT_LE(max_abs_diff(trainer.weights(1), minus.w), 1e-12 * scale) << "step " << t;
+    ASSERT_NEAR(trainer.intercepts(1)[0], minus.b, 1e-12 * scale) << "step " << t;
+  }
+  EXPECT_TRUE(trainer.done());
+  EXPECT_GT(max_abs(plus.w), 0.01);  // it learnt something
+  // The model: D = F₊ − F₋ from the float weights, on every row.
+  const CpmModel model = trainer.finish(nullptr);
+  std::vector<double> scores(data.rows());
+  model.score_batch(data.view(), scores.data());
+  for (std::size_t r = 0; r < data.rows(); ++r) {
+    double sp = plus.b, sm = minus.b;
+    for (std::uint32_t j = data.offsets[r]; j < data.offsets[r + 1]; ++j) {
+      sp += plus.w[data.indices[j]] * double(data.values[j]);
+      sm += minus.w[data.indices[j]] * double(data.values[j]);
+    }
+    EXPECT_NEAR(scores[r], sp - sm, 1e-5 * std::max(1.0, std::abs(sp - sm)));
+  }
+}
+
+TEST(Cpm, FloatAccumulatorsFollowTheDoubleOnes) {
+  const CsrBuffer data = random_rows(60, 40, 6, 4);
+  CpmConfig config;
+  config.faces = 3;
+  config.iterations = 200;
+  config.sides = CpmSides::kOuterPositive;
+  CpmTrainer d(config, problem_of(data));
+  config.precision = CpmPrecision::kFloat;
+  CpmTrainer f(config, problem_of(data));
+  for (std::size_t r = 0; r < data.rows(); ++r) {
+    d.learn(one_row(data, r));
+    f.learn(one_row(data, r));
+  }
+  const std::vector<double> wd = d.weights(0), wf = f.weights(0);
+  EXPECT_LE(max_abs_diff(wd, wf), 1e-5 * max_abs(wd));
+}
+
+TEST(CpmAssign, IncrementalEntropyEqualsBruteForce) {
+  SplitMix64 rng(7);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int K = 1 + static_cast<int>(rng.below(12));
+    FaceCounts counts(K);
+    std::vector<std::int64_t> n(static_cast<std::size_t>(K), 0);
+    const int entries = static_cast<int>(rng.below(60));
+    for (int i = 0; i < entries; ++i) {
+      const int k = static_cast<int>(rng.below(static_cast<std::uint64_t>(K)));
+      counts.move(-1, k);
+      ++n[static_cast<std::size_t>(k)];
+    }
+    ASSERT_NEAR(counts.entropy(), count_entropy(n), 1e-12);
+    for (int k = 0; k < K; ++k) {
+      std::vector<std::int64_t> added = n;
+      ++added[static_cast<std::size_t>(k)];
+      ASSERT_NEAR(counts.entropy_if(-1, k), count_entropy(added), 1e-12);
+      for (int o = 0; o < K; ++o) {
+        if (n[static_cast<std::size_t>(o)] == 0) continue;
+        std::vector<std::int64_t> moved = n;
+        --moved[static_cast<std::size_t>(o)];
+        ++moved[static_cast<std::size_t>(k)];
+        const double brute = count_entropy(moved);
+        ASSERT_NEAR(counts.entropy_if(o, k), brute, 1e-12);
+        // The exact criterion of §4.4 agrees with brute force wherever the entropies differ.
+        const double h = count_entropy(n);
+        if (std::abs(brute - h) > 1e-12) ASSERT_EQ(counts.move_raises_entropy(o, k), brute > h);
+        else ASSERT_FALSE(counts.move_raises_entropy(o, k));
+      }
+    }
+    // Moves keep the counts and the entropy consistent.
+    if (entries > 0) {
+      int o = 0;
+      while (n[static_cast<std::size_t>(o)] == 0) ++o;
+      const int k = static_cast<int>(rng.below(static_cast<std::uint64_t>(K)));
+      counts.move(o, k);
+      --n[static_cast<std::size_t>(o)];
+      ++n[static_cast<std::size_t>(k)];
+      ASSERT_NEAR(counts.entropy(), count_entropy(n), 1e-12);
+      ASSERT_EQ(counts.total(), entries);
+    }
+  }
+}
+
+// ASSIGN as Algorithm 2 states it, with entropies recomputed from scratch.
+Assignment brute_assign(const std::vector<std::int64_t>& n, int old_face,
+                        const std::vector<double>& s, double h, bool* near_tie) {
+  const int K = static_cast<int>(n.size());
+  int natural = 0;
+  for (int k = 1; k < K; ++k)
+    if (s[static_cast<std::size_t>(k)] > s[static_cast<std::size_t>(natural)]) natural = k;
+  std::int64_t total = 0;
+  for (const auto x : n) total += x;
+  const auto with = [&](int k) {
+    std::vector<std::int64_t> m = n;
+    if (old_face >= 0) --m[static_cast<std::size_t>(old_face)];
+    ++m[static_cast<std::size_t>(k)];
+    return count_entropy(m);
+  };
+  if (h <= 0 || total < 5 * K) return {natural, natural};
+  const double h_nat = with(natural);
+  if (std::abs(h_nat - h) < 1e-9) *near_tie = true;
+  if (h_nat >= h) return {natural, natural};
+  const double current = count_entropy(n);
+  int best = -1;
+  for (int k = 0; k < K; ++k) {
+    const double hk = with(k);
+    if (std::abs(hk - current) < 1e-9 && old_face < 0) *near_tie = true;
+    if (hk > current + (old_face >= 0 ? 1e-12 : 0) &&
+        (best < 0 || s[static_cast<std::size_t>(k)] > s[static_cast<std::size_t>(best)]))
+      best = k;
+  }
+  return {best >= 0 ? best : natural, natural};
+}
+
+TEST(CpmAssign, PicksAsAlgorithmTwo) {
+  SplitMix64 rng(11);
+  int adjusted = 0, checked = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int K = 2 + static_cast<int>(rng.below(9));
+    FaceCounts counts(K);
+    std::vector<std::int64_t> n(static_cast<std::size_t>(K), 0);
+    // Skewed counts, sometimes with empty faces, sometimes below the 5K warm-up.
+    const int entries = static_cast<int>(rng.below(static_cast<std::uint64_t>(12 * K)));
+    const int favourite = static_cast<int>(rng.below(static_cast<std::uint64_t>(K)));
+    for (int i = 0; i < entries; ++i) {
+      const int k = rng.below(3) ? favourite : static_cast<int>(rng.below(static_cast<std::uint64_t>(K)));
+      counts.move(-1, k);
+      ++n[static_cast<std::size_t>(k)];
+    }
+    int old_face = -1;
+    if (entries > 0 && rng.below(2)) {
+      do old_face = static_cast<int>(rng.below(static_cast<std::uint64_t>(K)));
+      while (n[static_cast<std::size_t>(old_face)] == 0);
+    }
+    std::vector<double> s(static_cast<std::size_t>(K));
+    for (double& x : s) x = static_cast<double>(rng.below(1000)) / 100.0 - 5;
+    const double h = std::log(1 + static_cast<double>(rng.below(100)) / 100.0 * (K - 1));
+    bool near_tie = false;
+    const Assignment want = brute_assign(n, old_face, s, h, &near_tie);
+    if (near_tie) continue;
+    const Assignment got = assign_face(counts, old_face, s.data(), h);
+    ASSERT_EQ(got.natural, want.natural) << "trial " << trial;
+    ASSERT_EQ(got.adjusted, want.adjusted) << "trial " << trial;
+    ++checked;
+    adjusted += got.adjusted != got.natural;
+  }
+  EXPECT_GT(checked, 15000);
+  EXPECT_GT(adjusted, 1000);  // the adjusting branch was exercised
+}
+
+TEST(CpmAssign, HistoryKeepsOneEntryPerKey) {
+  AssignHistory history(4);
+  for (std::uint64_t key = 1; key <= 500; ++key) history.face_of(key * 0x9e3779b97f4a7c15ull) = int(key % 7);
+  EXPECT_EQ(history.size(), 500u);  // grew past its planned 4 entries
+  for (std::uint64_t key = 1; key <= 500; ++key)
+    ASSERT_EQ(history.face_of(key * 0x9e3779b97f4a7c15ull), int(key % 7));
+  EXPECT_EQ(history.face_of(12345), -1);
+}
+
+CpmModel train_with_threads(const CsrBuffer& data, const CpmConfig& config, int threads) {
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+  CpmTrainer trainer(config, problem_of(data));
+  const CsrView all = data.view();
+  while (!trainer.done()) {
+    for (std::size_t first = 0; first < data.rows(); first += 97) {  // uneven batches
+      CsrView batch = all;
+      batch.rows = std::min<std::size_t>(97, data.rows() - first);
+      batch.labels += first;
+      batch.offsets += first;
+      trainer.learn(batch);
+    }
+  }
+  return trainer.finish(nullptr);
+}
+
+TEST(Cpm, ModelDoesNotDependOnThreads) {
+  for (const int classes : {2, 4}) {
+    const CsrBuffer data = random_rows(1500, 200, 8, 5, classes);
+    CpmConfig config;
+    config.faces = 5;
+    config.epochs = 3;
+    config.perplexity = 3;
+    config.c = 0.1;
+    const CpmModel one = train_with_threads(data, config, 1);
+    for (const int threads : {2, 4}) {
+      const CpmModel other = train_with_threads(data, config, threads);
+      ASSERT_EQ(one.machines.size(), other.machines.size());
+      for (std::size_t m = 0; m < one.machines.size(); ++m)
+        for (std::size_t s = 0; s < one.machines[m].sides.size(); ++s) {
+          EXPECT_EQ(one.machines[m].sides[s].weights, other.machines[m].sides[s].weights);
+          EXPECT_EQ(one.machines[m].sides[s].intercepts, other.machines[m].sides[s].intercepts);
+        }
+    }
+    EXPECT_EQ(one.machines.size(), classes == 2 ? 1u : 6u);
+  }
+}
+
+TEST(Cpm, PolytopeBeatsOneFace) {
+  // Positives = union of two half-spaces: one linear face cannot separate them, K = 4 faces can.
+  const CsrBuffer data = random_rows(4000, 60, 10, 9);
+  CpmConfig config;
+  config.epochs = 20;
+  config.c = 0.1;
+  config.sides = CpmSides::kOuterPositive;
+  const auto error = [&](int faces) {
+    config.faces = faces;
+    CpmTrainer trainer(config, problem_of(data));
+    while (!trainer.done()) trainer.learn(data.view());
+    const CpmModel model = trainer.finish(nullptr);
+    std::vector<double> scores(data.rows()), predicted(data.rows());
+    model.predict_batch(data.view(), scores.data(), predicted.data());
+    int wrong = 0;
+    for (std::size_t r = 0; r < data.rows(); ++r) wrong += predicted[r] != data.labels[r];
+    return static_cast<double>(wrong) / static_cast<double>(data.rows());
+  };
+  const double linear = error(1), polytope = error(4);
+  EXPECT_LT(polytope, 0.7 * linear) << "K=1 " << linear << ", K=4 " << polytope;
+}
+
+TEST(Cpm, VotesBreakTiesBySeedAndRow) {
+  // Three classes, every machine's decision a constant: class 1 beats 2, 2 beats 3, 3 beats 1, so
+  // every row is a three-way tie.
+  CpmModel model;
+  model.classes = {1, 2, 3};
+  model.max_index = 4;
+  const std::vector<std::pair<double, double>> pairs = {{1, 2}, {1, 3}, {2, 3}};
+  const std::vector<double> intercept = {1, -1, 1};
+  for (std::size_t m = 0; m < 3; ++m) {
+    CpmModel::Binary b;
+    b.positive = pairs[m].first;
+    b.negative = pairs[m].second;
+    CpmFaces f;
+    f.faces = 1;
+    f.slots = 5;
+    f.weights.assign(5, 0.0f);
+    f.intercepts = {intercept[m]};
+    b.sides.push_back(f);
+    model.machines.push_back(b);
+  }
+  const CsrBuffer data = random_rows(300, 4, 2, 13);
+  std::vector<double> scores(data.rows()), first(data.rows()), again(data.rows());
+  model.predict_batch(data.view(), scores.data(), first.data());
+  model.predict_batch(data.view(), scores.data(), again.data());
+  EXPECT_EQ(first, again);
+  std::map<double, int> seen;
+  for (const double p : first) ++seen[p];
+  EXPECT_EQ(seen.size(), 3u);  // all three classes win some ties
+  for (const auto& [label, n] : seen) EXPECT_GT(n, 10) << label;
+  EXPECT_DOUBLE_EQ(scores[0], 0.5);  // one vote of two
+}
+
+TEST(Cpm, RefusesBadConfigurations) {
+  const CsrBuffer data = random_rows(50, 10, 3, 1);
+  const auto refuses = [&](CpmConfig c) {
+    EXPECT_THROW(CpmTrainer(c, problem_of(data)), UsageError);
+  };
+  CpmConfig c;
+  c.iterations = 10;
+  c.faces = 0;
+  refuses(c);
+  c.faces = 3;
+  c.c = 0;
+  refuses(c);
+  c.c = 1;
+  c.perplexity = 3.5;
+  refuses(c);
+  c.perplexity = 0.5;
+  refuses(c);
+  c.perplexity = 1;
+  c.iterations = 0;
+  c.epochs = 0;
+  refuses(c);
+  c.iterations = 5;
+  c.cost_ratio = -1;
+  refuses(c);
+  c.cost_ratio = 1;
+  CpmProblem one_class = problem_of(data);
+  one_class.label_counts.resize(1);
+  EXPECT_THROW(CpmTrainer(c, one_class), UsageError);
+  EXPECT_NO_THROW(CpmTrainer(c, problem_of(data)));
+}
+
+}  // namespace
+}  // namespace polymargin::engine
