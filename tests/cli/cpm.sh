@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# `train --algo cpm` at the shell, then eval / predict / export of the model: --json keys, the
+# assignment statistics of eval, the same model whatever --threads, corrupt model files refused,
+# and every bad input refused with its exit code, a message, and no model file left behind.
+# Usage: tests/cli/cpm.sh BUILD/polymargin   (run from the repository root)
+set -euo pipefail
+
+bin=${1:?usage: $0 POLYMARGIN_BINARY}
+work=$(mktemp -d "${TMPDIR:-/tmp}/pm_cpm.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+json_value() { sed -n "s/.*\"$2\": \"\{0,1\}\([^,\"]*\)\"\{0,1\},\{0,1\}$/\1/p" "$1" | head -1; }
+# expect CODE FRAGMENT ARGS...: `train --algo cpm ARGS` exits CODE, says FRAGMENT, writes nothing.
+expect() {
+  local code=$1 fragment=$2
+  shift 2
+  local rc=0
+  "$bin" train --algo cpm "$@" -o "$work/out/m" > "$work/out.log" 2> "$work/err.log" || rc=$?
+  [ "$rc" -eq "$code" ] || fail "train $* exited $rc, expected $code: $(cat "$work/err.log")"
+  grep -q -- "$fragment" "$work/err.log" ||
+    fail "train $*: stderr lacks '$fragment': $(cat "$work/err.log")"
+  [ -z "$(ls -A "$work/out")" ] || fail "train $* left files: $(ls "$work/out")"
+}
+mkdir -p "$work/out"
+
+"$bin" convert data/a9a.zst -o "$work/a9a.shards" > /dev/null
+# --- train, JSON summary ----------------------------------------------------------------------
+"$bin" train --algo cpm -d "$work/a9a.shards" -o "$work/a9a.cpm" -k 5 -c 0.01 --epochs 5 \
+  --entropy 2 --seed 3 --threads 2 --json > "$work/train.json" 2> "$work/train.err"
+for key in rows features nnz faces iterations passes c entropy_perplexity entropy_nats cost_ratio \
+  sides precision memory_needed_bytes train_seconds steps_per_second side_details \
+  assignment_perplexity adjusted_assignments model_path; do
+  grep -q "\"$key\":" "$work/train.json" || fail "--json lacks $key: $(cat "$work/train.json")"
+done
+[ "$(json_value "$work/train.json" rows)" = 32561 ] || fail "rows: $(cat "$work/train.json")"
+[ "$(json_value "$work/train.json" iterations)" = 162805 ] || fail "T = 5 epochs x 32561 rows"
+grep -q '"precision": "double"' "$work/train.json" || fail "double accumulators expected"
+grep -q "^precision double: weights" "$work/train.err" || fail "precision not reported at start"
+
+# --- the same model whatever --threads ------------------------------------------------------
+"$bin" train --algo cpm -d "$work/a9a.shards" -o "$work/a9a.t1.cpm" -k 5 -c 0.01 --epochs 5 \
+  --entropy 2 --seed 3 --threads 1 > /dev/null 2>&1
+cmp -s "$work/a9a.cpm" "$work/a9a.t1.cpm" || fail "--threads 1 and 2 give different model files"
+
+# --- eval: accuracy and the assignment statistics ---------------------------------------------
+"$bin" eval -m "$work/a9a.cpm" -d data/a9a.t.zst --json > "$work/eval.json"
+acc=$(sed -n 's/.*"accuracy": \([0-9.]*\).*/\1/p' "$work/eval.json")
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.84) }' || fail "CPM accuracy on a9a.t is $acc"
+for key in assignment_entropy_plus assignment_entropy_minus face_share_plus face_share_minus \
+  assignment_perplexity_plus; do
+  grep -q "\"$key\"" "$work/eval.json" || fail "eval --json lacks details.$key"
+done
+"$bin" eval -m "$work/a9a.cpm" -d data/a9a.t.zst | grep -q "face_share_plus" || fail "eval text"
+
+# predict: one line per row; its labels agree with eval's accuracy.
+"$bin" predict -m "$work/a9a.cpm" -d data/a9a.t.zst -o "$work/scores" 2> /dev/null
+[ "$(wc -l < "$work/scores")" -eq 16281 ] || fail "predict row count"
+correct=$(paste -d' ' <(zstd -dc data/a9a.t.zst | cut -d' ' -f1) "$work/scores" |
+  awk '{ if (($1 > 0) == ($2 > 0)) c++ } END { print c }')
+awk -v c="$correct" -v a="$acc" 'BEGIN { d = c / 16281 - a; exit !(d < 1e-9 && d > -1e-9) }' ||
+  fail "predict disagrees with eval ($correct correct vs $acc)"
+
+# export: text and JSON.
+"$bin" export -m "$work/a9a.cpm" --format json -o "$work/model.json"
+grep -q '"algorithm": "cpm"' "$work/model.json" || fail "export json algorithm"
+grep -q '"intercepts"' "$work/model.json" || fail "export json intercepts"
+"$bin" export -m "$work/a9a.cpm" --format text > "$work/model.txt"
+grep -q '^algorithm cpm' "$work/model.txt" || fail "export text"
+[ "$(grep -c '^machine 1 vs -1 outer' "$work/model.txt")" -eq 2 ] || fail "export text: two sides"
+
+# --- single-sided, hashed, float: still a working model ------------------------------------------
+"$bin" train --algo cpm -d "$work/a9a.shards" -o "$work/hashed.cpm" -k 3 -c 0.01 --epochs 3 \
+  --sides outer=-1 --hash-bits 8 --precision float --json > "$work/hashed.json" 2> /dev/null
+grep -q '"precision": "float"' "$work/hashed.json" || fail "--precision float ignored"
+"$bin" eval -m "$work/hashed.cpm" -d data/a9a.t.zst --json > "$work/hashed.eval"
+acc=$(sed -n 's/.*"accuracy": \([0-9.]*\).*/\1/p' "$work/hashed.eval")
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }' || fail "hashed single-sided accuracy $acc"
+grep -q '"assignment_entropy_minus"' "$work/hashed.eval" || fail "single side details"
+grep -q '"assignment_entropy_plus"' "$work/hashed.eval" && fail "outer=-1 has no plus side"
+
+# --- corrupt and truncated model files are refused --------------------------------------------
+cp "$work/a9a.cpm" "$work/bad.cpm"
+printf '\x55' | dd of="$work/bad.cpm" bs=1 seek=600 conv=notrunc 2> /dev/null
+rc=0
+"$bin" eval -m "$work/bad.cpm" -d data/a9a.t.zst > /dev/null 2> "$work/err.log" || rc=$?
+[ "$rc" -eq 3 ] || fail "corrupt model: exit $rc"
+grep -q "checksum" "$work/err.log" || fail "corrupt model: $(cat "$work/err.log")"
+head -c 500 "$work/a9a.cpm" > "$work/short.cpm"
+rc=0
+"$bin" predict -m "$work/short.cpm" -d data/a9a.t.zst > /dev/null 2> "$work/err.log" || rc=$?
+[ "$rc" -eq 3 ] || fail "truncated model: exit $rc"
+grep -q "truncated" "$work/err.log" || fail "truncated model: $(cat "$work/err.log")"
+
+# --- bad input ----------------------------------------------------------------------------------
+d=(-d "$work/a9a.shards")
+expect 2 "faces K" "${d[@]}" -k 0
+expect 2 "iterations (T) must be at least 1" "${d[@]}" --iterations 0
+expect 2 "C) must be > 0" "${d[@]}" -c 0
+expect 2 "C) must be > 0" "${d[@]}" -c -1
+expect 2 "must be in \[1, K\]" "${d[@]}" -k 4 --entropy 5
+expect 2 "must be in \[1, K\]" "${d[@]}" --entropy 0.5
+expect 2 "exclude each other" "${d[@]}" --iterations 10 --epochs 2
+expect 2 "cost-ratio" "${d[@]}" --cost-ratio 0
+expect 2 "sides" "${d[@]}" --sides triple
+expect 2 "use --hash-bits" "${d[@]}" -k 100000000 --iterations 1
+zstd -dc data/a9a.zst > "$work/a9a.svm"
+head -200 "$work/a9a.svm" | grep '^+1' > "$work/one_class.svm"
+expect 3 "one class only" -d "$work/one_class.svm"
+head -300 "$work/a9a.svm" | sed 's/^+1 /2 /' > "$work/two_classes.svm"
+expect 3 "class 5 of --classes has no examples" -d "$work/two_classes.svm" --classes=-1,2,5
+expect 3 "is not in --classes" -d "$work/two_classes.svm" --classes=-1
+"$bin" train --algo cpm --help | grep -q "Memory: K x (features + 1) weights per side" ||
+  fail "--help lacks the memory statement"
+
+# --- one-vs-one over three classes ------------------------------------------------------------
+# A 3-class set from a9a: -1 stays, +1 splits by feature 5 (age band) into 1 and 2.
+awk '$1 == "+1" { $1 = ($0 ~ / 5:1/) ? 2 : 1 } { print }' "$work/a9a.svm" > "$work/three.svm"
+"$bin" train --algo cpm -d "$work/three.svm" -o "$work/three.cpm" -k 3 -c 0.01 --epochs 3 \
+  --classes=-1,1,2 --json > "$work/three.json" 2> /dev/null
+grep -q '"machines": 3' "$work/three.json" || fail "3 classes need 3 machines"
+"$bin" eval -m "$work/three.cpm" -d "$work/three.svm" --json > "$work/three.eval"
+acc=$(sed -n 's/.*"accuracy": \([0-9.]*\).*/\1/p' "$work/three.eval" | head -1)
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.75) }' || fail "one-vs-one accuracy $acc"
+"$bin" train --algo cpm -d "$work/three.svm" -o "$work/three.t1.cpm" -k 3 -c 0.01 --epochs 3 \
+  --classes=-1,1,2 --threads 1 > /dev/null 2>&1
+cmp -s "$work/three.cpm" "$work/three.t1.cpm" || fail "one-vs-one depends on --threads"
+
+echo "cpm: all checks passed"
