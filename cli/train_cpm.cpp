@@ -101,8 +101,8 @@ int run_cpm(const std::vector<std::string>& args) {
       "train --algo cpm options\n"
       "Memory: K x (features + 1) weights per side in double (8 bytes; float, 4 bytes, when\n"
       "double does not fit), two sides per machine, plus 12-24 bytes per outer-class row for\n"
-      "ASSIGN's history, plus 256 MiB. It is computed before anything is allocated; a run that\n"
-      "would not fit is refused: use --hash-bits B (2^B slots instead of features)");
+      "ASSIGN's history, one side's float model, and 256 MiB. It is computed before anything is\n"
+      "allocated; a run that would not fit is refused: use --hash-bits B (2^B slots per face)");
   opts.add_options()("algo", po::value(&algo)->default_value("cpm"), "cpm")(
       "data,d", po::value(&inputs)->multitoken(),
       "training data: LIBSVM text (plain, gzip, bzip2, zstd; several files) or a shard directory")(
@@ -287,22 +287,27 @@ int run_cpm(const std::vector<std::string>& args) {
   model.config["max_index"] = manifest.max_index;
   model.config["features"] = manifest.features;
   model.config["data"] = inputs;
-  io::save_cpm_model(model, output);
+  std::vector<int> outers;  // of every side, in order, for the summary
+  for (const auto& m : model.machines)
+    for (const auto& f : m.sides) outers.push_back(f.outer);
+  std::vector<std::pair<double, double>> machine_labels;
+  for (const auto& m : model.machines) machine_labels.emplace_back(m.positive, m.negative);
+  const std::size_t machines = model.machines.size();
+  io::save_cpm_model(std::move(model), output);
   const double total_seconds = seconds_since(start);
 
   nlohmann::ordered_json side_list = nlohmann::ordered_json::array();
   const std::vector<engine::CpmTrainer::SideStatus> status = trainer.status();
   std::uint64_t all_steps = 0;
   {
-    std::size_t i = 0;
-    for (const auto& m : model.machines)
-      for (const auto& f : m.sides) {
-        const auto& s = status[i++];
+    const std::size_t per_machine = status.size() / machines;
+    for (std::size_t i = 0; i < status.size(); ++i) {
+        const auto& s = status[i];
         all_steps += s.steps;
         side_list.push_back(
-            {{"positive_label", m.positive},
-             {"negative_label", m.negative},
-             {"outer", f.outer},
+            {{"positive_label", machine_labels[i / per_machine].first},
+             {"negative_label", machine_labels[i / per_machine].second},
+             {"outer", outers[i]},
              {"rows", s.rows},
              {"outer_rows", s.outer_rows},
              {"iterations", s.iterations},
@@ -321,7 +326,7 @@ int run_cpm(const std::vector<std::string>& args) {
       {"features", manifest.features},
       {"nnz", manifest.nnz},
       {"classes", manifest.label_counts.size()},
-      {"machines", model.machines.size()},
+      {"machines", machines},
       {"faces", config.faces},
       {"iterations", status.front().iterations},
       {"passes", epochs_read},
@@ -351,7 +356,7 @@ int run_cpm(const std::vector<std::string>& args) {
   }
   std::printf("trained cpm (%zu machine%s, %zu sides, K = %d) in %.2f s: %llu steps, %.2f M steps/s "
               "over all sides; open/convert %.2f s\n",
-              model.machines.size(), model.machines.size() == 1 ? "" : "s", status.size(),
+              machines, machines == 1 ? "" : "s", status.size(),
               config.faces, train_seconds, static_cast<unsigned long long>(all_steps),
               static_cast<double>(all_steps) / 1e6 / std::max(train_seconds, 1e-9), open_seconds);
   if (!multi)

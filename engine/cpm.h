@@ -104,7 +104,8 @@ struct CpmProblem {
   std::vector<std::pair<double, std::uint64_t>> label_counts;  // ascending labels, rows each
 };
 
-/// Bytes the trainer will hold: weights per side plus the ASSIGN histories.
+/// Bytes the trainer will hold at most: U of every side, the ASSIGN histories, and the float model
+/// of one side (finish() builds each side's model before giving its U back).
 std::uint64_t cpm_training_bytes(const CpmConfig& config, const CpmProblem& problem,
                                  CpmPrecision precision);
 std::string sides_name(CpmSides sides);
@@ -141,7 +142,8 @@ class CpmTrainer {
   std::vector<double> intercepts(std::size_t side) const;
 
   /// The model (weights rounded to float); `maxabs` (or nullptr) is stored for raw-data scoring.
-  CpmModel finish(const std::vector<float>* maxabs) const;
+  /// Gives each side's U back as soon as its model is built: the trainer cannot learn afterwards.
+  CpmModel finish(const std::vector<float>* maxabs);
 
   struct Side;  // one CPM being trained (engine/cpm_train.cpp)
 

@@ -1,5 +1,6 @@
 // CpmTrainer: the SGD of algorithms.md §4.2 in the sparse form of §4.3, one Side per trained CPM.
 
+#include <sys/mman.h>
 #include <tbb/parallel_for.h>
 #include <xxhash.h>
 
@@ -103,8 +104,12 @@ struct CpmTrainer::Side {
 
   virtual ~Side() = default;
   virtual void step(const CsrView& rows, std::size_t r, int y) = 0;
+  /// Asks for the cache lines of row r's weights (the next row's, while this one is computed).
+  virtual void prefetch(const CsrView& rows, std::size_t r) const = 0;
   virtual double u(std::uint64_t i) const = 0;
   virtual double b(int k) const = 0;
+  virtual void release() = 0;
+  virtual void export_weights(float* out, double scale) const = 0;
 
   double sigma() const { return 1.0 / (static_cast<double>(steps) + 1.0); }
 
@@ -118,8 +123,13 @@ struct CpmTrainer::Side {
         order.push_back(static_cast<std::uint32_t>(r));
     SplitMix64 rng(derive_seed(seed, batch_number));
     seeded_shuffle(order.data(), order.size(), rng);
-    for (const std::uint32_t r : order) {
+    // Rows' weights are scattered over U (gigabytes at KDD size): the next row's cache lines are
+    // requested before this row is computed, so their misses overlap the work.
+    if (!order.empty()) prefetch(batch, order[0]);
+    for (std::size_t i = 0; i < order.size(); ++i) {
       if (steps >= iterations) break;
+      const std::uint32_t r = order[i];
+      if (i + 1 < order.size()) prefetch(batch, order[i + 1]);
       const int sign = batch.labels[r] == positive ? 1 : -1;
       step(batch, r, sign * outer);
     }
@@ -129,10 +139,62 @@ struct CpmTrainer::Side {
 
 namespace {
 
+// U: K × slots accumulators (up to gigabytes) read at random. Anonymous memory comes zeroed and
+// is touched only where rows land; transparent huge pages spare a TLB miss on almost every access.
+template <typename T>
+class WeightBuffer {
+ public:
+  WeightBuffer() = default;
+  explicit WeightBuffer(std::size_t n) : size_(n) {
+    if (n == 0) return;
+    void* p = mmap(nullptr, bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes(), MADV_HUGEPAGE);  // advice only: without it the buffer still works
+#endif
+    data_ = static_cast<T*>(p);
+  }
+  WeightBuffer(const WeightBuffer&) = delete;
+  WeightBuffer& operator=(WeightBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  ~WeightBuffer() { release(); }
+  void release() {
+    if (data_) munmap(data_, bytes());
+    data_ = nullptr;
+    size_ = 0;
+  }
+  T& operator[](std::size_t i) { return data_[i]; }
+  const T& operator[](std::size_t i) const { return data_[i]; }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::size_t bytes() const { return size_ * sizeof(T); }
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 template <typename Acc>
 struct SideOf : CpmTrainer::Side {
-  std::vector<Acc> weights;  // U, feature-major
-  std::vector<Acc> bias;     // b/σ
+  WeightBuffer<Acc> weights;  // U, feature-major
+  std::vector<Acc> bias;      // b/σ
+
+  void release() override { weights.release(); }
+  void prefetch(const CsrView& rows, std::size_t r) const override {
+    const std::size_t K = static_cast<std::size_t>(faces);
+    for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j) {
+      const std::uint32_t f = rows.indices[j];
+      const Acc* w = &weights[(hash.bits ? hash.bucket(f) : std::uint64_t{f}) * K];
+      __builtin_prefetch(w, 1);  // a face row spans up to two cache lines
+      __builtin_prefetch(w + K - 1, 1);
+    }
+  }
+  void export_weights(float* out, double scale) const override {
+    for (std::size_t i = 0; i < weights.size(); ++i)
+      out[i] = static_cast<float>(static_cast<double>(weights[i]) * scale);
+  }
 
   double u(std::uint64_t i) const override { return static_cast<double>(weights[i]); }
   double b(int k) const override { return static_cast<double>(bias[static_cast<std::size_t>(k)]); }
@@ -228,7 +290,8 @@ std::uint64_t cpm_training_bytes(const CpmConfig& config, const CpmProblem& prob
                                  CpmPrecision precision) {
   const std::uint64_t acc = precision == CpmPrecision::kDouble ? 8 : 4;
   const std::uint64_t per_side = slots_of(config, problem) * std::uint64_t(config.faces) * acc;
-  std::uint64_t total = 0;
+  // finish() builds one side's float model while the sides' U are still held.
+  std::uint64_t total = slots_of(config, problem) * std::uint64_t(config.faces) * sizeof(float);
   for (const auto& [pos, neg] : machines_of(problem))
     for (const int outer : outers_of(config.sides))
       total += per_side + AssignHistory::bytes_for(side_rows(problem, pos, neg, outer > 0 ? pos : neg));
@@ -253,12 +316,12 @@ CpmTrainer::CpmTrainer(const CpmConfig& config, const CpmProblem& problem)
       std::unique_ptr<Side> side;
       if (config_.precision == CpmPrecision::kDouble) {
         auto s = std::make_unique<SideOf<double>>();
-        s->weights.assign(slots * std::uint64_t(config_.faces), 0.0);
+        s->weights = WeightBuffer<double>(slots * std::uint64_t(config_.faces));
         s->bias.assign(static_cast<std::size_t>(config_.faces), 0.0);
         side = std::move(s);
       } else {
         auto s = std::make_unique<SideOf<float>>();
-        s->weights.assign(slots * std::uint64_t(config_.faces), 0.0f);
+        s->weights = WeightBuffer<float>(slots * std::uint64_t(config_.faces));
         s->bias.assign(static_cast<std::size_t>(config_.faces), 0.0f);
         side = std::move(s);
       }
@@ -339,7 +402,7 @@ std::vector<double> CpmTrainer::intercepts(std::size_t side) const {
   return b;
 }
 
-CpmModel CpmTrainer::finish(const std::vector<float>* maxabs) const {
+CpmModel CpmTrainer::finish(const std::vector<float>* maxabs) {
   CpmModel model;
   model.algorithm = "cpm";
   model.config = config_.json();
@@ -367,9 +430,9 @@ CpmModel CpmTrainer::finish(const std::vector<float>* maxabs) const {
     f.slots = s.slots;
     const double sigma = s.sigma();
     f.weights.resize(s.slots * std::uint64_t(s.faces));
-    for (std::size_t j = 0; j < f.weights.size(); ++j)
-      f.weights[j] = static_cast<float>(s.u(j) * sigma);
+    s.export_weights(f.weights.data(), sigma);
     f.intercepts = intercepts(i);
+    sides_[i]->release();  // before the next side's model is built: peak = U + one side's model
     model.machines[s.machine].sides.push_back(std::move(f));
   }
   return model;

@@ -16,21 +16,22 @@ std::string array_name(const char* what, std::size_t machine, std::size_t side) 
 
 }  // namespace
 
-void save_cpm_model(const engine::CpmModel& model, const std::string& path) {
+void save_cpm_model(engine::CpmModel model, const std::string& path) {
   ModelContainer file;
   file.header = model_header("cpm", model);
   file.header["hash_bits"] = model.hash.bits;
   file.header["vote_seed"] = model.vote_seed;
   nlohmann::json machines = nlohmann::json::array();
   for (std::size_t m = 0; m < model.machines.size(); ++m) {
-    const engine::CpmModel::Binary& b = model.machines[m];
+    engine::CpmModel::Binary& b = model.machines[m];
     nlohmann::json sides = nlohmann::json::array();
     for (std::size_t s = 0; s < b.sides.size(); ++s) {
-      const engine::CpmFaces& f = b.sides[s];
+      engine::CpmFaces& f = b.sides[s];
       sides.push_back({{"outer", f.outer}, {"faces", f.faces}, {"slots", f.slots}});
       ModelArray w = ModelArray::of(array_name("weights", m, s), f.weights);
       w.shape = {f.slots, static_cast<std::uint64_t>(f.faces)};
       file.arrays.push_back(std::move(w));
+      std::vector<float>().swap(f.weights);
       file.arrays.push_back(ModelArray::of(array_name("intercepts", m, s), f.intercepts));
     }
     machines.push_back({{"positive", b.positive}, {"negative", b.negative}, {"sides", sides}});

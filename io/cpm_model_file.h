@@ -11,7 +11,9 @@
 
 namespace polymargin::io {
 
-void save_cpm_model(const engine::CpmModel& model, const std::string& path);
+/// Takes the model by value and gives each side's weights back once they are copied into the
+/// file's arrays (pass std::move(model) where memory counts: KDD size is gigabytes).
+void save_cpm_model(engine::CpmModel model, const std::string& path);
 engine::CpmModel load_cpm_model(const std::string& path);
 /// The model in an already read container (load_classifier's dispatch); DataError naming `path`
 /// when a field or array is missing or does not match the layout.
