@@ -2,8 +2,10 @@
 # The CPM at KDD Cup 2010 size (issue 4): generated kdda-like polytope data as zstd shards, K = 10,
 # T = 32 M SGD steps per side, double-sided; 2 threads against 1 thread in the same run (the
 # speed-up) and single-sided outer=+1 on 1 thread (one side's cost). One table: wall seconds of the
-# whole command, training seconds, steps/s per side, peak RSS, the memory bound K × slots × 8 B per
-# side + history + 256 MiB, and the training accuracy of the model (eval on the training shards).
+# whole command, its CPU seconds (user + system: on a machine shared with other jobs the wall time
+# says more about them than about polymargin), training seconds, steps/s per side, peak RSS, the
+# memory bound the command computes (K × slots × 8 B per side + history + one side's float model +
+# 256 MiB), and the training accuracy of the model (eval on the training shards).
 # Usage: bench/e2e_cpm.sh [BUILD_DIR]   env: ROWS (default: full 8,407,752), WORK (scratch dir,
 #        default /tmp/cpm-bench), T (default 32000000), K (10), C (0.01), REPEATS (1: median of
 #        this many runs per row), KEEP=1 keeps the generated shards.
@@ -21,7 +23,7 @@ shards=$work/kdda-polytope.$rows.shards
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$shards" "$work"/*.cpm "$work"/*.json' EXIT
 
 table=()
-row() { table+=("$(printf '%-40s %8s %8s %12s %12s %9s %9s  %s' "$@")"); }
+row() { table+=("$(printf '%-34s %8s %8s %8s %11s %11s %8s %9s  %s' "$@")"); }
 json_number() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
 median() { tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
@@ -30,18 +32,19 @@ if [ ! -f "$shards/manifest.json" ]; then
   /usr/bin/time -f '%e %M' -o "$work/time.log" "$bin" gen --like kdda --model polytope --faces 5 \
     --rows "$rows" --seed 2010 -o "$shards" > /dev/null
   read -r wall rss_kb < "$work/time.log"
-  row "gen → zstd shards" "$wall" "" "" "" "$((rss_kb / 1024))" "" ""
+  row "gen → zstd shards" "$wall" "" "" "" "" "$((rss_kb / 1024))" "" ""
 fi
 
-# run NAME THREADS SIDES: REPEATS runs; sets the medians WALL TRAIN SPS_PLUS SPS_MINUS RSS.
+# run NAME THREADS SIDES: REPEATS runs; sets the medians WALL CPU TRAIN SPS_PLUS SPS_MINUS RSS.
 run() {
-  local name=$1 threads=$2 sides=$3 walls="" trains="" plus="" minus="" rsses=""
+  local name=$1 threads=$2 sides=$3 walls="" cpus="" trains="" plus="" minus="" rsses=""
   for ((i = 0; i < repeats; ++i)); do
-    /usr/bin/time -f '%e %M' -o "$work/time.log" "$bin" train --algo cpm -d "$shards" \
+    /usr/bin/time -f '%e %M %U %S' -o "$work/time.log" "$bin" train --algo cpm -d "$shards" \
       -o "$work/$name.cpm" -k "$faces" -c "$c" --iterations "$iterations" --sides "$sides" \
       --threads "$threads" --json > "$work/$name.json" 2> "$work/$name.err"
-    read -r wall rss_kb < "$work/time.log"
+    read -r wall rss_kb user sys < "$work/time.log"
     walls+="$wall "
+    cpus+="$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }') "
     rsses+="$((rss_kb / 1024)) "
     trains+="$(json_number "$work/$name.json" train_seconds) "
     # side_details lists outer=+1 first; their steps_per_second are the 2nd/3rd occurrences.
@@ -51,6 +54,7 @@ run() {
     minus+="${sps[2]:-0} "
   done
   WALL=$(echo $walls | median)
+  CPU=$(echo $cpus | median)
   TRAIN=$(echo $trains | median)
   SPS_PLUS=$(echo $plus | median)
   SPS_MINUS=$(echo $minus | median)
@@ -61,24 +65,24 @@ msteps() { awk -v s="$1" 'BEGIN { printf "%.2f M", s / 1e6 }'; }
 
 run double2 2 double
 wall2=$WALL train2=$TRAIN
-row "double-sided, 2 threads" "$WALL" "$TRAIN" "$(msteps "$SPS_PLUS")" "$(msteps "$SPS_MINUS")" \
+row "double-sided, 2 threads" "$WALL" "$CPU" "$TRAIN" "$(msteps "$SPS_PLUS")" "$(msteps "$SPS_MINUS")" \
   "$RSS" "$NEED" "target ≤ 60 s"
 "$bin" eval -m "$work/double2.cpm" -d "$shards" --json > "$work/eval.json"
 accuracy=$(json_number "$work/eval.json" accuracy)
 run double1 1 double
-row "double-sided, 1 thread" "$WALL" "$TRAIN" "$(msteps "$SPS_PLUS")" "$(msteps "$SPS_MINUS")" \
+row "double-sided, 1 thread" "$WALL" "$CPU" "$TRAIN" "$(msteps "$SPS_PLUS")" "$(msteps "$SPS_MINUS")" \
   "$RSS" "$NEED" "baseline of the speed-up"
 speedup=$(awk -v a="$WALL" -v b="$wall2" 'BEGIN { printf "%.2f", a / b }')
 train_speedup=$(awk -v a="$TRAIN" -v b="$train2" 'BEGIN { printf "%.2f", a / b }')
 cmp -s "$work/double1.cpm" "$work/double2.cpm" && same=yes || same=NO
 run single1 1 outer=+1
-row "single-sided outer=+1, 1 thread" "$WALL" "$TRAIN" "$(msteps "$SPS_PLUS")" "" "$RSS" "$NEED" ""
+row "single-sided outer=+1, 1 thread" "$WALL" "$CPU" "$TRAIN" "$(msteps "$SPS_PLUS")" "" "$RSS" "$NEED" ""
 
 echo
 echo "CPM, $rows rows, K = $faces, T = $iterations steps per side, C = $c, zstd shards," \
   "median of $repeats run(s)"
-printf '%-40s %8s %8s %12s %12s %9s %9s  %s\n' "run" "wall s" "train s" "steps/s +1" \
-  "steps/s -1" "RSS MiB" "bound MiB" "note"
+printf '%-34s %8s %8s %8s %11s %11s %8s %9s  %s\n' "run" "wall s" "cpu s" "train s" \
+  "steps/s +1" "steps/s -1" "RSS MiB" "bound MiB" "note"
 for line in "${table[@]}"; do echo "$line"; done
 echo "speed-up 2 vs 1 thread: $speedup (whole command), $train_speedup (training); target ≥ 1.8"
 echo "model files of 1 and 2 threads identical: $same;  training accuracy (2 threads): $accuracy"

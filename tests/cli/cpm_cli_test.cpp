@@ -204,7 +204,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(AccuracyCase{"a9a", "a9a/a9a", "a9a/a9a.t",
                                    "-k 10 -c 0.01 --epochs 50 --seed 1", 0.152},
                       AccuracyCase{"ijcnn1", "ijcnn1/ijcnn1.trn.bz2", "ijcnn1/ijcnn1.tst.bz2",
-                                   "-k 10 -c 0.1 --epochs 100 --seed 1", 0.030}),
+                                   "-k 50 -c 0.1 --epochs 300 --seed 1", 0.030}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // On data whose negatives lie inside a planted 5-face polytope, the CPM must clearly beat the
