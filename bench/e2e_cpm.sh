@@ -55,7 +55,7 @@ run() {
   done
   WALL=$(echo $walls | median)
   CPU=$(echo $cpus | median)
-  TRAIN=$(echo $trains | median)
+  TRAIN=$(printf "%.1f" "$(echo $trains | median)")
   SPS_PLUS=$(echo $plus | median)
   SPS_MINUS=$(echo $minus | median)
   RSS=$(echo $rsses | median)
