@@ -1,0 +1,82 @@
+// The machinery under `polymargin experiment`: child processes timed by their rusage, the cell
+// cache that makes a run resumable, data checksums, and the split/fold files made once per data set.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace polymargin::cli::experiment {
+
+/// What a finished child process cost and said.
+struct ChildResult {
+  int exit_code = 0;           // the child's exit status; 128 + N when killed by signal N
+  double wall_seconds = 0;     // from spawn to exit
+  double cpu_seconds = 0;      // user + system time of the child (and its threads)
+  std::string stdout_text;     // whole standard output
+  std::string stderr_tail;     // the last lines of standard error, for messages
+};
+
+/// Runs `argv` (argv[0] a path, or a name looked up in PATH) with stdout and stderr captured in
+/// files under `work_dir`, and waits for it. The child dies with the experiment (PR_SET_PDEATHSIG),
+/// so a killed run leaves no learner running. Throws IoError when it cannot be started.
+ChildResult run_child(const std::vector<std::string>& argv, const std::string& work_dir);
+
+/// The path of an executable named `name` in PATH, or "" when there is none.
+std::string find_in_path(const std::string& name);
+
+/// Hex XXH3-128 of a string.
+std::string hash_text(const std::string& text);
+/// Checksum of a data argument: the XXH3 of a text file's bytes, or of a shard directory's
+/// manifest.json (which holds the shards' checksums). Throws IoError when it cannot be read.
+std::string data_checksum(const std::string& path);
+
+/// Finished cells, one JSON file each under DIR/cells, named by the hash of the cell's key; the key
+/// is stored in the file too, so a hash collision is detected rather than served.
+class CellCache {
+ public:
+  explicit CellCache(std::string directory);
+  /// The cached result of `key`, or null.
+  nlohmann::json find(const nlohmann::json& key) const;
+  /// Stores a finished cell atomically.
+  void store(const nlohmann::json& key, const nlohmann::json& result) const;
+  /// Path of an extra file belonging to the cell (e.g. its margin distribution).
+  std::string side_file(const nlohmann::json& key, const std::string& suffix) const;
+
+ private:
+  std::string file_for(const nlohmann::json& key) const;
+  std::string directory_;
+};
+
+/// A data set's files for one split: the training part as its k fold files (their union is the
+/// training part) and the test part.
+struct SplitFiles {
+  std::vector<std::string> folds;  // k files
+  std::vector<std::string> test;   // one file, or the set's own test files
+  std::uint64_t train_rows = 0, test_rows = 0;
+};
+
+struct DataSummary {
+  std::uint64_t rows = 0;       // training + test rows
+  std::uint64_t max_index = 0;  // largest feature id
+};
+
+/// Writes, once, the files of a random split (test share `test_fraction`, seed `split_seed`) of
+/// `data` and the k folds of its training part (seed `fold_seed`) under `prefix`; or, when `test`
+/// is given, only the folds of `data`. Reuses the files when a stamp beside them says they were made
+/// from the same inputs. Out of core: rows stream through io::Splitter.
+SplitFiles make_split(const std::vector<std::string>& data, const std::vector<std::string>& test,
+                      double test_fraction, std::uint64_t split_seed, int folds,
+                      std::uint64_t fold_seed, const std::string& prefix, int threads,
+                      DataSummary* summary);
+
+/// Writes `train` and `test` rows scaled by the training part's max |value| per feature (the
+/// papers' [0, 1] protocol) as LIBSVM text, for external learners that read text.
+void write_scaled_text(const std::vector<std::string>& train, const std::vector<std::string>& test,
+                       const std::string& train_out, const std::string& test_out, int threads);
+
+}  // namespace polymargin::cli::experiment
