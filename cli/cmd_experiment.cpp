@@ -332,12 +332,8 @@ json Experiment::run_polymargin(const Cell& cell, const std::string& work) {
   if (!seeded) argv.insert(argv.end(), {"--seed", std::to_string(learner_seed(config_, cell.repeat))});
   const ChildResult train = run_child(argv, work);
   if (train.exit_code != 0) return failure("train", train);
-  json summary;
-  try {
-    summary = json::parse(train.stdout_text);
-  } catch (const json::exception&) {
-    return {{"error", "train --json printed no JSON"}, {"exit_code", 1}};
-  }
+  const json summary = json::parse(train.stdout_text, nullptr, /*allow_exceptions=*/false);
+  if (!summary.is_object()) return {{"error", "train --json printed no JSON"}, {"exit_code", 1}};
 
   std::vector<std::string> eval = {self_, "eval", "-m", model, "--json", "-d"};
   for (const std::string& f : eval_files(cell)) eval.push_back(f);
@@ -345,12 +341,9 @@ json Experiment::run_polymargin(const Cell& cell, const std::string& work) {
   if (cell.margins) eval.insert(eval.end(), {"--margins", margins});
   const ChildResult tested = run_child(eval, work);
   if (tested.exit_code != 0) return failure("eval", tested);
-  json metrics;
-  try {
-    metrics = json::parse(tested.stdout_text);
-  } catch (const json::exception&) {
-    return {{"error", "eval --json printed no JSON"}, {"exit_code", 1}};
-  }
+  const json metrics = json::parse(tested.stdout_text, nullptr, /*allow_exceptions=*/false);
+  if (!metrics.is_object() || !metrics.contains("accuracy"))
+    return {{"error", "eval --json printed no accuracy"}, {"exit_code", 1}};
   json result = {{"accuracy", metrics.at("accuracy")},
                  {"test_rows", metrics.value("rows", 0)},
                  {"train_wall_seconds", train.wall_seconds},
@@ -459,10 +452,18 @@ void Experiment::run_cells(std::vector<Cell>& cells, const std::string& stage) {
       }
     }
   };
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t computed_before = computed_;
   std::vector<std::thread> threads;
   const int n = std::min<int>(jobs_, static_cast<int>(cells.size()));
   for (int t = 0; t < n; ++t) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
+  progress_.clear();
+  std::fprintf(stderr, "experiment: %s: %zu cells (%zu computed) in %s; %zu/%zu cells done\n",
+               stage.c_str(), cells.size(), computed_ - computed_before,
+               clock_text(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())
+                   .c_str(),
+               done_, planned_);
 }
 
 int Experiment::run() {

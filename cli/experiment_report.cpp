@@ -126,7 +126,6 @@ Table accuracy_table(const Report& report) {
         const Summary s = summarise(d.results[m]);
         if (!s.accuracy.empty()) best = std::max(best, engine::mean(s.accuracy));
       }
-    bool all_finished = true;
     for (std::size_t m = 0; m < report.methods.size(); ++m) {
       if (!usable(report, d, m)) {
         row.push_back("n/a");
@@ -134,7 +133,6 @@ Table accuracy_table(const Report& report) {
       }
       const Summary s = summarise(d.results[m]);
       if (s.accuracy.empty()) {
-        all_finished = false;
         row.push_back("failed");
         std::string error;
         for (const auto& r : d.results[m]) error = r.error.empty() ? error : r.error;
@@ -182,7 +180,6 @@ Table accuracy_table(const Report& report) {
       }
       t.json.push_back(std::move(j));
     }
-    (void)all_finished;
     t.rows.push_back(std::move(row));
   }
   std::vector<std::string> average = {"average", "", ""};
@@ -328,7 +325,6 @@ std::vector<std::string> write_report(const Report& report, const std::string& d
   };
   const Table tables[] = {accuracy_table(report), timing_table(report), settings_table(report)};
   const char* names[] = {"accuracy", "timing", "settings"};
-  std::string markdown = "# " + report.title + "\n\n";
   for (int i = 0; i < 3; ++i) {
     write(std::string(names[i]) + ".md", table_markdown(tables[i]));
     write(std::string(names[i]) + ".csv", table_csv(tables[i]));

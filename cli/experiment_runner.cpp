@@ -119,13 +119,18 @@ std::string find_in_path(const std::string& name) {
   return "";
 }
 
-std::string hash_text(const std::string& text) {
-  const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
-  char hex[33];
-  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+namespace {
+
+std::string hex(const XXH128_hash_t& h) {
+  char text[33];
+  std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
                 static_cast<unsigned long long>(h.low64));
-  return hex;
+  return text;
 }
+
+}  // namespace
+
+std::string hash_text(const std::string& text) { return hex(XXH3_128bits(text.data(), text.size())); }
 
 std::string data_checksum(const std::string& path) {
   const std::string file = io::is_shard_dir(path) ? path + "/manifest.json" : path;
@@ -140,11 +145,7 @@ std::string data_checksum(const std::string& path) {
     XXH3_128bits_update(state.get(), buffer.data(), static_cast<std::size_t>(in.gcount()));
   }
   if (in.bad()) throw IoError("cannot read data " + path);
-  const XXH128_hash_t h = XXH3_128bits_digest(state.get());
-  char hex[33];
-  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return hex;
+  return hex(XXH3_128bits_digest(state.get()));
 }
 
 CellCache::CellCache(std::string directory) : directory_(std::move(directory)) {
