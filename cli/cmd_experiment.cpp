@@ -679,7 +679,7 @@ int Experiment::run() {
 }
 
 int run_experiment(const std::vector<std::string>& args) {
-  std::string config_path, out;
+  std::string config_path, out, only;
   int jobs = 0, threads = 0, repeats = 0, folds = 0;
   po::options_description opts("experiment options");
   opts.add_options()("experiment-config", po::value(&config_path)->required(),
@@ -691,7 +691,9 @@ int run_experiment(const std::vector<std::string>& args) {
       "repeats", po::value(&repeats)->default_value(0), "override the config's repeats")(
       "folds", po::value(&folds)->default_value(0), "override the config's folds")(
       "threads", po::value(&threads)->default_value(0),
-      "threads for splitting the data (0: all cores)");
+      "threads for splitting the data (0: all cores)")(
+      "only", po::value(&only),
+      "run only these data sets (comma list of [dataset] names); the cache is shared");
   po::positional_options_description positional;
   positional.add("experiment-config", 1);
   po::variables_map vm;
@@ -703,6 +705,17 @@ int run_experiment(const std::vector<std::string>& args) {
   if (repeats > 0) config.repeats = repeats;
   if (folds == 1) throw UsageError("experiment: --folds must be at least 2");
   if (folds > 0) config.folds = folds;
+  if (!only.empty()) {
+    std::vector<std::string> names = split_list(only, ',');
+    for (const std::string& name : names)
+      if (std::none_of(config.datasets.begin(), config.datasets.end(),
+                       [&](const DatasetSpec& d) { return d.name == name; }))
+        throw UsageError("experiment: --only names '" + name + "', which is not a [dataset] of " +
+                         config_path);
+    std::erase_if(config.datasets, [&](const DatasetSpec& d) {
+      return std::find(names.begin(), names.end(), d.name) == names.end();
+    });
+  }
   fs::create_directories(out);
   Experiment experiment(std::move(config), out, resolve_threads(jobs), resolve_threads(threads));
   experiment.check_methods();

@@ -17,15 +17,6 @@ std::string trim(const std::string& s) {
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
-std::vector<std::string> split_list(const std::string& text, char separator) {
-  std::vector<std::string> items;
-  std::string item;
-  std::istringstream in(text);
-  while (std::getline(in, item, separator)) items.push_back(trim(item));
-  if (!text.empty() && text.back() == separator) items.emplace_back();
-  return items;
-}
-
 bool parse_bool(const std::string& value, const std::string& where) {
   if (value == "yes" || value == "true" || value == "1") return true;
   if (value == "no" || value == "false" || value == "0") return false;
@@ -65,6 +56,15 @@ std::string power_value(double base, int exponent) {
 }
 
 }  // namespace
+
+std::vector<std::string> split_list(const std::string& text, char separator) {
+  std::vector<std::string> items;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, separator)) items.push_back(trim(item));
+  if (!text.empty() && text.back() == separator) items.emplace_back();
+  return items;
+}
 
 std::vector<std::string> parse_value_list(const std::string& text, const std::string& where) {
   std::vector<std::string> values;

@@ -60,6 +60,9 @@ ExperimentConfig read_config(const std::string& path);
 /// Parses config text (`path` only names it in messages).
 ExperimentConfig parse_config(const std::string& text, const std::string& path);
 
+/// "a, b ,c" → {"a", "b", "c"} (items trimmed).
+std::vector<std::string> split_list(const std::string& text, char separator);
+
 /// Expands one value list: "a, b, c" and the power range "2^-8..2^-2" (every integer power of the
 /// base in between, written as numbers). Throws UsageError (with `where` in the message).
 std::vector<std::string> parse_value_list(const std::string& text, const std::string& where);

@@ -373,6 +373,10 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
   EXPECT_NE(r.output.find("'lambda9' is not an option of `train --algo ldm`"), std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(out / "report.html"));
+
+  r = run("experiment configs/smoke.conf --only a9a.t,nosuchset -o '" + out.string() + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--only names 'nosuchset'"), std::string::npos) << r.output;
 }
 
 TEST(Experiment, AnOptionalMissingDataSetIsReportedAndSkipped) {
