@@ -47,10 +47,11 @@ struct Outcome {
 };
 
 // Runs the binary with `args` from the source directory (configs name data relative to it).
-Outcome run(const std::string& args) {
+// `environment`: assignments put before the command, e.g. "PATH=/nowhere".
+Outcome run(const std::string& args, const std::string& environment = "") {
   const fs::path log = fs::temp_directory_path() / ("pm_experiment_" + std::to_string(::getpid()) + ".log");
-  const std::string command = "cd '" + kSource + "' && '" + kBinary + "' " + args + " > '" +
-                              log.string() + "' 2>&1";
+  const std::string command = "cd '" + kSource + "' && " + environment + " '" + kBinary + "' " +
+                              args + " > '" + log.string() + "' 2>&1";
   const int status = std::system(command.c_str());
   Outcome r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -393,6 +394,27 @@ TEST(Experiment, AnOptionalMissingDataSetIsReportedAndSkipped) {
   EXPECT_EQ(results["datasets"][2]["status"], "data file /nonexistent/absent.svm does not exist");
   EXPECT_NE(read(out / "accuracy.md").find("| absent |"), std::string::npos);
   EXPECT_NE(read(out / "report.html").find("absent</b> skipped"), std::string::npos);
+}
+
+TEST(Experiment, AMissingLiblinearIsReportedNotReplaced) {
+  TempDir dir;
+  const fs::path config = small_config(dir.path());
+  write(config, read(config) + "[method svml]\nexternal = liblinear\ncost = 1\n");
+  const fs::path out = dir.path() / "out";
+  // No PATH entry holds liblinear-train: the method is reported as not run, the others run.
+  const Outcome r = run("experiment '" + config.string() + "' -o '" + out.string() + "'",
+                        "PATH=/nonexistent");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json results = json::parse(read(out / "results.json"));
+  ASSERT_EQ(results["methods"].size(), 2u);
+  EXPECT_EQ(results["methods"][0]["status"], "ok");
+  EXPECT_NE(results["methods"][1]["status"].get<std::string>().find("not found in PATH"),
+            std::string::npos);
+  EXPECT_EQ(results["run"]["cells_planned"], 28);  // the SVM's only
+  const std::string md = read(out / "accuracy.md");
+  EXPECT_NE(md.find("| one | 3000 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| n/a |"), std::string::npos) << md;
+  EXPECT_EQ(json::parse(read(out / "accuracy.json")).size(), 2u) << "only the SVM has results";
 }
 
 }  // namespace
