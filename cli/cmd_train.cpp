@@ -14,10 +14,14 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/linear_checkpoint.h"
 #include "cli/progress.h"
 #include "cli/train.h"
+#include "cli/train_jobs.h"
 #include "engine/errors.h"
 #include "engine/ldm.h"
+#include "engine/metrics.h"
+#include "io/file_lock.h"
 #include "io/model_file.h"
 #include "io/shards.h"
 
@@ -52,12 +56,91 @@ double eta0_option(const std::string& text) {
   return eta0;
 }
 
-int run_linear(const std::vector<std::string>& args) {
-  std::vector<std::string> inputs;
-  std::string algo, output, eta0_text, scale, pairing;
+// Interrupted::signal of a run that reached --stop-after-rows.
+constexpr int kStopAfterRows = -1;
+
+std::string hex64(std::uint64_t x) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));
+  return text;
+}
+
+// The data's identity as a checkpoint records it: a resumed run must see the same rows in the
+// same order, which the block-index checksum pins (with the counts, for a readable refusal).
+nlohmann::json data_identity(const io::Manifest& m) {
+  nlohmann::json labels = nlohmann::json::object();
+  for (const auto& [label, count] : m.label_counts) labels[io::label_text(label)] = count;
+  return {{"rows", m.rows},           {"nnz", m.nnz},
+          {"max_index", m.max_index}, {"index_base", m.index_base},
+          {"block_rows", m.block_rows}, {"label_counts", labels},
+          {"data_checksum", hex64(io::data_checksum(m))}};
+}
+
+// A warm-start model: its weights mapped into this run's feature space.
+struct WarmStart {
+  std::string path;
+  engine::LinearModel model;
+  nlohmann::json record;  // stored in the new model's config
+};
+
+WarmStart load_warm_start(const std::string& path, const std::string& algo,
+                          const engine::LabelMap& labels, const io::Manifest& manifest,
+                          double bias) {
+  WarmStart warm;
+  warm.path = path;
+  warm.model = io::load_model(path);  // DataError for a model of another kind
+  const engine::LinearModel& m = warm.model;
+  if (m.algorithm != algo)
+    throw DataError(path, 0, 0,
+                    "--warm-start: an " + m.algorithm + " model cannot start a --algo " + algo +
+                        " run");
+  if (static_cast<float>(m.labels.negative) != static_cast<float>(labels.negative) ||
+      static_cast<float>(m.labels.positive) != static_cast<float>(labels.positive))
+    throw DataError(path, 0, 0,
+                    "--warm-start: the model's labels " + number(m.labels.negative) + " / " +
+                        number(m.labels.positive) + " are not the data's " +
+                        number(labels.negative) + " / " + number(labels.positive));
+  if (m.index_base != manifest.index_base)
+    throw DataError(path, 0, 0,
+                    "--warm-start: the model has index base " + std::to_string(m.index_base) +
+                        ", the data " + std::to_string(manifest.index_base));
+  if (m.bias_value != bias)
+    throw UsageError("train: --warm-start " + path + " was trained with --bias " +
+                     number(m.bias_value) + ", this run has --bias " + number(bias) +
+                     " (they must agree)");
+  const std::uint32_t max_index = std::max(m.max_index, manifest.max_index);
+  warm.record = {{"model", path},
+                 {"model_checksum", model_file_checksum(path)},
+                 {"model_max_index", m.max_index},
+                 {"max_index", max_index},
+                 {"features_added", max_index - m.max_index},
+                 {"feature_mapping",
+                  "identity on raw feature ids; ids above model_max_index start at 0"},
+                 {"schedule", "eta0 calibrated and step counter restarted at 0; averaging from t0"}};
+  return warm;
+}
+
+// The warm model's weights in the space the trainer learns in (rows divided by `maxabs` when
+// scaling): w_trained_f = w_raw_f · maxabs_f, so the first step scores every row as the old model.
+std::vector<double> warm_weights(const WarmStart& warm, const std::vector<float>* maxabs) {
+  const engine::LinearModel& m = warm.model;
+  std::vector<double> w(m.weights.size());
+  for (std::size_t f = 0; f < w.size(); ++f) {
+    double x = m.weights[f] * (m.scale.empty() ? 1.0 : m.scale[f]);
+    if (maxabs && f < maxabs->size() && (*maxabs)[f] > 0) x *= (*maxabs)[f];
+    w[f] = x;
+  }
+  return w;
+}
+
+int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
+  std::vector<std::string> inputs, validation;
+  std::string algo, output, eta0_text, scale, pairing, checkpoint, resume, checkpoint_every_text,
+      warm_start_path, metrics_path;
   engine::LdmConfig config;
   int threads = 0;
   std::uint32_t window_blocks = 0;
+  std::uint64_t stop_after_rows = 0;
   bool json = false, no_final_pass = false;
   po::options_description opts("train options");
   opts.add_options()("algo", po::value(&algo)->default_value("ldm"),
@@ -93,13 +176,30 @@ int run_linear(const std::vector<std::string>& args) {
       "no-final-pass", po::bool_switch(&no_final_pass),
       "skip the exact pass over the training data after training (KDD-size: 6 s); the summary "
       "then gives the last epoch's progressive estimates")("json", po::bool_switch(&json),
-                                                           "print the summary as JSON on stdout");
+                                                           "print the summary as JSON on stdout")(
+      "checkpoint", po::value(&checkpoint),
+      "write the learner's whole state to this file (atomically) at the end of every epoch, or "
+      "as --checkpoint-every says, and on SIGTERM/SIGINT; removed once the model is written")(
+      "checkpoint-every", po::value(&checkpoint_every_text),
+      "with --checkpoint: every N rows (1000000) or every so long (30s, 10m, 1h) instead of "
+      "every epoch")("resume", po::value(&resume),
+                     "continue the run that wrote this checkpoint (same data and options); the "
+                     "model is bit-identical to an uninterrupted run's")(
+      "stop-after-rows", po::value(&stop_after_rows),
+      "with --checkpoint: stop as on SIGTERM (checkpoint, exit 6) once the run has learnt this "
+      "many rows in all epochs together (time-boxed jobs; tests of --resume)")(
+      "warm-start", po::value(&warm_start_path),
+      "start from this model (same algorithm and labels; new features start at 0)")(
+      "validation", po::value(&validation)->multitoken(),
+      "data to evaluate the model on after training (accuracy, AUC; in --json and "
+      "--metrics-json)")("metrics-json", po::value(&metrics_path),
+                         "write a machine-readable summary of the run here, also when it fails");
   po::positional_options_description positional;
   positional.add("data", -1);
   po::variables_map vm;
   if (!parse_options("train", "--algo ldm|svm -d TRAIN... -o MODEL [options]", opts, positional,
                      args, vm))
-    return kExitOk;
+    return -1;  // --help
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   if (scale != "maxabs" && scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
@@ -111,15 +211,38 @@ int run_linear(const std::vector<std::string>& args) {
   if (algo == "svm" && (vm.count("lambda1") || vm.count("lambda2") || vm.count("lambda1-rel") ||
                         vm.count("lambda2-rel")))
     throw UsageError("train: --algo svm takes no λ1, λ2 (it is LDM with λ1 = λ2 = 0)");
+  CheckpointEvery every;
+  if (!checkpoint_every_text.empty()) {
+    if (checkpoint.empty()) throw UsageError("train: --checkpoint-every needs --checkpoint FILE");
+    every = parse_checkpoint_every(checkpoint_every_text);
+  }
+  if (stop_after_rows > 0 && checkpoint.empty())
+    throw UsageError("train: --stop-after-rows needs --checkpoint FILE (to continue from)");
+  if (!checkpoint.empty() && std::filesystem::absolute(checkpoint) == std::filesystem::absolute(output))
+    throw UsageError("train: --checkpoint and --output must be different files");
   try {
     config.validate();
   } catch (const UsageError& e) {
     throw UsageError(std::string("train: ") + e.what());
   }
   check_output_directory(output);
+  if (!checkpoint.empty()) check_output_directory(checkpoint);
+  // Two jobs never write the same model or checkpoint: the second stops here, before any work.
+  const io::FileLock model_lock(output, "model");
+  std::optional<io::FileLock> checkpoint_lock;
+  if (!checkpoint.empty()) checkpoint_lock.emplace(checkpoint, "checkpoint");
+  std::optional<LinearCheckpoint> resumed;
+  if (!resume.empty()) resumed = read_linear_checkpoint(resume);
+  const StopSignals stop_signals;
+
   threads = resolve_threads(threads);
   const std::string data = data_name(inputs);
   const Clock::time_point start = Clock::now();
+  nlohmann::ordered_json& report = metrics.json();
+  report["command"] = "train";
+  report["algorithm"] = algo;
+  report["data"] = inputs;
+  report["model_path"] = output;
 
   io::ConvertOptions convert;
   convert.text.threads = threads;
@@ -127,6 +250,10 @@ int run_linear(const std::vector<std::string>& args) {
   const double open_seconds = seconds_since(start);
   const io::ShardSet& shards = dataset.shards();
   const io::Manifest& manifest = shards.manifest();
+  report["data_checksum"] = hex64(io::data_checksum(manifest));
+  report["rows"] = manifest.rows;
+  report["features"] = manifest.features;
+  report["nnz"] = manifest.nnz;
   if (manifest.rows == 0) throw DataError(data, 0, 0, "no training rows");
   const engine::LabelMap labels = binary_labels(manifest, data);
   const double rows = static_cast<double>(manifest.rows);
@@ -136,8 +263,42 @@ int run_linear(const std::vector<std::string>& args) {
     config.lambda1 = lambda_option(vm, "lambda1", rows, config.c);
     config.lambda2 = lambda_option(vm, "lambda2", rows, config.c);
   }
-  engine::LdmTrainer trainer(config, manifest.rows, manifest.max_index, labels);
+  std::optional<WarmStart> warm;
+  if (!warm_start_path.empty())
+    warm = load_warm_start(warm_start_path, algo, labels, manifest, config.bias);
+  std::uint32_t max_index = manifest.max_index;
+  if (warm) max_index = std::max(max_index, warm->model.max_index);
+  engine::LdmTrainer trainer(config, manifest.rows, max_index, labels);
   const engine::LdmConfig& used = trainer.config();
+
+  // What decides the model besides the data: a resumed run must have exactly this.
+  const nlohmann::json run_config = {
+      {"algorithm", algo},          {"lambda1", *used.lambda1},
+      {"lambda2", *used.lambda2},   {"c", used.c},
+      {"epochs", used.epochs},      {"avg_start_epochs", used.avg_start_epochs},
+      {"eta0", eta0_text},          {"bias", used.bias},
+      {"seed", used.seed},          {"scale", scale},
+      {"window_blocks", window_blocks}, {"pairing", pairing},
+      {"max_index", max_index},
+      {"warm_start", warm ? warm->record["model_checksum"] : nlohmann::json()}};
+  const nlohmann::json run_data = data_identity(manifest);
+  report["config"] = run_config;
+  TrainPosition position;  // where training starts: (0, 0), or the checkpoint's position
+  if (resumed) {
+    check_resumable(*resumed, resume, run_config, run_data);
+    if (resumed->position.epoch > static_cast<std::uint64_t>(used.epochs) ||
+        resumed->position.rows > manifest.rows)
+      throw DataError(resume, 0, 0, "checkpoint position lies beyond the run");
+    position = resumed->position;
+    try {
+      trainer.restore(std::move(resumed->state), resumed->progress, resumed->eta0_clamped);
+    } catch (const std::invalid_argument& e) {
+      throw DataError(resume, 0, 0, std::string("checkpoint does not fit the data: ") + e.what());
+    }
+    report["resumed_from"] = {{"checkpoint", resume},
+                              {"epoch", position.epoch},
+                              {"rows", position.rows}};
+  }
 
   std::fprintf(stderr, "train %s: %s: %llu rows, %llu features, %llu non-zeros%s\n", algo.c_str(),
                data.c_str(), static_cast<unsigned long long>(manifest.rows),
@@ -155,33 +316,111 @@ int run_linear(const std::vector<std::string>& args) {
   if (trainer.eta0() > 0)
     std::fprintf(stderr, "eta0 %g%s\n", trainer.eta0(),
                  trainer.eta0_clamped() ? " (clamped to 0.5/λ)" : "");
+  if (resumed)
+    std::fprintf(stderr, "resuming from %s: epoch %llu, %llu rows of it done, step %llu\n",
+                 resume.c_str(), static_cast<unsigned long long>(position.epoch + 1),
+                 static_cast<unsigned long long>(position.rows),
+                 static_cast<unsigned long long>(trainer.state().t));
 
   io::ReadOptions read;
   read.seed = config.seed;
   read.threads = threads;
   read.window_blocks = window_blocks;
   read.scale_maxabs = scale == "maxabs";
+  // With a warm start the trained space may hold features today's data lacks (max|x| = 0): they
+  // keep a scale of 1, so their old weights decay under the regulariser instead of vanishing.
+  std::vector<float> maxabs;
+  if (read.scale_maxabs) {
+    maxabs = shards.feature_maxabs();
+    if (warm) {
+      maxabs.resize(std::size_t{max_index} + 1, 0.0f);
+      for (std::size_t f = 0; f < warm->model.weights.size(); ++f)
+        if (maxabs[f] == 0 && warm->model.weights[f] != 0) maxabs[f] = 1;
+    }
+  }
+  // A resumed run has its warm start in the checkpoint, unless it stopped before the first step.
+  bool warm_pending = warm.has_value() && trainer.state().t == 0;
+  auto apply_warm_start = [&] {
+    trainer.warm_start(warm_weights(*warm, read.scale_maxabs ? &maxabs : nullptr),
+                       warm->model.bias_weight);
+    warm_pending = false;
+    std::fprintf(stderr, "warm start from %s: %u feature slots, %llu new\n", warm->path.c_str(),
+                 max_index + 1, static_cast<unsigned long long>(max_index - warm->model.max_index));
+  };
+  if (warm_pending && trainer.eta0() > 0) apply_warm_start();
+
+  Clock::time_point last_checkpoint = Clock::now();
+  std::uint64_t rows_since_checkpoint = 0;
+  int checkpoints_written = 0;
+  auto save_checkpoint = [&](TrainPosition at) {
+    write_linear_checkpoint(checkpoint, run_config, run_data, at, trainer);
+    last_checkpoint = Clock::now();
+    rows_since_checkpoint = 0;
+    ++checkpoints_written;
+  };
+  // Called between batches: on SIGTERM/SIGINT (or --stop-after-rows), save and stop.
+  auto stop_if_signalled = [&](TrainPosition at) {
+    int signal = StopSignals::received();
+    if (signal == 0 && stop_after_rows > 0 && trainer.state().t >= stop_after_rows)
+      signal = kStopAfterRows;
+    if (signal == 0) return;
+    Interrupted stop{signal, ""};
+    if (!checkpoint.empty()) {
+      save_checkpoint(at);
+      stop.checkpoint = checkpoint;
+    }
+    report["interrupted"] = {{"signal", signal == kStopAfterRows ? "--stop-after-rows"
+                                                                 : signal_name(signal)},
+                             {"epoch", at.epoch},
+                             {"rows", at.rows},
+                             {"checkpoint", stop.checkpoint.empty() ? nlohmann::json()
+                                                                    : nlohmann::json(checkpoint)}};
+    throw stop;
+  };
+
   EpochProgress progress(manifest.rows, used.epochs);
   engine::MarginStats margins;  // the last epoch's progressive margins, then the final pass's
   double learn_seconds = 0, wait_seconds = 0;
   const Clock::time_point train_start = Clock::now();
+  stop_if_signalled(position);
   try {
-    for (int epoch = 0; epoch < used.epochs; ++epoch) {
+    for (auto epoch = static_cast<int>(position.epoch); epoch < used.epochs; ++epoch) {
       read.epoch = static_cast<std::uint64_t>(epoch);
-      std::uint64_t done = 0;
+      // Resuming mid-epoch: the epoch's rows come in the same windows again; skip those learnt.
+      std::uint64_t skip = epoch == static_cast<int>(position.epoch) ? position.rows : 0;
+      const std::uint64_t first = skip;
+      std::uint64_t done = skip;
       const Clock::time_point epoch_start = Clock::now();
-      const io::ScanStats stats = shards.scan(read, [&](const CsrView& batch) {
-        if (trainer.eta0() <= 0) {  // calibrate on the first window, and say what was found
-          trainer.calibrate(batch);
-          progress.clear();
-          std::fprintf(stderr, "eta0 %g (calibrated)\n", trainer.eta0());
-        }
-        trainer.learn(batch);
-        done += batch.rows;
-        progress.batch(epoch, done);
-      });
-      learn_seconds += stats.sink_seconds;
-      wait_seconds += stats.wait_seconds;
+      if (skip < manifest.rows) {
+        const io::ScanStats stats = shards.scan(read, [&](const CsrView& batch) {
+          if (skip > 0) {
+            if (batch.rows > skip)
+              throw DataError(resume, 0, 0,
+                              "checkpoint position is not on a window boundary of this data");
+            skip -= batch.rows;
+            return;
+          }
+          if (trainer.eta0() <= 0) {  // calibrate on the first window, and say what was found
+            trainer.calibrate(batch);
+            progress.clear();
+            std::fprintf(stderr, "eta0 %g (calibrated)\n", trainer.eta0());
+          }
+          if (warm_pending) apply_warm_start();
+          trainer.learn(batch);
+          done += batch.rows;
+          rows_since_checkpoint += batch.rows;
+          progress.batch(epoch, done);
+          const TrainPosition here{static_cast<std::uint64_t>(epoch), done};
+          stop_if_signalled(here);
+          if ((every.rows > 0 && rows_since_checkpoint >= every.rows) ||
+              (every.seconds > 0 && seconds_since(last_checkpoint) >= every.seconds))
+            save_checkpoint(here);
+        });
+        learn_seconds += stats.sink_seconds;
+        wait_seconds += stats.wait_seconds;
+      }
+      if (!checkpoint.empty() && every.rows == 0 && every.seconds == 0 && done > first)
+        save_checkpoint({static_cast<std::uint64_t>(epoch), manifest.rows});
       // Progressive estimate: each row's margin at its pre-step w, plus ‖w̄‖²; the exact F(w̄)
       // comes from the final pass.
       margins = trainer.take_progress();
@@ -197,13 +436,17 @@ int run_linear(const std::vector<std::string>& args) {
     throw;
   }
   const double train_seconds = seconds_since(train_start);
+  // From here on a signal no longer stops the run: the model is a final pass and a write away.
 
-  engine::LinearModel model =
-      trainer.finish_and_release(read.scale_maxabs ? &shards.feature_maxabs() : nullptr);
+  const std::vector<float>* fold = nullptr;
+  if (read.scale_maxabs) fold = warm ? &maxabs : &shards.feature_maxabs();
+  engine::LinearModel model = trainer.finish_and_release(fold);
 
   // One unshuffled pass for F(w̄), the margin distribution and the training accuracy. The model
   // has the scaling folded in, so it reads the rows raw (no scaling work) with one dense dot each.
   const Clock::time_point eval_start = Clock::now();
+  std::vector<double> train_scores;  // kept for the training AUC of --metrics-json
+  std::vector<std::int8_t> train_signs;
   if (!no_final_pass) {
     margins = {};
     read.shuffle = false;
@@ -213,23 +456,66 @@ int run_linear(const std::vector<std::string>& args) {
     shards.scan(read, [&](const CsrView& batch) {
       scores.resize(batch.rows);
       model.score_batch(batch, scores.data());  // parallel; the sums below stay in row order
-      for (std::size_t r = 0; r < batch.rows; ++r)
-        margins.add(labels.sign(batch.labels[r]), scores[r]);
+      for (std::size_t r = 0; r < batch.rows; ++r) {
+        const int sign = labels.sign(batch.labels[r]);
+        margins.add(sign, scores[r]);
+        if (metrics.enabled()) {
+          train_scores.push_back(scores[r]);
+          train_signs.push_back(static_cast<std::int8_t>(sign));
+        }
+      }
     });
   }
   const double objective = trainer.objective(margins);  // ‖w̄‖² in the trained (scaled) space
   const double eval_seconds = seconds_since(eval_start);
 
   model.index_base = manifest.index_base;
-  model.features = manifest.features;
+  model.features = std::uint64_t{max_index} + 1 - static_cast<std::uint64_t>(manifest.index_base);
   model.config["scale"] = scale;
   model.config["window_blocks"] = window_blocks;
   model.config["label_map"] = {{"negative", labels.negative}, {"positive", labels.positive}};
   model.config["index_base"] = manifest.index_base;
-  model.config["max_index"] = manifest.max_index;
-  model.config["features"] = manifest.features;
+  model.config["max_index"] = max_index;
+  model.config["features"] = model.features;
   model.config["data"] = inputs;
+  if (warm) model.config["warm_start"] = warm->record;
   io::save_model(model, output);
+  if (!checkpoint.empty()) std::filesystem::remove(checkpoint);  // its run is complete
+  report["model_checksum"] = model_file_checksum(output);
+
+  // Validation data: scored with the finished model, in data order.
+  const Clock::time_point validation_start = Clock::now();
+  std::optional<engine::BinaryMetrics> validated;
+  if (!validation.empty()) {
+    io::ConvertOptions vconvert;
+    vconvert.text.threads = threads;
+    vconvert.text.index_base = model.index_base == 0 ? io::IndexBase::kZero : io::IndexBase::kOne;
+    const io::Dataset vdata = io::Dataset::open(validation, vconvert, threads);
+    const io::Manifest& vmanifest = vdata.shards().manifest();
+    for (const auto& [label, count] : vmanifest.label_counts)
+      if (!labels.is_binary_label(static_cast<float>(label)))
+        throw DataError(data_name(validation), 0, 0,
+                        "validation label " + number(label) + " (" + std::to_string(count) +
+                            " rows) is not one of the training labels " +
+                            number(labels.negative) + " / " + number(labels.positive));
+    std::vector<double> scores, all_scores;
+    std::vector<std::int8_t> signs;
+    io::ReadOptions vread;
+    vread.shuffle = false;
+    vread.threads = threads;
+    vdata.shards().scan(vread, [&](const CsrView& batch) {
+      scores.resize(batch.rows);
+      model.score_batch(batch, scores.data());
+      for (std::size_t r = 0; r < batch.rows; ++r) {
+        all_scores.push_back(scores[r]);
+        signs.push_back(static_cast<std::int8_t>(labels.sign(batch.labels[r])));
+      }
+    });
+    validated = engine::binary_metrics(all_scores, signs);
+    report["validation_data"] = validation;
+    report["validation_data_checksum"] = hex64(io::data_checksum(vmanifest));
+  }
+  const double validation_seconds = seconds_since(validation_start);
   const double total_seconds = seconds_since(start);
 
   nlohmann::ordered_json summary = {
@@ -260,6 +546,24 @@ int run_linear(const std::vector<std::string>& args) {
       {"train_accuracy", margins.accuracy()},
       {"renormalisations", trainer.state().renorms},
       {"model_path", output}};
+  if (validated) summary["validation"] = metrics_json(*validated);
+
+  report["seconds"] = {{"open", open_seconds},         {"train", train_seconds},
+                       {"learn", learn_seconds},       {"read_wait", wait_seconds},
+                       {"final_pass", eval_seconds},   {"validation", validation_seconds},
+                       {"total", total_seconds}};
+  report["checkpoints_written"] = checkpoints_written;
+  report["objective"] = objective;
+  report["objective_kind"] = no_final_pass ? "progressive" : "exact";
+  nlohmann::ordered_json train_report = {{"rows", margins.rows},
+                                         {"accuracy", margins.accuracy()},
+                                         {"margin_mean", margins.mean()},
+                                         {"margin_variance", margins.variance()}};
+  if (!train_scores.empty()) train_report = metrics_json(engine::binary_metrics(train_scores, train_signs));
+  report["train"] = train_report;
+  if (validated) report["validation"] = metrics_json(*validated);
+  if (warm) report["warm_start"] = warm->record;
+
   if (json) {
     std::cout << summary.dump(2) << "\n";
     return kExitOk;
@@ -272,8 +576,44 @@ int run_linear(const std::vector<std::string>& args) {
       open_seconds, eval_seconds);
   std::printf("objective %.6g, margin mean %.4g, margin variance %.4g, training accuracy %.4f\n",
               objective, margins.mean(), margins.variance(), margins.accuracy());
+  if (validated)
+    std::printf("validation: %llu rows, accuracy %.4f, AUC %.4f\n",
+                static_cast<unsigned long long>(validated->rows), validated->accuracy,
+                validated->auc);
   std::printf("model written to %s\n", output.c_str());
   return kExitOk;
+}
+
+// train_linear with the outcome recorded in --metrics-json, whatever it is.
+int run_linear(const std::vector<std::string>& args) {
+  MetricsFile metrics(peek_option(args, "metrics-json", ""));
+  try {
+    const int code = train_linear(args, metrics);
+    if (code < 0) return kExitOk;  // --help: nothing ran
+    metrics.finish(code, "ok");
+    return code;
+  } catch (const Interrupted& stop) {
+    const int code = interrupted_exit_code(stop);
+    const std::string message =
+        (stop.signal == kStopAfterRows ? "stopped after --stop-after-rows"
+                                       : "interrupted by " + signal_name(stop.signal)) +
+        (stop.checkpoint.empty()
+             ? ": no checkpoint written (no --checkpoint), no model written"
+             : ": checkpoint written to " + stop.checkpoint + " (continue with --resume " +
+                   stop.checkpoint + "), no model written");
+    std::fprintf(stderr, "%s\n", message.c_str());
+    metrics.finish(code, "interrupted", message);
+    return code;
+  } catch (const Error& e) {
+    metrics.finish(e.exit_code(), "error", e.what());
+    throw;
+  } catch (const std::bad_alloc&) {
+    metrics.finish(kExitIo, "error", "out of memory");
+    throw;
+  } catch (const std::exception& e) {
+    metrics.finish(1, "error", std::string("internal error: ") + e.what());
+    throw;
+  }
 }
 
 std::string algorithm_list() {
@@ -304,7 +644,7 @@ int run_train(const std::vector<std::string>& args) {
 
 const TrainAlgorithmRegistration ldm_registration(
     "ldm", "Large Margin Distribution Machine, linear, averaged SGD", run_linear);
-const TrainAlgorithmRegistration svm_registration(
+const TrainAlgorithmRegistration svmanifestregistration(
     "svm", "linear SVM (hinge loss): LDM with lambda1 = lambda2 = 0", run_linear);
 const CommandRegistration registration("train", "train a model (--algo ldm, svm, ...)", run_train);
 

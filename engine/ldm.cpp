@@ -437,6 +437,28 @@ LinearModel LdmTrainer::build_model(const std::vector<float>* maxabs, bool relea
   return model;
 }
 
+void LdmTrainer::restore(LdmState state, const MarginStats& progress, bool eta0_clamped) {
+  if (state.wa.size() != state_.wa.size())
+    throw std::invalid_argument("LdmTrainer::restore: " + std::to_string(state.wa.size()) +
+                                " weight slots, expected " + std::to_string(state_.wa.size()));
+  if (released_norm2_) throw std::logic_error("LdmTrainer::restore after finish_and_release()");
+  state_ = std::move(state);
+  progress_ = progress;
+  eta0_clamped_ = eta0_clamped;
+}
+
+void LdmTrainer::warm_start(const std::vector<double>& w, double bias_weight) {
+  if (state_.t != 0) throw std::logic_error("LdmTrainer::warm_start after the first step");
+  if (w.size() > bias_slot_)
+    throw std::invalid_argument("LdmTrainer::warm_start: more weights than feature slots");
+  // w = W / a with a = 1 and A flagged zero (w̄ = w): exactly the state of step 0.
+  for (std::size_t f = 0; f < state_.wa.size(); f += kStride) state_.wa[f] = 0;
+  for (std::size_t f = 0; f < w.size(); ++f) state_.wa[kStride * f] = w[f];
+  state_.wa[kStride * bias_slot_] = bias_weight;
+  state_.a = state_.b = state_.c = 1;
+  state_.avg_is_zero = true;
+}
+
 nlohmann::json LdmTrainer::describe() const {
   return {{"algorithm", config_.algorithm()},
           {"lambda1", *config_.lambda1},

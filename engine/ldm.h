@@ -209,6 +209,18 @@ class LdmTrainer {
   /// Effective configuration, data size and run state as JSON (stored in the model).
   nlohmann::json describe() const;
 
+  // --- Checkpoints and warm starts (cli/linear_checkpoint.h) ---------------------------------
+  /// The progressive margins gathered since the last take_progress() (part of a checkpoint).
+  const MarginStats& progress() const { return progress_; }
+  /// Replaces the run state by a checkpoint's: `state.wa` must have the size this trainer's
+  /// feature space gives (std::invalid_argument otherwise). Learning then continues exactly as
+  /// the run that wrote the checkpoint would have.
+  void restore(LdmState state, const MarginStats& progress, bool eta0_clamped);
+  /// Sets the starting point w (before the first step; w.size() ≤ max_index + 1 raw slots, the
+  /// rest start at zero) and the bias weight. The step-size schedule and averaging then run as
+  /// from w = 0: t = 0, averaging from t0. Call calibrate() first (it needs w = 0).
+  void warm_start(const std::vector<double>& w, double bias_weight);
+
   /// The configuration in force, λ1 and λ2 resolved.
   const LdmConfig& config() const { return config_; }
   const LdmState& state() const { return state_; }

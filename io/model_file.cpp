@@ -121,14 +121,21 @@ const ModelArray& ModelContainer::array(const std::string& name, const std::stri
 }
 
 void write_model_container(const std::string& path, const ModelContainer& model) {
+  std::vector<ModelArrayView> views;
+  for (const ModelArray& a : model.arrays) views.push_back({a.name, a.dtype, a.shape, a.data});
+  write_model_container(path, model.header, views);
+}
+
+void write_model_container(const std::string& path, const nlohmann::json& header_fields,
+                           const std::vector<ModelArrayView>& model_arrays) {
   // The header lists every array's place, so it is laid out first: the offsets depend on its
   // padded length and its length on the offsets' digits; iterate to the fixed point (≤ 3 rounds).
-  nlohmann::json header = model.header;
+  nlohmann::json header = header_fields;
   std::string text;
   for (std::uint64_t assumed = 0;; assumed = padded(text.size())) {
     std::uint64_t offset = kPreambleBytes + assumed;
     nlohmann::json arrays = nlohmann::json::array();
-    for (const ModelArray& a : model.arrays) {
+    for (const ModelArrayView& a : model_arrays) {
       arrays.push_back({{"name", a.name},
                         {"dtype", a.dtype},
                         {"shape", a.shape},
@@ -141,7 +148,7 @@ void write_model_container(const std::string& path, const ModelContainer& model)
     if (padded(text.size()) == assumed) break;
   }
   std::uint64_t file_bytes = kPreambleBytes + padded(text.size());
-  for (const ModelArray& a : model.arrays) file_bytes += padded(a.data.size());
+  for (const ModelArrayView& a : model_arrays) file_bytes += padded(a.data.size());
   file_bytes += kChecksumBytes;
 
   HashedWriter out(path);
@@ -154,7 +161,7 @@ void write_model_container(const std::string& path, const ModelContainer& model)
   out.write(text);
   std::uint64_t position = kPreambleBytes + text.size();
   out.pad_to(position, padded(position));
-  for (const ModelArray& a : model.arrays) {
+  for (const ModelArrayView& a : model_arrays) {
     out.write(a.data);
     position += a.data.size();
     out.pad_to(position, padded(position));

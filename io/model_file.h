@@ -19,6 +19,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/classifier.h"
@@ -53,6 +54,17 @@ struct ModelContainer {
 
 /// Writes atomically; throws IoError.
 void write_model_container(const std::string& path, const ModelContainer& model);
+
+/// An array written straight from memory, without a copy (a checkpoint's weights).
+struct ModelArrayView {
+  std::string name;
+  std::string dtype;  // "f64" or "f32"
+  std::vector<std::uint64_t> shape;
+  std::string_view data;
+};
+/// write_model_container from views: same file.
+void write_model_container(const std::string& path, const nlohmann::json& header,
+                           const std::vector<ModelArrayView>& arrays);
 /// Reads and validates (magic, version, length, checksum, header, array bounds); throws DataError
 /// naming the file for a foreign, other-version, truncated or corrupt file, IoError if unreadable.
 ModelContainer read_model_container(const std::string& path);

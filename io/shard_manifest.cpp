@@ -106,6 +106,14 @@ std::uint64_t combined_index_checksum(const std::vector<ShardInfo>& shards) {
   return checksum(sums.data(), sums.size() * sizeof(std::uint64_t));
 }
 
+}  // namespace shard
+
+std::uint64_t data_checksum(const Manifest& manifest) {
+  return shard::combined_index_checksum(manifest.shards);
+}
+
+namespace shard {
+
 std::string manifest_json(const Manifest& m) {
   Json j;
   j["format"] = "polymargin shards";

@@ -168,6 +168,11 @@ class ShardSet {
 /// True if `path` is a shard directory (has a manifest.json).
 bool is_shard_dir(const std::string& path);
 
+/// One number that pins a shard directory's content and layout (the XXH3 of every shard's block
+/// index, itself over the blocks' checksums): equal for the same data converted with the same
+/// options, whatever the directory or the time. Checkpoints and --metrics-json record it.
+std::uint64_t data_checksum(const Manifest& manifest);
+
 /// Opens the data argument of train/eval/predict: a shard directory as is, or LIBSVM text converted on
 /// the fly (through convert_text, into a temporary directory removed when the returned handle dies).
 class Dataset {

@@ -1,0 +1,125 @@
+#include "cli/linear_checkpoint.h"
+
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "engine/errors.h"
+#include "io/model_file.h"
+
+namespace polymargin::cli {
+namespace {
+
+// The doubles of the state travel as an f64 array, not as JSON text, so they come back bit for bit.
+enum Scalar { kA, kB, kC, kEta0, kProgressSum, kProgressSumSq, kProgressHinge, kScalarCount };
+
+std::string differences(const nlohmann::json& saved, const nlohmann::json& now) {
+  std::string out;
+  for (const auto& [key, value] : now.items()) {
+    const nlohmann::json before = saved.contains(key) ? saved[key] : nlohmann::json();
+    if (before != value)
+      out += (out.empty() ? "" : ", ") + key + " " + before.dump() + " -> " + value.dump();
+  }
+  for (const auto& [key, value] : saved.items())
+    if (!now.contains(key)) out += (out.empty() ? "" : ", ") + key + " " + value.dump() + " -> none";
+  return out;
+}
+
+}  // namespace
+
+void write_linear_checkpoint(const std::string& path, const nlohmann::json& config,
+                             const nlohmann::json& data, TrainPosition position,
+                             const engine::LdmTrainer& trainer) {
+  const engine::LdmState& s = trainer.state();
+  const engine::MarginStats& p = trainer.progress();
+  std::vector<double> scalars(kScalarCount);
+  scalars[kA] = s.a;
+  scalars[kB] = s.b;
+  scalars[kC] = s.c;
+  scalars[kEta0] = s.eta0;
+  scalars[kProgressSum] = p.sum;
+  scalars[kProgressSumSq] = p.sum_sq;
+  scalars[kProgressHinge] = p.hinge;
+  const nlohmann::json header = {
+      {"kind", "checkpoint"},
+      {"checkpoint_version", kCheckpointVersion},
+      {"algorithm", trainer.config().algorithm()},
+      {"config", config},
+      {"data", data},
+      {"position", {{"epoch", position.epoch}, {"rows", position.rows}}},
+      {"state",
+       {{"steps", s.t},
+        {"rng", s.rng},
+        {"renormalisations", s.renorms},
+        {"average_is_zero", s.avg_is_zero},
+        {"eta0_clamped", trainer.eta0_clamped()},
+        {"progress_rows", p.rows},
+        {"progress_correct", p.correct}}}};
+  const std::string_view scalar_bytes(reinterpret_cast<const char*>(scalars.data()),
+                                      scalars.size() * sizeof(double));
+  const std::string_view weight_bytes(reinterpret_cast<const char*>(s.wa.data()),
+                                      s.wa.size() * sizeof(double));
+  io::write_model_container(path, header,
+                            {{"scalars", "f64", {scalars.size()}, scalar_bytes},
+                             {"weights_and_averages", "f64", {s.wa.size()}, weight_bytes}});
+}
+
+LinearCheckpoint read_linear_checkpoint(const std::string& path) {
+  const io::ModelContainer file = io::read_model_container(path);
+  const nlohmann::json& h = file.header;
+  auto fail = [&](const std::string& message) { throw DataError(path, 0, 0, message); };
+  if (h.value("kind", std::string()) != "checkpoint")
+    fail("not a training checkpoint (a model file of kind '" + h.value("kind", std::string("?")) +
+         "'); --resume takes the file that --checkpoint wrote");
+  const int version = h.value("checkpoint_version", 0);
+  if (version != kCheckpointVersion)
+    fail("checkpoint version " + std::to_string(version) + " is not supported (this build reads " +
+         std::to_string(kCheckpointVersion) + ")");
+  LinearCheckpoint c;
+  std::vector<double> scalars;
+  try {
+    c.config = h.at("config");
+    c.data = h.at("data");
+    c.position.epoch = h.at("position").at("epoch").get<std::uint64_t>();
+    c.position.rows = h.at("position").at("rows").get<std::uint64_t>();
+    const nlohmann::json& s = h.at("state");
+    c.state.t = s.at("steps").get<std::uint64_t>();
+    c.state.rng = s.at("rng").get<std::uint64_t>();
+    c.state.renorms = s.at("renormalisations").get<std::uint64_t>();
+    c.state.avg_is_zero = s.at("average_is_zero").get<bool>();
+    c.eta0_clamped = s.at("eta0_clamped").get<bool>();
+    c.progress.rows = s.at("progress_rows").get<std::uint64_t>();
+    c.progress.correct = s.at("progress_correct").get<std::uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string("malformed checkpoint header: ") + e.what());
+  }
+  scalars = file.array("scalars", path).as<double>(path);
+  if (scalars.size() != kScalarCount) fail("checkpoint has a malformed 'scalars' array");
+  c.state.a = scalars[kA];
+  c.state.b = scalars[kB];
+  c.state.c = scalars[kC];
+  c.state.eta0 = scalars[kEta0];
+  c.progress.sum = scalars[kProgressSum];
+  c.progress.sum_sq = scalars[kProgressSumSq];
+  c.progress.hinge = scalars[kProgressHinge];
+  const io::ModelArray& weights = file.array("weights_and_averages", path);
+  if (weights.dtype != "f64") fail("checkpoint weights are not f64");
+  c.state.wa.resize(weights.data.size() / sizeof(double));
+  std::memcpy(c.state.wa.data(), weights.data.data(), c.state.wa.size() * sizeof(double));
+  return c;
+}
+
+void check_resumable(const LinearCheckpoint& checkpoint, const std::string& path,
+                     const nlohmann::json& config, const nlohmann::json& data) {
+  if (checkpoint.data != data)
+    throw DataError(path, 0, 0,
+                    "cannot resume: the checkpoint was written for other training data (" +
+                        differences(checkpoint.data, data) + ")");
+  if (checkpoint.config != config)
+    throw UsageError("cannot resume from " + path +
+                     ": the checkpoint was written with other options (" +
+                     differences(checkpoint.config, config) +
+                     "); resume with the options of the interrupted run");
+}
+
+}  // namespace polymargin::cli

@@ -1,0 +1,49 @@
+// Checkpoints of `train --algo ldm|svm`: the whole learner state (W and A, the scalars a, b, c, the
+// step counter, the pairing RNG, η0, the progressive margins of the running epoch) plus where the
+// reader stood ("epoch e, n rows of it consumed": an epoch's row order depends only on data, seed and
+// epoch, so resuming re-scans epoch e and skips n rows) and what the run was (its configuration and
+// the data checksum). Stored in the model container (io/model_file.h) under the kind "checkpoint",
+// written atomically; a resumed run produces a model bit-identical to an uninterrupted one.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/ldm.h"
+
+namespace polymargin::cli {
+
+/// Version of the checkpoint header and arrays; a checkpoint of another version is refused.
+inline constexpr int kCheckpointVersion = 1;
+
+/// Where the reader stood: `rows` rows of epoch `epoch` (0-based) were learnt (0 ≤ rows ≤ m).
+struct TrainPosition {
+  std::uint64_t epoch = 0;
+  std::uint64_t rows = 0;
+};
+
+struct LinearCheckpoint {
+  nlohmann::json config;  // the options that decide the model (checked on resume)
+  nlohmann::json data;    // the data's identity: rows, non-zeros, features, labels, checksum
+  TrainPosition position;
+  engine::LdmState state;
+  engine::MarginStats progress;
+  bool eta0_clamped = false;
+};
+
+/// Writes `trainer`'s state at `position` to `path` atomically (temporary file, fsync, rename).
+void write_linear_checkpoint(const std::string& path, const nlohmann::json& config,
+                             const nlohmann::json& data, TrainPosition position,
+                             const engine::LdmTrainer& trainer);
+
+/// Reads a checkpoint; DataError naming the file for anything that is not a version-1 linear
+/// checkpoint (a model file included), IoError when unreadable.
+LinearCheckpoint read_linear_checkpoint(const std::string& path);
+
+/// Refuses to resume when the configuration (UsageError) or the data (DataError) differ from the
+/// checkpoint's, naming every key that differs with both values.
+void check_resumable(const LinearCheckpoint& checkpoint, const std::string& path,
+                     const nlohmann::json& config, const nlohmann::json& data);
+
+}  // namespace polymargin::cli

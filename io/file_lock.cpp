@@ -1,0 +1,57 @@
+#include "io/file_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "engine/errors.h"
+
+namespace polymargin::io {
+
+FileLock::FileLock(const std::string& path, const std::string& what) : lock_path_(path + ".lock") {
+  // The holder unlinks the file when it releases the lock, so a lock taken on a file that has
+  // since been unlinked (or replaced) is worthless: retake it until the locked inode is the one
+  // the path names.
+  for (;;) {
+    fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw IoError("cannot create lock file " + lock_path_ + ": " + std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      char holder[32] = {};
+      const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+      ::close(fd_);
+      fd_ = -1;
+      if (error == EWOULDBLOCK) {
+        std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
+        while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+        throw IoError("the " + what + " " + path + " is being written by another job (" +
+                      lock_path_ + " is locked" + (pid.empty() ? "" : " by pid " + pid) +
+                      "); refusing to write it at the same time");
+      }
+      throw IoError("cannot lock " + lock_path_ + ": " + std::strerror(error));
+    }
+    struct stat held {}, named {};
+    if (::fstat(fd_, &held) == 0 && ::stat(lock_path_.c_str(), &named) == 0 &&
+        held.st_dev == named.st_dev && held.st_ino == named.st_ino)
+      break;
+    ::close(fd_);  // unlinked or replaced between open and flock: try again
+    fd_ = -1;
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) {
+    [[maybe_unused]] const ssize_t written = ::pwrite(fd_, pid.data(), pid.size(), 0);
+  }
+}
+
+FileLock::~FileLock() {
+  if (fd_ < 0) return;
+  ::unlink(lock_path_.c_str());  // while still held: a waiting opener then sees a new inode
+  ::close(fd_);
+}
+
+}  // namespace polymargin::io

@@ -1,0 +1,28 @@
+// An exclusive advisory lock on "<path>.lock" (flock(2)), so that two jobs never write the same model
+// or checkpoint at once: the second is refused at start, before any work. The kernel drops a flock
+// when its holder dies, so a crashed job never blocks the next one; the lock file is removed when the
+// lock is released.
+#pragma once
+
+#include <string>
+
+namespace polymargin::io {
+
+class FileLock {
+ public:
+  /// Takes the lock on `path` + ".lock" without waiting; throws IoError naming the path (and the
+  /// holder's pid, as it wrote it into the lock file) when another process holds it, or when the
+  /// lock file cannot be created. `what` names the file's role in messages ("model", "checkpoint").
+  FileLock(const std::string& path, const std::string& what);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+  const std::string& lock_path() const { return lock_path_; }
+
+ private:
+  std::string lock_path_;
+  int fd_ = -1;
+};
+
+}  // namespace polymargin::io

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# `train --checkpoint / --resume` and SIGTERM: a run stopped anywhere (mid-epoch, at an epoch's end,
+# during the averaging phase, by a real SIGTERM) and resumed writes a model byte-identical to the
+# uninterrupted run's; a checkpoint of other data or options, a model file, a corrupt or another
+# version's checkpoint are refused; two jobs never write the same model or checkpoint at once; the
+# lock of a killed job does not block the next one.
+# Usage: tests/cli/checkpoint_resume.sh BUILD/polymargin   (run from the repository root)
+set -euo pipefail
+
+bin=${1:?usage: $0 POLYMARGIN_BINARY}
+work=$(mktemp -d "${TMPDIR:-/tmp}/pm_checkpoint.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+# expect CODE FRAGMENT ARGS...: `train ARGS` exits with CODE and says FRAGMENT on stderr.
+expect() {
+  local code=$1 fragment=$2
+  shift 2
+  local rc=0
+  "$bin" train "$@" > "$work/out.log" 2> "$work/err.log" || rc=$?
+  [ "$rc" -eq "$code" ] || fail "train $* exited $rc, expected $code: $(cat "$work/err.log")"
+  grep -q -- "$fragment" "$work/err.log" ||
+    fail "train $*: stderr lacks '$fragment': $(cat "$work/err.log")"
+}
+
+# 6000 rows in blocks of 250, windows of 2 blocks: 12 windows an epoch, so stops fall mid-epoch.
+"$bin" gen --like kdda --rows 6000 --features 3000 --nnz 12 --seed 4 --block-rows 250 \
+  -o "$work/d.shards" > /dev/null
+"$bin" gen --like kdda --rows 6000 --features 3000 --nnz 12 --seed 5 --block-rows 250 \
+  -o "$work/other.shards" > /dev/null
+opts=(--epochs 4 --avg-start-epochs 2 --window-blocks 2 --threads 2)
+common=(-d "$work/d.shards" --seed 3 "${opts[@]}")
+
+for algo in ldm svm; do
+  "$bin" train --algo $algo "${common[@]}" -o "$work/ref.$algo" 2> /dev/null > /dev/null
+  # Checkpointing alone changes nothing, and the checkpoint goes once the model is written.
+  "$bin" train --algo $algo "${common[@]}" -o "$work/ck.$algo" --checkpoint "$work/ck" \
+    --checkpoint-every 1000 > /dev/null 2>&1
+  cmp -s "$work/ref.$algo" "$work/ck.$algo" || fail "$algo: checkpointing changed the model"
+  [ ! -e "$work/ck" ] || fail "$algo: checkpoint left after a completed run"
+
+  # Stops at: the first window, mid-epoch 1, the end of epoch 1 (6000), mid-epoch 3 (averaging
+  # from 12000), the end of the last epoch; then chained stops on one checkpoint.
+  for stop in 500 3500 6000 14000 24000; do
+    expect 6 "checkpoint written to $work/ck" --algo $algo "${common[@]}" -o "$work/m" \
+      --checkpoint "$work/ck" --stop-after-rows $stop
+    [ -s "$work/ck" ] || fail "$algo: no checkpoint after --stop-after-rows $stop"
+    [ ! -e "$work/m" ] || fail "$algo: a stopped run wrote a model"
+    "$bin" train --algo $algo "${common[@]}" -o "$work/m" --resume "$work/ck" > /dev/null \
+      2> "$work/resume.err" || fail "$algo: resume after $stop failed: $(cat "$work/resume.err")"
+    grep -q "resuming from" "$work/resume.err" || fail "resume not reported"
+    cmp -s "$work/ref.$algo" "$work/m" || fail "$algo: stopped at $stop and resumed: other model"
+    rm -f "$work/m" "$work/ck"
+  done
+  for stop in 2500 9000 13500 19000; do  # each run continues the last one's checkpoint
+    resume=()
+    [ -e "$work/ck" ] && resume=(--resume "$work/ck")
+    expect 6 "checkpoint written" --algo $algo "${common[@]}" -o "$work/m" "${resume[@]}" \
+      --checkpoint "$work/ck" --checkpoint-every 1000 --stop-after-rows $stop
+  done
+  "$bin" train --algo $algo "${common[@]}" -o "$work/m" --resume "$work/ck" \
+    --checkpoint "$work/ck" > /dev/null 2>&1
+  cmp -s "$work/ref.$algo" "$work/m" || fail "$algo: four stops, four resumes: other model"
+  rm -f "$work/m"
+done
+
+# --- refusals ---------------------------------------------------------------------------------
+expect 6 "checkpoint written" "${common[@]}" -o "$work/m" --checkpoint "$work/ck" \
+  --stop-after-rows 3000
+expect 2 "other options (seed 3 -> 4" -d "$work/d.shards" --seed 4 "${opts[@]}" -o "$work/m" \
+  --resume "$work/ck"
+expect 2 "c 10.0 -> 1.0" "${common[@]}" -c 1 -o "$work/m" --resume "$work/ck"
+expect 3 "other training data" -d "$work/other.shards" --seed 3 "${opts[@]}" -o "$work/m" \
+  --resume "$work/ck"
+expect 3 "not a training checkpoint" "${common[@]}" -o "$work/m" --resume "$work/ref.ldm"
+cp "$work/ck" "$work/bad.ck"
+printf '\x55' | dd of="$work/bad.ck" bs=1 seek=5000 conv=notrunc 2> /dev/null
+expect 3 "checksum mismatch" "${common[@]}" -o "$work/m" --resume "$work/bad.ck"
+expect 4 "cannot open" "${common[@]}" -o "$work/m" --resume "$work/missing.ck"
+expect 2 "needs --checkpoint" "${common[@]}" -o "$work/m" --checkpoint-every 10
+expect 2 "--checkpoint-every must be" "${common[@]}" -o "$work/m" --checkpoint "$work/c2" \
+  --checkpoint-every 10x
+expect 2 "must be different files" "${common[@]}" -o "$work/m" --checkpoint "$work/m"
+[ ! -e "$work/m" ] || fail "a refused run wrote a model"
+"$bin" train "${common[@]}" -o "$work/m" --resume "$work/ck" > /dev/null 2>&1
+cmp -s "$work/ref.ldm" "$work/m" || fail "the refusals spoilt the checkpoint"
+rm -f "$work/m" "$work/ck"
+
+# --- a real SIGTERM: finish the batch, checkpoint, exit 6; without --checkpoint: 143 ----------
+"$bin" gen --like kdda --rows 60000 --features 20000 --nnz 20 --seed 6 --block-rows 500 \
+  -o "$work/big.shards" > /dev/null
+big=(-d "$work/big.shards" --seed 2 --epochs 30 --avg-start-epochs 10 --window-blocks 2 --threads 2)
+"$bin" train "${big[@]}" -o "$work/big.ref" > /dev/null 2>&1
+"$bin" train "${big[@]}" -o "$work/big.m" --checkpoint "$work/big.ck" --checkpoint-every 20000 \
+  > /dev/null 2> "$work/term.err" &
+pid=$!
+for _ in $(seq 200); do [ -e "$work/big.ck" ] && break; sleep 0.05; done
+[ -e "$work/big.ck" ] || fail "no periodic checkpoint appeared"
+kill -TERM $pid
+rc=0
+wait $pid || rc=$?
+[ $rc -eq 6 ] || fail "SIGTERM: exit $rc, expected 6: $(cat "$work/term.err")"
+grep -q "interrupted by SIGTERM: checkpoint written to $work/big.ck" "$work/term.err" ||
+  fail "SIGTERM message: $(cat "$work/term.err")"
+[ ! -e "$work/big.m" ] || fail "SIGTERM: a model was written"
+"$bin" train "${big[@]}" -o "$work/big.m" --resume "$work/big.ck" > /dev/null 2>&1
+cmp -s "$work/big.ref" "$work/big.m" || fail "SIGTERM and resume: other model"
+
+"$bin" train "${big[@]}" -o "$work/big.n" > /dev/null 2> "$work/term.err" &
+pid=$!
+sleep 0.5
+kill -TERM $pid
+rc=0
+wait $pid || rc=$?
+[ $rc -eq 143 ] || fail "SIGTERM without --checkpoint: exit $rc, expected 143"
+grep -q "no checkpoint written" "$work/term.err" || fail "message: $(cat "$work/term.err")"
+[ ! -e "$work/big.n" ] && [ ! -e "$work/big.n.lock" ] || fail "files left: $(ls "$work")"
+
+# --- locks: the second writer of a model or checkpoint is refused ------------------------------
+"$bin" train "${big[@]}" -o "$work/big.m2" --checkpoint "$work/big.ck2" > /dev/null 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -e "$work/big.m2.lock" ] && break; sleep 0.05; done
+expect 4 "being written by another job" "${big[@]}" -o "$work/big.m2"
+expect 4 "checkpoint $work/big.ck2 is being written by another job" "${big[@]}" \
+  -o "$work/other.m" --checkpoint "$work/big.ck2"
+wait $pid || fail "the first job failed"
+cmp -s "$work/big.ref" "$work/big.m2" || fail "the first job's model was disturbed"
+[ ! -e "$work/big.m2.lock" ] || fail "lock file left after the job"
+# Another process holding the lock the same way (flock(1) on fd 9, then that process becomes
+# `sleep`); once it is killed, the lock file it leaves behind blocks nothing.
+bash -c 'exec 9> "$1"; flock -n 9; exec sleep 5' _ "$work/m.lock" &
+holder=$!
+sleep 0.2
+expect 4 "being written by another job" "${common[@]}" -o "$work/m"
+kill -KILL $holder
+{ wait $holder; } 2> /dev/null || true
+[ -e "$work/m.lock" ] || fail "the killed holder's lock file is gone (the test proves nothing)"
+"$bin" train "${common[@]}" -o "$work/m" > /dev/null 2>&1 || fail "a stale lock file blocked"
+echo "checkpoint_resume: all checks passed"
