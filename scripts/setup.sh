@@ -7,7 +7,7 @@ packages=(
   libtbb-dev libzstd-dev zstd libxxhash-dev libfast-float-dev nlohmann-json3-dev libeigen3-dev
   zlib1g-dev libbz2-dev bzip2 gzip
   libgtest-dev libbenchmark-dev
-  liblinear-tools time
+  liblinear-tools time jq
 )
 missing=()
 for p in "${packages[@]}"; do

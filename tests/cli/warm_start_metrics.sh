@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# `train --metrics-json` (every key, written on success, on a data error and on a stop, the model
+# checksum that of the file), `--validation`, and `train --warm-start` (keeps or improves the
+# objective on the same data, grows the feature space and records it, resumes bit-identically,
+# refuses a model of another algorithm, other labels, another bias, or a checkpoint).
+# Usage: tests/cli/warm_start_metrics.sh BUILD/polymargin   (run from the repository root)
+set -euo pipefail
+
+bin=${1:?usage: $0 POLYMARGIN_BINARY}
+work=$(mktemp -d "${TMPDIR:-/tmp}/pm_warm.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+expect() {
+  local code=$1 fragment=$2
+  shift 2
+  local rc=0
+  "$bin" train "$@" > "$work/out.log" 2> "$work/err.log" || rc=$?
+  [ "$rc" -eq "$code" ] || fail "train $* exited $rc, expected $code: $(cat "$work/err.log")"
+  grep -q -- "$fragment" "$work/err.log" ||
+    fail "train $*: stderr lacks '$fragment': $(cat "$work/err.log")"
+}
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
+
+"$bin" gen --like kdda --rows 8000 --features 3000 --nnz 12 --seed 4 -o "$work/a.svm" \
+  --test-rows 3000 --test-output "$work/t.svm" > /dev/null
+"$bin" gen --like kdda --rows 8000 --features 4500 --nnz 12 --seed 9 -o "$work/b.svm" > /dev/null
+
+# --- --metrics-json on success --------------------------------------------------------------------
+"$bin" train -d "$work/a.svm" -o "$work/a.model" --validation "$work/t.svm" \
+  --metrics-json "$work/a.json" > "$work/a.out" 2> /dev/null
+m="$work/a.json"
+for key in status exit_code command algorithm data data_checksum rows features nnz config \
+  model_path model_checksum validation_data validation_data_checksum seconds checkpoints_written \
+  objective objective_kind train validation; do
+  jq -e "has(\"$key\")" "$m" > /dev/null || fail "--metrics-json lacks $key: $(cat "$m")"
+done
+for key in open train learn read_wait final_pass validation total; do
+  jq -e ".seconds | has(\"$key\")" "$m" > /dev/null || fail "seconds lacks $key"
+done
+[ "$(jq -r .status "$m")" = ok ] && [ "$(jq .exit_code "$m")" = 0 ] || fail "status: $(cat "$m")"
+[ "$(jq .rows "$m")" = 8000 ] && [ "$(jq .validation.rows "$m")" = 3000 ] || fail "rows"
+jq -e '.train.auc > 0.8 and .train.auc <= 1 and .validation.auc > 0.5' "$m" > /dev/null ||
+  fail "AUCs: $(jq -c '[.train.auc, .validation.auc]' "$m")"
+sum=$(tail -c 8 "$work/a.model" | od -An -tx8 | tr -d ' \n')
+[ "$(jq -r .model_checksum "$m")" = "xxh64:$sum" ] || fail "model_checksum is not the file's"
+grep -q "validation: 3000 rows, accuracy" "$work/a.out" || fail "no validation line"
+# The data checksum pins the content: text converted on the fly and its shards agree.
+"$bin" convert "$work/a.svm" -o "$work/a.shards" > /dev/null
+"$bin" train -d "$work/a.shards" -o "$work/a2.model" --epochs 2 --avg-start-epochs 1 \
+  --metrics-json "$work/a2.json" > /dev/null 2>&1
+[ "$(jq -r .data_checksum "$work/a2.json")" = "$(jq -r .data_checksum "$m")" ] ||
+  fail "data_checksum differs between text and its shards"
+
+# --- ... on failure and on a stop: status, exit code, the error --------------------------------
+printf '1 3:0.5\n-1 2:x\n' > "$work/bad.svm"
+expect 3 "bad.svm:2" -d "$work/bad.svm" -o "$work/bad.model" --metrics-json "$work/bad.json"
+[ "$(jq -r .status "$work/bad.json")" = error ] && [ "$(jq .exit_code "$work/bad.json")" = 3 ] ||
+  fail "failure metrics: $(cat "$work/bad.json")"
+jq -r .error "$work/bad.json" | grep -q "bad.svm:2" || fail "error not recorded"
+[ ! -e "$work/bad.model" ] || fail "a failed run wrote a model"
+expect 2 "--scale must be" -d "$work/a.svm" -o "$work/x.model" --scale bogus \
+  --metrics-json "$work/usage.json"
+[ "$(jq .exit_code "$work/usage.json")" = 2 ] || fail "usage-error metrics"
+expect 6 "checkpoint written" -d "$work/a.svm" -o "$work/x.model" --checkpoint "$work/ck" \
+  --stop-after-rows 8000 --metrics-json "$work/stop.json"
+jq -e '.status == "interrupted" and .exit_code == 6 and .interrupted.rows == 8000' \
+  "$work/stop.json" > /dev/null || fail "stop metrics: $(cat "$work/stop.json")"
+rm -f "$work/ck"
+
+# --- warm start on the same data: the objective is kept or improved ---------------------------
+start=$(jq .objective "$m")
+"$bin" train -d "$work/a.svm" -o "$work/w1.model" --warm-start "$work/a.model" \
+  --metrics-json "$work/w1.json" > /dev/null 2> "$work/w1.err"
+grep -q "warm start from $work/a.model" "$work/w1.err" || fail "warm start not reported"
+w1=$(jq .objective "$work/w1.json")
+le "$w1" "$start" || fail "warm start raised the objective: $start -> $w1"
+"$bin" train -d "$work/a.svm" -o "$work/w0.model" --warm-start "$work/a.model" --epochs 1 \
+  --avg-start-epochs 0 --metrics-json "$work/w0.json" > /dev/null 2>&1
+w0=$(jq .objective "$work/w0.json")
+le "$w0" "$(awk -v s="$start" 'BEGIN { print s * 1.001 }')" ||
+  fail "one warm epoch lost the objective: $start -> $w0"
+# A cold run of the same length does worse than the warm continuation.
+"$bin" train -d "$work/a.svm" -o "$work/c1.model" --epochs 1 --avg-start-epochs 0 \
+  --metrics-json "$work/c1.json" > /dev/null 2>&1
+le "$w0" "$(jq .objective "$work/c1.json")" || fail "warm epoch no better than a cold one"
+
+# --- new data with more features: the space grows, the mapping is recorded --------------------
+"$bin" train -d "$work/b.svm" -o "$work/b.model" --warm-start "$work/a.model" \
+  --metrics-json "$work/b.json" > /dev/null 2>&1
+old_max=$(jq .config.max_index "$m")
+new_max=$(jq .config.max_index "$work/b.json")
+[ "$new_max" -gt "$old_max" ] || fail "feature space did not grow: $old_max -> $new_max"
+"$bin" export -m "$work/b.model" --format json > "$work/b.export.json"
+jq -e ".config.warm_start.model_max_index == $old_max and
+       .config.warm_start.features_added == $new_max - $old_max and
+       .config.warm_start.feature_mapping != null" "$work/b.export.json" > /dev/null ||
+  fail "warm-start record: $(jq -c .config.warm_start "$work/b.export.json")"
+
+# --- a warm-started run stopped and resumed is bit-identical --------------------------------------
+expect 6 "checkpoint written" -d "$work/b.svm" -o "$work/br.model" --warm-start "$work/a.model" \
+  --checkpoint "$work/ck" --stop-after-rows 12000
+"$bin" train -d "$work/b.svm" -o "$work/br.model" --warm-start "$work/a.model" \
+  --resume "$work/ck" > /dev/null 2>&1
+cmp -s "$work/b.model" "$work/br.model" || fail "warm start, stop, resume: other model"
+expect 6 "checkpoint written" -d "$work/b.svm" -o "$work/br2.model" --warm-start "$work/a.model" \
+  --checkpoint "$work/ck" --stop-after-rows 4000
+expect 2 "other options (warm_start" -d "$work/b.svm" -o "$work/br2.model" --resume "$work/ck"
+
+# --- refusals ----------------------------------------------------------------------------------
+"$bin" train --algo svm -d "$work/a.svm" -o "$work/s.model" --epochs 1 --avg-start-epochs 0 \
+  > /dev/null 2>&1
+expect 3 "an svm model cannot start a --algo ldm run" -d "$work/a.svm" -o "$work/x.model" \
+  --warm-start "$work/s.model"
+sed 's/^-1 /0 /' "$work/a.svm" > "$work/a01.svm"
+expect 3 "labels -1 / 1 are not the data's 0 / 1" -d "$work/a01.svm" -o "$work/x.model" \
+  --warm-start "$work/a.model"
+expect 2 "trained with --bias 0, this run has --bias 1" -d "$work/a.svm" -o "$work/x.model" \
+  --warm-start "$work/a.model" --bias 1
+expect 3 "holds a 'checkpoint' model, not a linear one" -d "$work/a.svm" -o "$work/x.model" \
+  --warm-start "$work/ck"
+expect 4 "cannot open model file" -d "$work/a.svm" -o "$work/x.model" \
+  --warm-start "$work/missing.model"
+[ ! -e "$work/x.model" ] || fail "a refused warm start wrote a model"
+echo "warm_start_metrics: all checks passed"
