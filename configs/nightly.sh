@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Sample nightly retraining job: convert the day's data, warm-start from the served model, evaluate
+# candidate and served model on a fixed holdout, and replace the served model only if the holdout
+# metric did not drop. Restartable: a run killed or stopped (exit 6) is continued by running the same
+# command again (the conversion is kept, training resumes from its checkpoint).
+#
+# Usage: configs/nightly.sh [-b POLYMARGIN] [-w WORKDIR] [-m auc|accuracy] [-a ALGO] \
+#          SERVED_MODEL HOLDOUT NEW_DATA... [-- TRAIN_OPTION...]
+#   SERVED_MODEL  the model in service (created on the first night)
+#   HOLDOUT       fixed evaluation data (text or shards), never trained on
+#   NEW_DATA      today's LIBSVM text (any compression)
+# Writes WORKDIR/decision.json: {"decision": "replaced"|"kept"|"first model", "metric", "candidate",
+# "served", "candidate_model", "served_model", "train_metrics"}; the served model's predecessor is
+# kept as SERVED_MODEL.previous. Exit code: 0 whatever the decision; train's or eval's code otherwise
+# (6: stopped with a checkpoint, run again to continue).
+set -euo pipefail
+
+bin=build/polymargin
+work=nightly.work
+metric=auc
+algo=ldm
+while getopts "b:w:m:a:" opt; do
+  case $opt in
+    b) bin=$OPTARG ;;
+    w) work=$OPTARG ;;
+    m) metric=$OPTARG ;;
+    a) algo=$OPTARG ;;
+    *) exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 3 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
+[ "$metric" = auc ] || [ "$metric" = accuracy ] || { echo "nightly: -m auc|accuracy" >&2; exit 2; }
+served=$1
+holdout=$2
+shift 2
+new_data=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  new_data+=("$1")
+  shift
+done
+[ $# -gt 0 ] && shift  # the train options follow "--"
+train_options=("$@")
+mkdir -p "$work"
+log() { echo "nightly: $*" >&2; }
+
+# 1. Today's data into shards, once (a rerun reuses them; convert writes atomically).
+[ -e "$work/today.shards/manifest.json" ] || "$bin" convert "${new_data[@]}" -o "$work/today.shards" > /dev/null
+# 2. The candidate: warm-started from the served model, checkpointed, resumed after a stop.
+warm=()
+[ -e "$served" ] && warm=(--warm-start "$served")
+resume=()
+[ -e "$work/train.checkpoint" ] && resume=(--resume "$work/train.checkpoint")
+"$bin" train --algo "$algo" -d "$work/today.shards" -o "$work/candidate.model" "${warm[@]}" \
+  --checkpoint "$work/train.checkpoint" "${resume[@]}" --metrics-json "$work/train.json" \
+  "${train_options[@]}" > /dev/null
+# 3. Both models on the holdout.
+"$bin" eval -m "$work/candidate.model" -d "$holdout" --json > "$work/candidate.eval.json"
+candidate=$(jq ".$metric" "$work/candidate.eval.json")
+served_value=null
+if [ -e "$served" ]; then
+  "$bin" eval -m "$served" -d "$holdout" --json > "$work/served.eval.json"
+  served_value=$(jq ".$metric" "$work/served.eval.json")
+fi
+# 4. Replace only if the metric did not drop (same directory: mv is an atomic rename).
+if [ "$served_value" = null ]; then
+  decision="first model"
+elif awk -v c="$candidate" -v s="$served_value" 'BEGIN { exit !(c >= s) }'; then
+  decision=replaced
+else
+  decision=kept
+fi
+if [ "$decision" != kept ]; then
+  cp "$work/candidate.model" "$served.incoming"
+  [ -e "$served" ] && cp -p "$served" "$served.previous"
+  mv -f "$served.incoming" "$served"
+fi
+jq -n --arg decision "$decision" --arg metric "$metric" --argjson candidate "$candidate" \
+  --argjson served "$served_value" --arg candidate_model "$work/candidate.model" \
+  --arg served_model "$served" --slurpfile train "$work/train.json" \
+  '{decision: $decision, metric: $metric, candidate: $candidate, served: $served,
+    candidate_model: $candidate_model, served_model: $served_model, train_metrics: $train[0]}' \
+  > "$work/decision.json.tmp"
+mv -f "$work/decision.json.tmp" "$work/decision.json"
+rm -rf "$work/today.shards"  # consumed: tomorrow brings new data
+log "$metric on the holdout: candidate $candidate, served $served_value: $decision"

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# configs/nightly.sh on small generated data: the first night creates the served model; a normal
+# night warm-starts and replaces it only when the holdout metric did not drop; a night of flipped
+# labels is kept out of service; a night stopped mid-training (exit 6) continues when
+# run again.
+# Usage: tests/cli/nightly.sh BUILD/polymargin   (run from the repository root)
+set -euo pipefail
+
+bin=${1:?usage: $0 POLYMARGIN_BINARY}
+work=$(mktemp -d "${TMPDIR:-/tmp}/pm_nightly.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+nightly() { configs/nightly.sh -b "$bin" -w "$work/job" "$work/served.model" "$work/holdout.svm" "$@"; }
+gen() { "$bin" gen --like kdda --features 3000 --nnz 12 "$@" > /dev/null; }
+
+gen --rows 6000 --seed 1 -o "$work/day1.svm" --test-rows 4000 --test-output "$work/holdout.svm"
+gen --rows 6000 --seed 2 -o "$work/day2.svm"
+gen --rows 6000 --seed 3 -o "$work/day3.svm"
+awk '{ $1 = ($1 > 0 ? -1 : 1); print }' "$work/day3.svm" > "$work/flipped.svm"  # every label wrong
+gen --rows 6000 --seed 4 -o "$work/day4.svm"
+
+nightly "$work/day1.svm" 2> "$work/log"
+[ "$(jq -r .decision "$work/job/decision.json")" = "first model" ] || fail "night 1: $(cat "$work/log")"
+cmp -s "$work/served.model" "$work/job/candidate.model" || fail "night 1: not served"
+
+nightly "$work/day2.svm" 2> "$work/log"
+d=$work/job/decision.json
+jq -e '(.decision == "replaced") == (.candidate >= .served) and .decision != "first model"' "$d" \
+  > /dev/null || fail "night 2 decision contradicts its metrics: $(cat "$d")"
+"$bin" export -m "$work/job/candidate.model" --format json | jq -e '.config.warm_start.model' \
+  > /dev/null || fail "night 2 did not warm-start"
+cp "$work/served.model" "$work/before.model"
+
+nightly "$work/flipped.svm" 2> "$work/log"
+jq -e '.decision == "kept" and .candidate < .served' "$d" > /dev/null ||
+  fail "a night of flipped labels was served: $(cat "$d")"
+cmp -s "$work/served.model" "$work/before.model" || fail "the served model changed although kept"
+
+# Stopped mid-training: exit 6, nothing served; the rerun resumes and decides.
+rc=0
+nightly "$work/day4.svm" -- --stop-after-rows 9000 2> "$work/log" || rc=$?
+[ $rc -eq 6 ] || fail "stopped night: exit $rc: $(cat "$work/log")"
+cmp -s "$work/served.model" "$work/before.model" || fail "a stopped night changed the model"
+nightly "$work/day4.svm" 2> "$work/log"
+grep -q "candidate .* served .*: \(replaced\|kept\)" "$work/log" || fail "rerun: $(cat "$work/log")"
+[ "$(jq .train_metrics.resumed_from.rows "$d")" != null ] || fail "the rerun did not resume"
+echo "nightly: all checks passed"
