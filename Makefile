@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 
-.PHONY: all setup build run test bench test-asan test-tsan clean
+.PHONY: all setup build run test bench test-asan test-tsan fuzz clean
 
 all: build
 
@@ -33,5 +33,9 @@ test-tsan: setup
 	@cmake --build build-tsan -j $(JOBS)
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS)
 
+# libFuzzer targets (clang, ASan + UBSan) for a minute each; `make test` runs them for 8 s each.
+fuzz: setup
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} ./fuzz/run.sh
+
 clean:
-	rm -rf build build-debug build-asan build-tsan
+	rm -rf build build-debug build-asan build-tsan build-fuzz
