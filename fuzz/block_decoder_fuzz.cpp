@@ -1,7 +1,8 @@
 // libFuzzer target: the shard block checker and decoder (raw and zstd codecs) on arbitrary bytes.
 // Byte 0: bit 0 picks the codec, bit 1 makes the target write the block's true checksum into its
-// last 8 bytes, so that the fuzzer reaches the header checks and the decoders rather than stopping
-// at the checksum. A block that passes must decode into consistent rows or be refused with
+// last 8 bytes, bit 2 makes the header's payload size agree with the block's length (and, raw, the
+// decoded size with it), so that the fuzzer reaches the decoders rather than stopping at the
+// checksum and the size checks. A block that passes must decode into consistent rows or be refused with
 // DataError; nothing else (crash, sanitizer report, other exception) is allowed.
 #include <cstdint>
 #include <cstdlib>
@@ -17,13 +18,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace polymargin::io::shard;
   if (size < 1) return 0;
   const Codec codec = (data[0] & 1) ? Codec::kZstd : Codec::kRaw;
-  const bool fix_checksum = data[0] & 2;
+  const bool fix_checksum = data[0] & 2, fix_sizes = data[0] & 4;
   // The block as a reader sees it: a multiple of 8 bytes (the writer pads), at least a header.
   std::vector<std::uint8_t> block(data + 1, data + size);
   block.resize(std::max(pad8(block.size()), block_bytes(0)), 0);
   BlockHeader h;
   std::memcpy(&h, block.data(), sizeof h);
   if (h.rows > (1u << 16) || h.nnz > (1u << 20)) return 0;  // keep one input's memory bounded
+  if (fix_sizes) {
+    h.payload_bytes = block.size() - block_bytes(0);
+    if (codec == Codec::kRaw) h.decoded_bytes = h.payload_bytes;
+    std::memcpy(block.data(), &h, sizeof h);
+  }
   if (fix_checksum) {
     const std::uint64_t sum = checksum(block.data(), block.size() - 8);
     std::memcpy(block.data() + block.size() - 8, &sum, 8);
