@@ -480,7 +480,13 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   model.config["data"] = inputs;
   if (warm) model.config["warm_start"] = warm->record;
   io::save_model(model, output);
-  if (!checkpoint.empty()) std::filesystem::remove(checkpoint);  // its run is complete
+  if (!checkpoint.empty()) {  // its run is complete; a checkpoint that cannot go is only noted
+    std::error_code error;
+    std::filesystem::remove(checkpoint, error);
+    if (error)
+      std::fprintf(stderr, "warning: cannot remove the checkpoint %s: %s\n", checkpoint.c_str(),
+                   error.message().c_str());
+  }
   report["model_checksum"] = model_file_checksum(output);
 
   // Validation data: scored with the finished model, in data order.
