@@ -9,55 +9,48 @@ set -euo pipefail
 bin=${1:?usage: $0 POLYMARGIN_BINARY}
 work=$(mktemp -d "${TMPDIR:-/tmp}/pm_bad.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# shellcheck source=tests/cli/common.bash
+source "$(dirname "$0")/common.bash"
 in=$work/in
 out=$work/out
 mkdir -p "$in" "$out"
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-# expect CODE FRAGMENT COMMAND ARGS...: exits with CODE, says FRAGMENT on stderr, $out stays empty.
-expect() {
-  local code=$1 fragment=$2
-  shift 2
-  local rc=0
-  "$bin" "$@" > "$work/stdout" 2> "$work/stderr" || rc=$?
-  [ "$rc" -eq "$code" ] || fail "$* exited $rc, expected $code: $(cat "$work/stderr")"
-  grep -qF -- "$fragment" "$work/stderr" || fail "$*: stderr lacks '$fragment': $(cat "$work/stderr")"
-  [ -z "$(ls -A "$out")" ] || fail "$* left files: $(ls -A "$out")"
+# expect (common.bash), and $out stays empty: no output file, not even a temporary one.
+expect_clean() {
+  expect "$@"
+  [ -z "$(ls -A "$out")" ] || fail "${*:3} left files: $(ls -A "$out")"
 }
 # text CASE LINE2: a file whose first line is good and whose second is LINE2.
 text() { printf '1 1:0.5 3:1\n%s\n-1 2:1\n' "$2" > "$in/$1.svm"; }
 
 # --- text: each bad token is named with file:line:column ----------------------------------------
 text number '-1 2:0.5x'
-expect 3 "number.svm:2:6" convert "$in/number.svm" -o "$out/d.shards"
+expect_clean 3 "number.svm:2:6" convert "$in/number.svm" -o "$out/d.shards"
 text label 'abc 2:1'
-expect 3 "label.svm:2:1" convert "$in/label.svm" -o "$out/d.shards"
+expect_clean 3 "label.svm:2:1" convert "$in/label.svm" -o "$out/d.shards"
 text nan '-1 2:nan'
-expect 3 "nan.svm:2:" convert "$in/nan.svm" -o "$out/d.shards"
+expect_clean 3 "nan.svm:2:" convert "$in/nan.svm" -o "$out/d.shards"
 text inf '-1 2:inf'
-expect 3 "inf.svm:2:" convert "$in/inf.svm" -o "$out/d.shards"
+expect_clean 3 "inf.svm:2:" convert "$in/inf.svm" -o "$out/d.shards"
 text labelnan 'nan 2:1'
-expect 3 "labelnan.svm:2:1" convert "$in/labelnan.svm" -o "$out/d.shards"
+expect_clean 3 "labelnan.svm:2:1" convert "$in/labelnan.svm" -o "$out/d.shards"
 text zero '-1 0:1 2:1'
-expect 3 "zero.svm:2:" convert "$in/zero.svm" -o "$out/d.shards" --index-base 1
+expect_clean 3 "zero.svm:2:" convert "$in/zero.svm" -o "$out/d.shards" --index-base 1
 text negative '-1 -2:1'
-expect 3 "negative.svm:2:" convert "$in/negative.svm" -o "$out/d.shards"
+expect_clean 3 "negative.svm:2:" convert "$in/negative.svm" -o "$out/d.shards"
 text huge '-1 4294967296:1'
-expect 3 "huge.svm:2:" convert "$in/huge.svm" -o "$out/d.shards"
+expect_clean 3 "huge.svm:2:" convert "$in/huge.svm" -o "$out/d.shards"
 text unsorted '-1 5:1 2:1'
-expect 3 "unsorted.svm:2:" convert "$in/unsorted.svm" -o "$out/d.shards"
+expect_clean 3 "unsorted.svm:2:" convert "$in/unsorted.svm" -o "$out/d.shards"
 text duplicate '-1 2:1 2:1'
-expect 3 "duplicate.svm:2:" convert "$in/duplicate.svm" -o "$out/d.shards"
+expect_clean 3 "duplicate.svm:2:" convert "$in/duplicate.svm" -o "$out/d.shards"
 : > "$in/empty.svm"
-expect 3 "empty.svm" convert "$in/empty.svm" -o "$out/d.shards"
+expect_clean 3 "empty.svm" convert "$in/empty.svm" -o "$out/d.shards"
 head -c 4096 /dev/urandom > "$in/garbage.svm"
 printf '\x00\x01\x02' >> "$in/garbage.svm"
-expect 3 "garbage.svm:1:" convert "$in/garbage.svm" -o "$out/d.shards"
+expect_clean 3 "garbage.svm:1:" convert "$in/garbage.svm" -o "$out/d.shards"
 # The same through train (converted on the fly) and eval: same message, no model.
-expect 3 "unsorted.svm:2:" train -d "$in/unsorted.svm" -o "$out/m.model"
+expect_clean 3 "unsorted.svm:2:" train -d "$in/unsorted.svm" -o "$out/m.model"
 
 # --- compressed input cut short -----------------------------------------------------------------
 "$bin" gen --like kdda --rows 3000 --features 2000 --nnz 10 --seed 3 -o "$in/g.svm" > /dev/null
@@ -73,24 +66,24 @@ done
 cp -r "$in/g.shards" "$in/flip.shards"
 shard=$in/flip.shards/shard-00000.pms
 printf '\xff' | dd of="$shard" bs=1 seek=$(($(stat -c %s "$shard") / 2)) conv=notrunc 2> /dev/null
-expect 3 "shard-00000.pms" train -d "$in/flip.shards" -o "$out/m.model"
+expect_clean 3 "shard-00000.pms" train -d "$in/flip.shards" -o "$out/m.model"
 grep -q "block" "$work/stderr" || fail "flipped byte: block not named: $(cat "$work/stderr")"
-expect 3 "shard-00000.pms" inspect "$in/flip.shards" --verify
+expect_clean 3 "shard-00000.pms" inspect "$in/flip.shards" --verify
 cp -r "$in/g.shards" "$in/cut.shards"
 truncate -s -100 "$in/cut.shards/shard-00000.pms"
-expect 3 "shard-00000.pms" train -d "$in/cut.shards" -o "$out/m.model"
+expect_clean 3 "shard-00000.pms" train -d "$in/cut.shards" -o "$out/m.model"
 cp "$in/g.svm" "$in/s.svm"
 "$bin" convert "$in/s.svm" -o "$in/s.shards" > /dev/null
 echo "1 7:1" >> "$in/s.svm"  # the source changed after the conversion
-expect 3 "re-run convert" train -d "$in/s.shards" -o "$out/m.model"
+expect_clean 3 "re-run convert" train -d "$in/s.shards" -o "$out/m.model"
 
 # --- model files: another version, truncated ------------------------------------------------------
 "$bin" train -d "$in/g.shards" -o "$in/g.model" --epochs 2 --avg-start-epochs 1 > /dev/null 2>&1
 cp "$in/g.model" "$in/v2.model"
 printf '\x02' | dd of="$in/v2.model" bs=1 seek=8 conv=notrunc 2> /dev/null
-expect 3 "model format version 2 is not supported" eval -m "$in/v2.model" -d "$in/g.shards"
+expect_clean 3 "model format version 2 is not supported" eval -m "$in/v2.model" -d "$in/g.shards"
 head -c 1000 "$in/g.model" > "$in/short.model"
-expect 3 "truncated" eval -m "$in/short.model" -d "$in/g.shards"
+expect_clean 3 "truncated" eval -m "$in/short.model" -d "$in/g.shards"
 
 # --- the disk fills up (ulimit -f; SIGXFSZ ignored so that write(2) fails with EFBIG) -----------
 limited() { (ulimit -f 64 && trap '' XFSZ && exec "$bin" "$@"); }

@@ -10,21 +10,9 @@ set -euo pipefail
 bin=${1:?usage: $0 POLYMARGIN_BINARY}
 work=$(mktemp -d "${TMPDIR:-/tmp}/pm_checkpoint.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# shellcheck source=tests/cli/common.bash
+source "$(dirname "$0")/common.bash"
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-# expect CODE FRAGMENT ARGS...: `train ARGS` exits with CODE and says FRAGMENT on stderr.
-expect() {
-  local code=$1 fragment=$2
-  shift 2
-  local rc=0
-  "$bin" train "$@" > "$work/out.log" 2> "$work/err.log" || rc=$?
-  [ "$rc" -eq "$code" ] || fail "train $* exited $rc, expected $code: $(cat "$work/err.log")"
-  grep -q -- "$fragment" "$work/err.log" ||
-    fail "train $*: stderr lacks '$fragment': $(cat "$work/err.log")"
-}
 
 # 6000 rows in blocks of 250, windows of 2 blocks: 12 windows an epoch, so stops fall mid-epoch.
 "$bin" gen --like kdda --rows 6000 --features 3000 --nnz 12 --seed 4 --block-rows 250 \
@@ -45,7 +33,7 @@ for algo in ldm svm; do
   # Stops at: the first window, mid-epoch 1, the end of epoch 1 (6000), mid-epoch 3 (averaging
   # from 12000), the end of the last epoch; then chained stops on one checkpoint.
   for stop in 500 3500 6000 14000 24000; do
-    expect 6 "checkpoint written to $work/ck" --algo $algo "${common[@]}" -o "$work/m" \
+    expect 6 "checkpoint written to $work/ck" train --algo $algo "${common[@]}" -o "$work/m" \
       --checkpoint "$work/ck" --stop-after-rows $stop
     [ -s "$work/ck" ] || fail "$algo: no checkpoint after --stop-after-rows $stop"
     [ ! -e "$work/m" ] || fail "$algo: a stopped run wrote a model"
@@ -58,7 +46,7 @@ for algo in ldm svm; do
   for stop in 2500 9000 13500 19000; do  # each run continues the last one's checkpoint
     resume=()
     [ -e "$work/ck" ] && resume=(--resume "$work/ck")
-    expect 6 "checkpoint written" --algo $algo "${common[@]}" -o "$work/m" "${resume[@]}" \
+    expect 6 "checkpoint written" train --algo $algo "${common[@]}" -o "$work/m" "${resume[@]}" \
       --checkpoint "$work/ck" --checkpoint-every 1000 --stop-after-rows $stop
   done
   "$bin" train --algo $algo "${common[@]}" -o "$work/m" --resume "$work/ck" \
@@ -68,22 +56,22 @@ for algo in ldm svm; do
 done
 
 # --- refusals ---------------------------------------------------------------------------------
-expect 6 "checkpoint written" "${common[@]}" -o "$work/m" --checkpoint "$work/ck" \
+expect 6 "checkpoint written" train "${common[@]}" -o "$work/m" --checkpoint "$work/ck" \
   --stop-after-rows 3000
-expect 2 "other options (seed 3 -> 4" -d "$work/d.shards" --seed 4 "${opts[@]}" -o "$work/m" \
+expect 2 "other options (seed 3 -> 4" train -d "$work/d.shards" --seed 4 "${opts[@]}" -o "$work/m" \
   --resume "$work/ck"
-expect 2 "c 10.0 -> 1.0" "${common[@]}" -c 1 -o "$work/m" --resume "$work/ck"
-expect 3 "other training data" -d "$work/other.shards" --seed 3 "${opts[@]}" -o "$work/m" \
+expect 2 "c 10.0 -> 1.0" train "${common[@]}" -c 1 -o "$work/m" --resume "$work/ck"
+expect 3 "other training data" train -d "$work/other.shards" --seed 3 "${opts[@]}" -o "$work/m" \
   --resume "$work/ck"
-expect 3 "not a training checkpoint" "${common[@]}" -o "$work/m" --resume "$work/ref.ldm"
+expect 3 "not a training checkpoint" train "${common[@]}" -o "$work/m" --resume "$work/ref.ldm"
 cp "$work/ck" "$work/bad.ck"
 printf '\x55' | dd of="$work/bad.ck" bs=1 seek=5000 conv=notrunc 2> /dev/null
-expect 3 "checksum mismatch" "${common[@]}" -o "$work/m" --resume "$work/bad.ck"
-expect 4 "cannot open" "${common[@]}" -o "$work/m" --resume "$work/missing.ck"
-expect 2 "needs --checkpoint" "${common[@]}" -o "$work/m" --checkpoint-every 10
-expect 2 "--checkpoint-every must be" "${common[@]}" -o "$work/m" --checkpoint "$work/c2" \
+expect 3 "checksum mismatch" train "${common[@]}" -o "$work/m" --resume "$work/bad.ck"
+expect 4 "cannot open" train "${common[@]}" -o "$work/m" --resume "$work/missing.ck"
+expect 2 "needs --checkpoint" train "${common[@]}" -o "$work/m" --checkpoint-every 10
+expect 2 "--checkpoint-every must be" train "${common[@]}" -o "$work/m" --checkpoint "$work/c2" \
   --checkpoint-every 10x
-expect 2 "must be different files" "${common[@]}" -o "$work/m" --checkpoint "$work/m"
+expect 2 "must be different files" train "${common[@]}" -o "$work/m" --checkpoint "$work/m"
 [ ! -e "$work/m" ] || fail "a refused run wrote a model"
 "$bin" train "${common[@]}" -o "$work/m" --resume "$work/ck" > /dev/null 2>&1
 cmp -s "$work/ref.ldm" "$work/m" || fail "the refusals spoilt the checkpoint"
@@ -123,8 +111,8 @@ grep -q "no checkpoint written" "$work/term.err" || fail "message: $(cat "$work/
 "$bin" train "${big[@]}" -o "$work/big.m2" --checkpoint "$work/big.ck2" > /dev/null 2>&1 &
 pid=$!
 for _ in $(seq 100); do [ -e "$work/big.m2.lock" ] && break; sleep 0.05; done
-expect 4 "being written by another job" "${big[@]}" -o "$work/big.m2"
-expect 4 "checkpoint $work/big.ck2 is being written by another job" "${big[@]}" \
+expect 4 "being written by another job" train "${big[@]}" -o "$work/big.m2"
+expect 4 "checkpoint $work/big.ck2 is being written by another job" train "${big[@]}" \
   -o "$work/other.m" --checkpoint "$work/big.ck2"
 wait $pid || fail "the first job failed"
 cmp -s "$work/big.ref" "$work/big.m2" || fail "the first job's model was disturbed"
@@ -134,7 +122,7 @@ cmp -s "$work/big.ref" "$work/big.m2" || fail "the first job's model was disturb
 bash -c 'exec 9> "$1"; flock -n 9; exec sleep 5' _ "$work/m.lock" &
 holder=$!
 sleep 0.2
-expect 4 "being written by another job" "${common[@]}" -o "$work/m"
+expect 4 "being written by another job" train "${common[@]}" -o "$work/m"
 kill -KILL $holder
 { wait $holder; } 2> /dev/null || true
 [ -e "$work/m.lock" ] || fail "the killed holder's lock file is gone (the test proves nothing)"

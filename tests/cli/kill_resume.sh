@@ -12,6 +12,8 @@ kills=${KILLS:-4}
 seed=${SEED:-$RANDOM}
 work=$(mktemp -d "${TMPDIR:-/tmp}/pm_kill.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# shellcheck source=tests/cli/common.bash
+source "$(dirname "$0")/common.bash"
 RANDOM=$seed
 echo "kill_resume: $kills kills per learner, SEED=$seed"
 

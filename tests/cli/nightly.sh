@@ -9,10 +9,8 @@ set -euo pipefail
 bin=${1:?usage: $0 POLYMARGIN_BINARY}
 work=$(mktemp -d "${TMPDIR:-/tmp}/pm_nightly.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+# shellcheck source=tests/cli/common.bash
+source "$(dirname "$0")/common.bash"
 nightly() { configs/nightly.sh -b "$bin" -w "$work/job" "$work/served.model" "$work/holdout.svm" "$@"; }
 gen() { "$bin" gen --like kdda --features 3000 --nnz 12 "$@" > /dev/null; }
 

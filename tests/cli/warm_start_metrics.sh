@@ -9,20 +9,9 @@ set -euo pipefail
 bin=${1:?usage: $0 POLYMARGIN_BINARY}
 work=$(mktemp -d "${TMPDIR:-/tmp}/pm_warm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# shellcheck source=tests/cli/common.bash
+source "$(dirname "$0")/common.bash"
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-expect() {
-  local code=$1 fragment=$2
-  shift 2
-  local rc=0
-  "$bin" train "$@" > "$work/out.log" 2> "$work/err.log" || rc=$?
-  [ "$rc" -eq "$code" ] || fail "train $* exited $rc, expected $code: $(cat "$work/err.log")"
-  grep -q -- "$fragment" "$work/err.log" ||
-    fail "train $*: stderr lacks '$fragment': $(cat "$work/err.log")"
-}
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
 
 "$bin" gen --like kdda --rows 8000 --features 3000 --nnz 12 --seed 4 -o "$work/a.svm" \
@@ -57,15 +46,15 @@ grep -q "validation: 3000 rows, accuracy" "$work/a.out" || fail "no validation l
 
 # --- ... on failure and on a stop: status, exit code, the error --------------------------------
 printf '1 3:0.5\n-1 2:x\n' > "$work/bad.svm"
-expect 3 "bad.svm:2" -d "$work/bad.svm" -o "$work/bad.model" --metrics-json "$work/bad.json"
+expect 3 "bad.svm:2" train -d "$work/bad.svm" -o "$work/bad.model" --metrics-json "$work/bad.json"
 [ "$(jq -r .status "$work/bad.json")" = error ] && [ "$(jq .exit_code "$work/bad.json")" = 3 ] ||
   fail "failure metrics: $(cat "$work/bad.json")"
 jq -r .error "$work/bad.json" | grep -q "bad.svm:2" || fail "error not recorded"
 [ ! -e "$work/bad.model" ] || fail "a failed run wrote a model"
-expect 2 "--scale must be" -d "$work/a.svm" -o "$work/x.model" --scale bogus \
+expect 2 "--scale must be" train -d "$work/a.svm" -o "$work/x.model" --scale bogus \
   --metrics-json "$work/usage.json"
 [ "$(jq .exit_code "$work/usage.json")" = 2 ] || fail "usage-error metrics"
-expect 6 "checkpoint written" -d "$work/a.svm" -o "$work/x.model" --checkpoint "$work/ck" \
+expect 6 "checkpoint written" train -d "$work/a.svm" -o "$work/x.model" --checkpoint "$work/ck" \
   --stop-after-rows 8000 --metrics-json "$work/stop.json"
 jq -e '.status == "interrupted" and .exit_code == 6 and .interrupted.rows == 8000' \
   "$work/stop.json" > /dev/null || fail "stop metrics: $(cat "$work/stop.json")"
@@ -101,28 +90,28 @@ jq -e ".config.warm_start.model_max_index == $old_max and
   fail "warm-start record: $(jq -c .config.warm_start "$work/b.export.json")"
 
 # --- a warm-started run stopped and resumed is bit-identical --------------------------------------
-expect 6 "checkpoint written" -d "$work/b.svm" -o "$work/br.model" --warm-start "$work/a.model" \
+expect 6 "checkpoint written" train -d "$work/b.svm" -o "$work/br.model" --warm-start "$work/a.model" \
   --checkpoint "$work/ck" --stop-after-rows 12000
 "$bin" train -d "$work/b.svm" -o "$work/br.model" --warm-start "$work/a.model" \
   --resume "$work/ck" > /dev/null 2>&1
 cmp -s "$work/b.model" "$work/br.model" || fail "warm start, stop, resume: other model"
-expect 6 "checkpoint written" -d "$work/b.svm" -o "$work/br2.model" --warm-start "$work/a.model" \
+expect 6 "checkpoint written" train -d "$work/b.svm" -o "$work/br2.model" --warm-start "$work/a.model" \
   --checkpoint "$work/ck" --stop-after-rows 4000
-expect 2 "other options (warm_start" -d "$work/b.svm" -o "$work/br2.model" --resume "$work/ck"
+expect 2 "other options (warm_start" train -d "$work/b.svm" -o "$work/br2.model" --resume "$work/ck"
 
 # --- refusals ----------------------------------------------------------------------------------
 "$bin" train --algo svm -d "$work/a.svm" -o "$work/s.model" --epochs 1 --avg-start-epochs 0 \
   > /dev/null 2>&1
-expect 3 "an svm model cannot start a --algo ldm run" -d "$work/a.svm" -o "$work/x.model" \
+expect 3 "an svm model cannot start a --algo ldm run" train -d "$work/a.svm" -o "$work/x.model" \
   --warm-start "$work/s.model"
 sed 's/^-1 /0 /' "$work/a.svm" > "$work/a01.svm"
-expect 3 "labels -1 / 1 are not the data's 0 / 1" -d "$work/a01.svm" -o "$work/x.model" \
+expect 3 "labels -1 / 1 are not the data's 0 / 1" train -d "$work/a01.svm" -o "$work/x.model" \
   --warm-start "$work/a.model"
-expect 2 "trained with --bias 0, this run has --bias 1" -d "$work/a.svm" -o "$work/x.model" \
+expect 2 "trained with --bias 0, this run has --bias 1" train -d "$work/a.svm" -o "$work/x.model" \
   --warm-start "$work/a.model" --bias 1
-expect 3 "holds a 'checkpoint' model, not a linear one" -d "$work/a.svm" -o "$work/x.model" \
+expect 3 "holds a 'checkpoint' model, not a linear one" train -d "$work/a.svm" -o "$work/x.model" \
   --warm-start "$work/ck"
-expect 4 "cannot open model file" -d "$work/a.svm" -o "$work/x.model" \
+expect 4 "cannot open model file" train -d "$work/a.svm" -o "$work/x.model" \
   --warm-start "$work/missing.model"
 [ ! -e "$work/x.model" ] || fail "a refused warm start wrote a model"
 echo "warm_start_metrics: all checks passed"
