@@ -70,7 +70,9 @@ le "$w1" "$start" || fail "warm start raised the objective: $start -> $w1"
 "$bin" train -d "$work/a.svm" -o "$work/w0.model" --warm-start "$work/a.model" --epochs 1 \
   --avg-start-epochs 0 --metrics-json "$work/w0.json" > /dev/null 2>&1
 w0=$(jq .objective "$work/w0.json")
-le "$w0" "$(awk -v s="$start" 'BEGIN { print s * 1.001 }')" ||
+# One warm epoch restarts the step schedule (large steps first), so it may lose a little; within
+# 1 % of the model's objective (a cold epoch is 57 % above it).
+le "$w0" "$(awk -v s="$start" 'BEGIN { print s * 1.01 }')" ||
   fail "one warm epoch lost the objective: $start -> $w0"
 # A cold run of the same length does worse than the warm continuation.
 "$bin" train -d "$work/a.svm" -o "$work/c1.model" --epochs 1 --avg-start-epochs 0 \
