@@ -81,8 +81,11 @@ rm -f "$work/m" "$work/ck"
 "$bin" gen --like kdda --rows 60000 --features 20000 --nnz 20 --seed 6 --block-rows 500 \
   -o "$work/big.shards" > /dev/null
 big=(-d "$work/big.shards" --seed 2 --epochs 30 --avg-start-epochs 10 --window-blocks 2 --threads 2)
-"$bin" train "${big[@]}" -o "$work/big.ref" > /dev/null 2>&1
-"$bin" train "${big[@]}" -o "$work/big.m" --checkpoint "$work/big.ck" --checkpoint-every 20000 \
+# Runs of a few seconds (30 epochs of this set take well under one), for the signals and locks
+# below to meet a job still learning.
+hold=(-d "$work/big.shards" --seed 2 --epochs 200 --avg-start-epochs 10 --window-blocks 2 --threads 2)
+"$bin" train "${hold[@]}" -o "$work/hold.ref" > /dev/null 2>&1
+"$bin" train "${hold[@]}" -o "$work/big.m" --checkpoint "$work/big.ck" --checkpoint-every 20000 \
   > /dev/null 2> "$work/term.err" &
 pid=$!
 for _ in $(seq 200); do [ -e "$work/big.ck" ] && break; sleep 0.05; done
@@ -94,12 +97,15 @@ wait $pid || rc=$?
 grep -q "interrupted by SIGTERM: checkpoint written to $work/big.ck" "$work/term.err" ||
   fail "SIGTERM message: $(cat "$work/term.err")"
 [ ! -e "$work/big.m" ] || fail "SIGTERM: a model was written"
-"$bin" train "${big[@]}" -o "$work/big.m" --resume "$work/big.ck" > /dev/null 2>&1
-cmp -s "$work/big.ref" "$work/big.m" || fail "SIGTERM and resume: other model"
+"$bin" train "${hold[@]}" -o "$work/big.m" --resume "$work/big.ck" > /dev/null 2>&1
+cmp -s "$work/hold.ref" "$work/big.m" || fail "SIGTERM and resume: other model"
 
-"$bin" train "${big[@]}" -o "$work/big.n" > /dev/null 2> "$work/term.err" &
+# A run long enough to be signalled while it learns, however fast the machine: wait for its first
+# epoch line, then stop it.
+long=(-d "$work/big.shards" --seed 2 --epochs 2000 --window-blocks 2 --threads 2)
+"$bin" train "${long[@]}" -o "$work/big.n" > /dev/null 2> "$work/term.err" &
 pid=$!
-sleep 0.5
+for _ in $(seq 400); do grep -q "^epoch 1/" "$work/term.err" && break; sleep 0.05; done
 kill -TERM $pid
 rc=0
 wait $pid || rc=$?
@@ -108,14 +114,15 @@ grep -q "no checkpoint written" "$work/term.err" || fail "message: $(cat "$work/
 [ ! -e "$work/big.n" ] && [ ! -e "$work/big.n.lock" ] || fail "files left: $(ls "$work")"
 
 # --- locks: the second writer of a model or checkpoint is refused ------------------------------
-"$bin" train "${big[@]}" -o "$work/big.m2" --checkpoint "$work/big.ck2" > /dev/null 2>&1 &
+# The first job runs a few seconds (hold), so that the second attempts certainly meet it.
+"$bin" train "${hold[@]}" -o "$work/big.m2" --checkpoint "$work/big.ck2" > /dev/null 2>&1 &
 pid=$!
 for _ in $(seq 100); do [ -e "$work/big.m2.lock" ] && break; sleep 0.05; done
 expect 4 "being written by another job" train "${big[@]}" -o "$work/big.m2"
 expect 4 "checkpoint $work/big.ck2 is being written by another job" train "${big[@]}" \
   -o "$work/other.m" --checkpoint "$work/big.ck2"
 wait $pid || fail "the first job failed"
-cmp -s "$work/big.ref" "$work/big.m2" || fail "the first job's model was disturbed"
+cmp -s "$work/hold.ref" "$work/big.m2" || fail "the first job's model was disturbed"
 [ ! -e "$work/big.m2.lock" ] || fail "lock file left after the job"
 # Another process holding the lock the same way (flock(1) on fd 9, then that process becomes
 # `sleep`); once it is killed, the lock file it leaves behind blocks nothing.
