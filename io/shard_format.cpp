@@ -308,8 +308,9 @@ BlockHeader check_block(const std::uint8_t* data, const IndexEntry& entry, Codec
   // index's writer (e.g. spliced in from another file): refuse it just the same.
   if (std::memcmp(h.magic, kBlockMagic, sizeof h.magic) != 0 || (h.flags & ~kBlockHasValues) != 0)
     block_error(name, "not a block header");
+  // (payload_bytes is compared first: block_bytes of a value near 2^64 wraps around.)
   if (h.block_index != name.global || h.rows != entry.rows || h.nnz != entry.nnz ||
-      block_bytes(h.payload_bytes) != entry.bytes)
+      h.payload_bytes > entry.bytes || block_bytes(h.payload_bytes) != entry.bytes)
     block_error(name, "header does not match the block index");
   const bool has_values = h.flags & kBlockHasValues;
   if (codec == Codec::kRaw && (h.payload_bytes != RawLayout(h.rows, h.nnz, has_values).total() ||

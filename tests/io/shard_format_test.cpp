@@ -106,6 +106,27 @@ TEST_P(ShardBlockRoundTrip, BlockPassedOffAsAnotherIsRefused) {
   EXPECT_THROW(check_block(block.data(), entry_of(block), GetParam(), {kFile, 0, 3}), DataError);
 }
 
+// Found by fuzz/block_decoder_fuzz: a payload size near 2^64 made block_bytes() wrap around to
+// the block's true length, so the header passed and the decoder read past the block.
+TEST_P(ShardBlockRoundTrip, PayloadSizeThatWrapsAroundIsRefused) {
+  const CsrBuffer rows = random_rows(4, 10, 5, 100, Values::kNone);
+  BlockEncoder encoder(GetParam(), 3);
+  std::vector<std::uint8_t> block;
+  encoder.encode(rows.view(), 0, 0, block);
+  for (const std::uint64_t payload : {~std::uint64_t{0}, ~std::uint64_t{0} - 7}) {
+    std::vector<std::uint8_t> forged(block_bytes(0), 0);  // header and checksum only
+    BlockHeader h;
+    std::memcpy(&h, block.data(), sizeof h);
+    h.payload_bytes = payload;
+    std::memcpy(forged.data(), &h, sizeof h);
+    const std::uint64_t sum = checksum(forged.data(), forged.size() - 8);
+    std::memcpy(forged.data() + forged.size() - 8, &sum, 8);
+    const IndexEntry entry{0, forged.size(), h.rows, h.nnz};
+    EXPECT_THROW(check_block(forged.data(), entry, GetParam(), {kFile, 0, 0}), DataError)
+        << payload;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Codecs, ShardBlockRoundTrip, ::testing::Values(Codec::kRaw, Codec::kZstd),
                          [](const auto& info) { return codec_name(info.param); });
 
