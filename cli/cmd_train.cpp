@@ -329,14 +329,14 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   read.scale_maxabs = scale == "maxabs";
   // With a warm start the trained space may hold features today's data lacks (max|x| = 0): they
   // keep a scale of 1, so their old weights decay under the regulariser instead of vanishing.
+  // Warm start only: the data's maxima widened to the model's features (a copy: 81 MB at KDD
+  // size, which a cold run must not carry on top of its weights).
   std::vector<float> maxabs;
-  if (read.scale_maxabs) {
+  if (read.scale_maxabs && warm) {
     maxabs = shards.feature_maxabs();
-    if (warm) {
-      maxabs.resize(std::size_t{max_index} + 1, 0.0f);
-      for (std::size_t f = 0; f < warm->model.weights.size(); ++f)
-        if (maxabs[f] == 0 && warm->model.weights[f] != 0) maxabs[f] = 1;
-    }
+    maxabs.resize(std::size_t{max_index} + 1, 0.0f);
+    for (std::size_t f = 0; f < warm->model.weights.size(); ++f)
+      if (maxabs[f] == 0 && warm->model.weights[f] != 0) maxabs[f] = 1;
   }
   // A resumed run has its warm start in the checkpoint, unless it stopped before the first step.
   bool warm_pending = warm.has_value() && trainer.state().t == 0;

@@ -139,29 +139,34 @@ struct Scaling {
   /// branch, then divided with their maxima prefetched a few entries ahead: the misses on the table
   /// overlap instead of each stalling the loop.
   void apply(CsrBuffer& out, std::vector<std::uint32_t>& todo) const {
+    // In slices of kSlice entries, so the list stays small (cache resident, no window-sized
+    // scratch on top of a trainer's weights).
+    constexpr std::size_t kSlice = 8192, kAhead = 16;
     const std::size_t nnz = out.indices.size();
-    const std::uint32_t* idx = out.indices.data();
     const float* m = maxabs->data();
-    float* v = out.values.data();
-    todo.resize(nnz);
+    todo.resize(kSlice);
     std::uint32_t* list = todo.data();
-    std::size_t n = 0;
-    if (at_most_one) {
-      for (std::size_t k = 0; k < nnz; ++k) {  // v ≠ 0 implies m ≥ |v| > 0
-        list[n] = static_cast<std::uint32_t>(k);
-        n += v[k] != 1.0f && v[k] != 0.0f;
+    for (std::size_t begin = 0; begin < nnz; begin += kSlice) {
+      const std::size_t count = std::min(kSlice, nnz - begin);
+      const std::uint32_t* idx = out.indices.data() + begin;
+      float* v = out.values.data() + begin;
+      std::size_t n = 0;
+      if (at_most_one) {
+        for (std::size_t k = 0; k < count; ++k) {  // v ≠ 0 implies m ≥ |v| > 0
+          list[n] = static_cast<std::uint32_t>(k);
+          n += v[k] != 1.0f && v[k] != 0.0f;
+        }
+      } else {
+        const std::uint64_t* bits = divide.data();
+        for (std::size_t k = 0; k < count; ++k) {
+          list[n] = static_cast<std::uint32_t>(k);
+          n += (bits[idx[k] / 64] >> (idx[k] % 64)) & 1;
+        }
       }
-    } else {
-      const std::uint64_t* bits = divide.data();
-      for (std::size_t k = 0; k < nnz; ++k) {
-        list[n] = static_cast<std::uint32_t>(k);
-        n += (bits[idx[k] / 64] >> (idx[k] % 64)) & 1;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i + kAhead < n) __builtin_prefetch(m + idx[list[i + kAhead]]);
+        v[list[i]] /= m[idx[list[i]]];
       }
-    }
-    constexpr std::size_t kAhead = 16;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (i + kAhead < n) __builtin_prefetch(m + idx[list[i + kAhead]]);
-      v[list[i]] /= m[idx[list[i]]];
     }
   }
 };
