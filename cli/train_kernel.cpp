@@ -282,7 +282,20 @@ nlohmann::ordered_json common_summary(const std::string& algo, const TrainingSet
   return j;
 }
 
-void print_summary(const nlohmann::ordered_json& summary, bool json) {
+// The tail every regular-scale summary shares: training accuracy and margins over `margins`, the
+// phase times and the model path; then the summary is printed (JSON or text).
+void print_summary(nlohmann::ordered_json& summary, const engine::MarginStats& margins,
+                   double open, double gram, double setup, double solve, Clock::time_point start,
+                   const std::string& output, bool json) {
+  summary["margin_mean"] = margins.mean();
+  summary["margin_variance"] = margins.variance();
+  summary["train_accuracy"] = margins.accuracy();
+  summary["open_seconds"] = open;
+  summary["gram_seconds"] = gram;
+  summary["setup_seconds"] = setup;
+  summary["solve_seconds"] = solve;
+  summary["total_seconds"] = seconds_since(start);
+  summary["model_path"] = output;
   if (json) {
     std::cout << summary.dump(2) << "\n";
     return;
@@ -410,17 +423,9 @@ int run_kldm(const std::vector<std::string>& args) {
   summary["support_vectors"] = model.vectors.size();
   summary["objective"] = result.primal_objective;
   summary["dual_objective"] = result.dual_objective;
-  summary["margin_mean"] = margins.mean();
-  summary["margin_variance"] = margins.variance();
-  summary["train_accuracy"] = margins.accuracy();
   summary["memory_bytes"] = engine::kldm_peak_bytes(t.y.size());
-  summary["open_seconds"] = t.open_seconds;
-  summary["gram_seconds"] = gram_seconds;
-  summary["setup_seconds"] = setup_seconds;
-  summary["solve_seconds"] = solve_seconds;
-  summary["total_seconds"] = seconds_since(start);
-  summary["model_path"] = o.output;
-  print_summary(summary, o.json);
+  print_summary(summary, margins, t.open_seconds, gram_seconds, setup_seconds, solve_seconds, start, o.output,
+                o.json);
   return kExitOk;
 }
 
@@ -568,17 +573,9 @@ int run_tldm(const std::vector<std::string>& args) {
       engine::tldm_primal_objective(basis, t.y, result.plane[1].w, result.plane[1].b, 1, config)};
   summary["plane_objectives"] = {objectives[0], objectives[1]};
   summary["objective"] = objectives[0] + objectives[1];
-  summary["margin_mean"] = margins.mean();
-  summary["margin_variance"] = margins.variance();
-  summary["train_accuracy"] = margins.accuracy();
   summary["memory_bytes"] = engine::tldm_peak_bytes(l, q);
-  summary["open_seconds"] = t.open_seconds;
-  summary["gram_seconds"] = gram_seconds;
-  summary["setup_seconds"] = 0.0;
-  summary["solve_seconds"] = solve_seconds;
-  summary["total_seconds"] = seconds_since(start);
-  summary["model_path"] = o.output;
-  print_summary(summary, o.json);
+  print_summary(summary, margins, t.open_seconds, gram_seconds, 0.0, solve_seconds, start, o.output,
+                o.json);
   return kExitOk;
 }
 
@@ -697,17 +694,9 @@ int run_cmm(const std::vector<std::string>& args) {
   summary["support_vectors"] = model.vectors.size();
   summary["objective"] = result.objectives.back();
   summary["objectives"] = result.objectives;
-  summary["margin_mean"] = margins.mean();  // over the labelled rows
-  summary["margin_variance"] = margins.variance();
-  summary["train_accuracy"] = margins.accuracy();
   summary["memory_bytes"] = engine::square_matrix_bytes(n);
-  summary["open_seconds"] = t.open_seconds;
-  summary["gram_seconds"] = gram_seconds;
-  summary["setup_seconds"] = 0.0;
-  summary["solve_seconds"] = solve_seconds;
-  summary["total_seconds"] = seconds_since(start);
-  summary["model_path"] = o.output;
-  print_summary(summary, o.json);
+  print_summary(summary, margins, t.open_seconds, gram_seconds, 0.0, solve_seconds, start, o.output,
+                o.json);
   return kExitOk;
 }
 
