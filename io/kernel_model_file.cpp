@@ -99,8 +99,9 @@ engine::KernelModel kernel_model_from(const ModelContainer& file, const std::str
   }
   rows.offsets.resize(n + 1);
   for (std::size_t i = 0; i <= n; ++i) {
-    if (offsets[i] != std::floor(offsets[i]) || (i > 0 && offsets[i] < offsets[i - 1]))
-      corrupt(path, "kernel model vector offsets are not increasing integers");
+    if (!(offsets[i] >= 0) || offsets[i] > static_cast<double>(indices.size()) ||
+        offsets[i] != std::floor(offsets[i]) || (i > 0 && offsets[i] < offsets[i - 1]))
+      corrupt(path, "kernel model vector offsets are not increasing integers within the ids");
     rows.offsets[i] = static_cast<std::uint32_t>(offsets[i]);
     if (i > 0)
       for (std::uint32_t k = rows.offsets[i - 1] + 1; k < rows.offsets[i]; ++k)

@@ -128,6 +128,19 @@ TEST_F(KernelModelFile, InconsistentFilesAreDataErrors) {
   file.header["decision"] = "nearer_plane";
   write_model_container(path("bad_rule.model"), file);
   EXPECT_THROW(load_classifier(path("bad_rule.model")), DataError);
+  // A middle offset far beyond the ids (found by fuzz/model_loader_fuzz: it was cast to u32
+  // before the order check could refuse it), and one that is NaN.
+  for (const double bad : {5.7896e77, std::nan("")}) {
+    file = read_model_container(path("ok.model"));
+    for (ModelArray& a : file.arrays)
+      if (a.name == "vector_offsets") {
+        std::vector<double> offsets = a.as<double>("x");
+        offsets[1] = bad;
+        a = ModelArray::of("vector_offsets", offsets);
+      }
+    write_model_container(path("bad_offsets.model"), file);
+    EXPECT_THROW(load_classifier(path("bad_offsets.model")), DataError) << bad;
+  }
 }
 
 }  // namespace
