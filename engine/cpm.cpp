@@ -46,11 +46,7 @@ double CpmModel::side_score(std::size_t m, std::size_t side, const CsrView& rows
     float x = rows.values ? rows.values[j] : 1.0f;
     if (!maxabs.empty() && maxabs[f] > 0) x /= maxabs[f];
     double v = x;
-    std::uint64_t slot = f;
-    if (hash.bits) {
-      slot = hash.bucket(f);
-      v *= hash.sign(f);
-    }
+    const std::uint64_t slot = hash.slot(f, v);
     const float* w = &s.weights[slot * K];
     for (std::size_t k = 0; k < K; ++k) work[k] += v * static_cast<double>(w[k]);
   }

@@ -35,6 +35,12 @@ struct FeatureHash {
   int bits = 0;
   std::uint32_t bucket(std::uint32_t f) const;
   float sign(std::uint32_t f) const;
+  /// The weight slot of feature f; with hashing on, also multiplies the value v by f's sign.
+  std::uint64_t slot(std::uint32_t f, double& v) const {
+    if (bits == 0) return f;
+    v *= sign(f);
+    return bucket(f);
+  }
 };
 
 /// One trained CPM (one side): K faces over `slots` weight slots (max_index + 1, or 2^bits hashed).

@@ -207,11 +207,7 @@ struct SideOf : CpmTrainer::Side {
     for (std::uint32_t j = begin; j < end; ++j) {
       const std::uint32_t f = rows.indices[j];
       double v = rows.values ? rows.values[j] : 1.0;
-      std::uint64_t slot = f;
-      if (hash.bits) {
-        slot = hash.bucket(f);
-        v *= hash.sign(f);
-      }
+      const std::uint64_t slot = hash.slot(f, v);
       const Acc* w = &weights[slot * K];
       for (std::size_t k = 0; k < K; ++k) acc[k] += v * static_cast<double>(w[k]);
     }
@@ -246,11 +242,7 @@ struct SideOf : CpmTrainer::Side {
       for (std::uint32_t j = begin; j < end; ++j) {
         const std::uint32_t f = rows.indices[j];
         double v = rows.values ? rows.values[j] : 1.0;
-        std::uint64_t slot = f;
-        if (hash.bits) {
-          slot = hash.bucket(f);
-          v *= hash.sign(f);
-        }
+        const std::uint64_t slot = hash.slot(f, v);
         Acc* w = &weights[slot * K];
         for (std::size_t k = 0; k < K; ++k) w[k] = static_cast<Acc>(w[k] + delta[k] * v);
       }
