@@ -52,6 +52,9 @@ struct Slot {
   std::vector<std::uint8_t> bytes;  // the encoded block
   std::uint64_t block_index = 0;
   std::uint64_t first_row = 0;
+  // Set by the encode worker, merged by the serial write stage.
+  std::uint32_t max_index = 0;
+  bool saw_index_zero = false;
 };
 
 // A blocking queue of slots whose close() is sticky: once closed, pop() drains what is left and
@@ -133,42 +136,63 @@ std::string utc_now() {
   return buf;
 }
 
-// Per-feature max |value| in chunks allocated on first touch: grows with the largest index without
-// ever copying (a doubling vector would briefly hold 2.5 copies of an 80 MB table).
+// Per-feature max |value|, raised by the encode workers concurrently. Chunks of 1 Mi entries are
+// allocated on first touch (a fixed array of chunk pointers covers every u32 index), so the table
+// grows with the largest index without ever copying; entries only ever go up, by compare-and-swap,
+// and a maximum does not depend on the order of updates, so the table is the same for any thread
+// count. Once a feature has seen its largest value an update is a read: no cache line is dirtied.
 class MaxabsTable {
  public:
   static constexpr std::size_t kChunk = std::size_t{1} << 20;
+  static constexpr std::size_t kChunks = (std::size_t{1} << 32) / kChunk;
 
-  void update(std::uint32_t index, float value) {
-    const std::size_t c = index / kChunk;
-    if (c >= chunks_.size()) chunks_.resize(c + 1);
-    if (chunks_[c].empty()) chunks_[c].resize(kChunk);  // zero-initialised
-    float& m = chunks_[c][index % kChunk];
-    m = std::max(m, std::fabs(value));
+  MaxabsTable() : chunks_(new std::atomic<float*>[kChunks]) {
+    for (std::size_t c = 0; c < kChunks; ++c) chunks_[c].store(nullptr, std::memory_order_relaxed);
   }
 
-  /// Hints the entry of `index` into cache ahead of its update(); nothing if its chunk is new.
+  /// Thread-safe.
+  void raise(std::uint32_t index, float value) {
+    std::atomic_ref<float> m(chunk(index / kChunk)[index % kChunk]);
+    const float v = std::fabs(value);
+    float current = m.load(std::memory_order_relaxed);
+    while (v > current && !m.compare_exchange_weak(current, v, std::memory_order_relaxed)) {
+    }
+  }
+
+  /// Hints the entry of `index` into cache ahead of its raise(); nothing if its chunk is new.
   void prefetch(std::uint32_t index) const {
-    const std::size_t c = index / kChunk;
-    if (c < chunks_.size() && !chunks_[c].empty())
-      __builtin_prefetch(chunks_[c].data() + index % kChunk, 1);
+    const float* c = chunks_[index / kChunk].load(std::memory_order_acquire);
+    if (c) __builtin_prefetch(c + index % kChunk, 0);
   }
 
-  /// The first `count` entries as pieces; untouched chunks read as zeros.
+  /// The first `count` entries as pieces; untouched chunks read as zeros. Call once the workers
+  /// are done.
   std::vector<std::span<const float>> pieces(std::size_t count) {
     std::vector<std::span<const float>> out;
-    for (std::size_t c = 0; c * kChunk < count; ++c) {
-      if (c >= chunks_.size()) chunks_.resize(c + 1);
-      if (chunks_[c].empty()) chunks_[c].resize(kChunk);
-      out.emplace_back(chunks_[c].data(), std::min(kChunk, count - c * kChunk));
-    }
+    for (std::size_t c = 0; c * kChunk < count; ++c)
+      out.emplace_back(chunk(c), std::min(kChunk, count - c * kChunk));
     return out;
   }
 
  private:
-  // 4 MB chunks on 2 MB pages: updates land at random all over the table, and with 4 KB pages
-  // nearly every one would also miss the TLB.
-  std::vector<std::vector<float, engine::sparse::HugePageAllocator<float>>> chunks_;
+  float* chunk(std::size_t c) {
+    float* p = chunks_[c].load(std::memory_order_acquire);
+    if (p) return p;
+    std::lock_guard lock(grow_);
+    p = chunks_[c].load(std::memory_order_relaxed);
+    if (!p) {
+      // 4 MB chunks on 2 MB pages: updates land at random all over the table, and with 4 KB pages
+      // nearly every one would also miss the TLB.
+      owned_.emplace_back(kChunk, 0.0f);
+      p = owned_.back().data();
+      chunks_[c].store(p, std::memory_order_release);
+    }
+    return p;
+  }
+
+  std::unique_ptr<std::atomic<float*>[]> chunks_;
+  std::mutex grow_;
+  std::deque<std::vector<float, engine::sparse::HugePageAllocator<float>>> owned_;
 };
 
 }  // namespace
@@ -330,6 +354,7 @@ struct ShardWriter::Impl {
                                                    encoders.local().encode(s->rows.view(),
                                                                            s->block_index,
                                                                            s->first_row, s->bytes);
+                                                   raise_maxabs(*s);
                                                    ok = true;
                                                  });
                                                  return ok ? s : nullptr;
@@ -354,13 +379,35 @@ struct ShardWriter::Impl {
                          static_cast<std::uint32_t>(v.nnz())});
     out.offset += s.bytes.size();
     out.rows += v.rows;
-    accumulate(v, s.first_row);
+    accumulate(v, s.first_row, s.max_index, s.saw_index_zero);
     shard::BlockHeader h;
     std::memcpy(&h, s.bytes.data(), sizeof h);
     has_values |= (h.flags & shard::kBlockHasValues) != 0;
   }
 
-  void accumulate(const CsrView& v, std::uint64_t first_row) {
+  // Worker side, in parallel: a random look-up in an 80 MB table per non-zero (KDD size), each
+  // entry prefetched 16 non-zeros ahead so that the misses overlap instead of queueing. (In the
+  // serial write stage this was 20-40 % of convert's CPU and held the whole pipeline back.)
+  void raise_maxabs(Slot& s) {
+    const CsrView v = s.rows.view();
+    constexpr std::size_t kAhead = 16;
+    const std::size_t end = v.offsets[v.rows];
+    std::uint32_t top = 0;
+    bool zero = false;
+    for (std::size_t k = v.offsets[0]; k < end; ++k) {
+      if (k + kAhead < end) maxabs.prefetch(v.indices[k + kAhead]);
+      const std::uint32_t index = v.indices[k];
+      top = std::max(top, index);
+      zero |= index == 0;
+      maxabs.raise(index, v.value(k));
+    }
+    s.max_index = top;
+    s.saw_index_zero = zero;
+  }
+
+  // Serial, in block order: the totals that need no random access.
+  void accumulate(const CsrView& v, std::uint64_t first_row, std::uint32_t s_max_index,
+                  bool s_saw_index_zero) {
     rows += v.rows;
     nnz += v.nnz();
     double last_label = std::nan("");
@@ -375,18 +422,8 @@ struct ShardWriter::Impl {
       }
       ++*last_count;
     }
-    // A random read-modify-write of an 80 MB table per non-zero (KDD size), in the serial stage:
-    // with each entry prefetched 16 non-zeros ahead the misses overlap instead of queueing
-    // (it was 40% of convert's CPU).
-    constexpr std::size_t kAhead = 16;
-    const std::size_t end = v.offsets[v.rows];
-    for (std::size_t k = v.offsets[0]; k < end; ++k) {
-      if (k + kAhead < end) maxabs.prefetch(v.indices[k + kAhead]);
-      const std::uint32_t index = v.indices[k];
-      max_index = std::max(max_index, index);
-      saw_index_zero |= index == 0;
-      maxabs.update(index, v.value(k));
-    }
+    max_index = std::max(max_index, s_max_index);
+    saw_index_zero |= s_saw_index_zero;
     any_index |= v.nnz() > 0;
   }
 
