@@ -1,5 +1,8 @@
 #include "cli/command.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -46,6 +49,24 @@ bool parse_options(const std::string& command, const std::string& usage,
     throw UsageError(command + ": " + e.what() + " (see polymargin " + command + " --help)");
   }
   return true;
+}
+
+namespace {
+extern "C" void on_sigbus(int) {
+  // Only async-signal-safe calls here: write and _exit.
+  static const char kMessage[] =
+      "error: an input file was cut short while it was being read (SIGBUS on a memory-mapped "
+      "file): was it rewritten or truncated by another program?\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  ::_exit(kExitIo);
+}
+}  // namespace
+
+void report_sigbus_as_io_error() {
+  struct sigaction action {};
+  action.sa_handler = on_sigbus;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGBUS, &action, nullptr);
 }
 
 int resolve_threads(int requested) {

@@ -36,6 +36,11 @@ bool parse_options(const std::string& command, const std::string& usage,
                    po::options_description& options, const po::positional_options_description& positional,
                    const std::vector<std::string>& args, po::variables_map& vm);
 
+/// Shards and plain-text inputs are memory-mapped: a file cut short by another program while it is
+/// read raises SIGBUS at the next page touched. After this call that ends the process with a
+/// message and the I/O exit code (4) instead of "Bus error".
+void report_sigbus_as_io_error();
+
 /// Number of worker threads to use: `requested` if > 0, else the hardware concurrency.
 int resolve_threads(int requested);
 

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     std::cout << "polymargin 0.1.0\n";
     return kExitOk;
   }
+  cli::report_sigbus_as_io_error();
   const std::vector<std::string> args(argv + 2, argv + argc);
   for (const auto& c : cli::commands()) {
     if (c.name != name) continue;

@@ -36,6 +36,11 @@ class ByteSource {
   /// when the system refuses the read, DataError when the compressed data are corrupt or truncated.
   virtual std::size_t read(char* out, std::size_t size) = 0;
 
+  /// The whole input, when it is an uncompressed regular file mapped into memory (then read() is
+  /// not used and the text is parsed where the page cache holds it, with no copy); empty
+  /// otherwise. Valid while the source lives.
+  virtual std::string_view mapped() const { return {}; }
+
   /// The input's name as used in messages (see display_name).
   const std::string& name() const { return name_; }
   /// The compression detected from the input's magic bytes.

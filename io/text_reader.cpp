@@ -2,6 +2,7 @@
 
 #include <tbb/info.h>
 #include <tbb/parallel_pipeline.h>
+#include <sys/mman.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
@@ -78,16 +79,38 @@ class ByteBuffer {
 
 // One unit of pipeline work: whole lines of one input, and what they parsed to.
 struct Chunk {
-  ByteBuffer text;
-  std::size_t skip = 0;   // bytes of a UTF-8 byte-order mark at the start of an input
+  ByteBuffer text;         // the lines, read from a stream...
+  std::string_view piece;  // ...or, for a mapped file, where they lie in the mapping
+  std::size_t skip = 0;    // bytes of a UTF-8 byte-order mark at the start of an input
   std::size_t input = 0;  // which input the lines come from
   // Reading the input failed after these lines: raised once they are delivered, so that an
   // earlier bad line is still the error reported.
   std::exception_ptr read_error;
   ParsedChunk parsed;
 
-  std::string_view lines() const { return {text.data() + skip, text.size() - skip}; }
+  std::string_view bytes() const {
+    return piece.data() ? piece : std::string_view(text.data(), text.size());
+  }
+  std::string_view lines() const { return bytes().substr(skip); }
 };
+
+constexpr std::uintptr_t kPage = 4096;
+
+// Starts reading a piece of a mapped file that is not in the page cache ahead of its parse.
+void read_ahead(std::string_view piece) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(piece.data()) & ~(kPage - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(piece.data() + piece.size());
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
+// Gives back the pages of a mapped file that hold only lines already delivered: the page cache
+// keeps them, but they stop counting in this process's resident memory, which then stays at a
+// few chunks whatever the file size.
+void release_mapped(std::string_view piece) {
+  const auto begin = (reinterpret_cast<std::uintptr_t>(piece.data()) + kPage - 1) & ~(kPage - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(piece.data() + piece.size()) & ~(kPage - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
 
 // Recycles chunks and their buffers; the pipeline's token limit bounds how many ever exist.
 class ChunkPool {
@@ -123,6 +146,7 @@ class ChunkReader {
   /// Fills `chunk` with the next lines; false when every input is read or one has failed.
   bool next(Chunk& chunk) {
     chunk.text.clear();
+    chunk.piece = {};
     chunk.skip = 0;
     chunk.read_error = nullptr;
     while (!failed_ && input_ < inputs_.size()) {
@@ -143,23 +167,39 @@ class ChunkReader {
         const void* last = data ? memrchr(data, '\n', chunk.text.size()) : nullptr;
         chunk.text.shrink_to(last ? static_cast<const char*>(last) - data + 1 : 0);
       }
-      if (at_input_start_ && chunk.text.size() > 0) {
+      const std::string_view bytes = chunk.bytes();
+      if (at_input_start_ && !bytes.empty()) {
         at_input_start_ = false;
-        if (chunk.text.size() >= 3 && std::memcmp(chunk.text.data(), "\xEF\xBB\xBF", 3) == 0)
-          chunk.skip = 3;
+        if (bytes.starts_with("\xEF\xBB\xBF")) chunk.skip = 3;
       }
       if (failed_) return true;
       if (source_done_ && carry_.size() == 0) {
+        // Chunks of a mapped input may still be in the pipeline: its mapping stays until the end.
+        if (!source_->mapped().empty()) finished_.push_back(std::move(source_));
         source_.reset();
+        mapped_pos_ = 0;
         ++input_;
       }
-      if (chunk.text.size() > 0) return true;
+      if (!bytes.empty()) return true;
     }
     return false;
   }
 
  private:
   void read_lines(Chunk& chunk) {
+    if (const std::string_view file = source_->mapped(); !file.empty()) {
+      // About chunk_bytes, to the end of the line that crosses that mark.
+      std::size_t end = std::min(file.size(), mapped_pos_ + chunk_bytes_);
+      if (end < file.size()) {
+        const void* nl = std::memchr(file.data() + end - 1, '\n', file.size() - (end - 1));
+        end = nl ? static_cast<const char*>(nl) - file.data() + 1 : file.size();
+      }
+      chunk.piece = file.substr(mapped_pos_, end - mapped_pos_);
+      read_ahead(chunk.piece);
+      mapped_pos_ = end;
+      source_done_ = end == file.size();
+      return;
+    }
     ByteBuffer& text = chunk.text;
     text.append(carry_.data(), carry_.size());
     carry_.clear();
@@ -192,6 +232,8 @@ class ChunkReader {
   const std::size_t chunk_bytes_;
   std::size_t input_ = 0;
   std::unique_ptr<ByteSource> source_;
+  std::vector<std::unique_ptr<ByteSource>> finished_;  // mapped inputs already cut into chunks
+  std::size_t mapped_pos_ = 0;                         // where the next chunk of a mapped input starts
   bool at_input_start_ = true;
   bool source_done_ = false;
   bool failed_ = false;
@@ -227,7 +269,7 @@ class Collector {
     deliver(parsed.rows);
     if (parsed.fatal) throw too_many_bad_lines(*parsed.fatal);
     stats_.lines += parsed.lines;
-    stats_.bytes += chunk.text.size();
+    stats_.bytes += chunk.bytes().size();
     stats_.max_index = std::max(stats_.max_index, parsed.max_index);
     stats_.saw_index_zero |= parsed.saw_index_zero;
     line_base_ += parsed.lines;
@@ -304,6 +346,7 @@ TextStats read_libsvm_text(const std::vector<std::string>& inputs, const TextOpt
   };
   const auto collect = [&](Chunk* chunk) {
     collector.consume(*chunk);
+    if (chunk->piece.data()) release_mapped(chunk->piece);
     pool.give(chunk);
   };
   tbb::task_arena arena(threads);

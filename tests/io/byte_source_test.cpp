@@ -139,6 +139,20 @@ TEST(ByteSource, EmptyFileIsPlainAndEmpty) {
   EXPECT_EQ(read_all(*source), "");
 }
 
+TEST(ByteSource, MapsUncompressedRegularFilesOnly) {
+  TempDir dir;
+  const std::string text = sample_text(3000);
+  auto plain = open_byte_source(dir.write("plain.svm", text));
+  EXPECT_EQ(plain->mapped(), text);
+  EXPECT_EQ(read_all(*plain), text);  // read() still works on a mapped source
+  EXPECT_TRUE(open_byte_source(dir.write("t.gz", gzip(text)))->mapped().empty());
+  EXPECT_TRUE(open_byte_source(dir.write("empty", ""))->mapped().empty());
+  {
+    StdinFrom redirect(dir.write("in.txt", text));  // stdin is a stream even from a file
+    EXPECT_TRUE(open_byte_source("-")->mapped().empty());
+  }
+}
+
 TEST(ByteSource, MissingFileIsAnIoError) {
   TempDir dir;
   EXPECT_THROW(open_byte_source("/nonexistent/polymargin/x.svm"), IoError);

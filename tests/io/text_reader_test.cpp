@@ -242,6 +242,12 @@ TEST(TextReader, ChunkSizeAndThreadsDoNotChangeTheRows) {
       EXPECT_EQ(result.stats.bytes, text.size());
       EXPECT_EQ(result.stats.max_index, reference.stats.max_index);
       EXPECT_EQ(result.stats.resolved_base, reference.stats.resolved_base);
+      // The file is parsed where it is mapped; stdin is read as a stream into chunk buffers.
+      StdinFrom redirect(path);
+      const Read streamed = read({"-"}, with(chunk, threads));
+      EXPECT_EQ(streamed.rows, reference.rows);
+      EXPECT_EQ(streamed.stats.lines, reference.stats.lines);
+      EXPECT_EQ(streamed.stats.bytes, text.size());
     }
   }
 }
