@@ -447,7 +447,7 @@ void LdmTrainer::restore(LdmState state, const MarginStats& progress, bool eta0_
   eta0_clamped_ = eta0_clamped;
 }
 
-void LdmTrainer::warm_start(const std::vector<double>& w, double bias_weight) {
+void LdmTrainer::warm_start(std::span<const double> w, double bias_weight) {
   if (state_.t != 0) throw std::logic_error("LdmTrainer::warm_start after the first step");
   if (w.size() > bias_slot_)
     throw std::invalid_argument("LdmTrainer::warm_start: more weights than feature slots");

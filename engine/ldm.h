@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "engine/csr.h"
@@ -219,7 +220,7 @@ class LdmTrainer {
   /// Sets the starting point w (before the first step; w.size() ≤ max_index + 1 raw slots, the
   /// rest start at zero) and the bias weight. The step-size schedule and averaging then run as
   /// from w = 0: t = 0, averaging from t0. Call calibrate() first (it needs w = 0).
-  void warm_start(const std::vector<double>& w, double bias_weight);
+  void warm_start(std::span<const double> w, double bias_weight);
 
   /// The configuration in force, λ1 and λ2 resolved.
   const LdmConfig& config() const { return config_; }

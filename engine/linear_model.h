@@ -12,13 +12,14 @@
 
 #include "engine/classifier.h"
 #include "engine/csr.h"
+#include "engine/sparse.h"
 
 namespace polymargin::engine {
 
 /// algorithm "ldm" or "svm"; weights.size() == max_index + 1 (raw feature ids).
 struct LinearModel : Classifier {
   std::vector<float> scale;     // empty: no scaling; else max_index + 1 multipliers
-  std::vector<double> weights;
+  sparse::WeightVector weights;  // on 2 MB pages: scoring gathers at random over hundreds of MB
   double bias_value = 0;   // B of --bias (0: no bias feature)
   double bias_weight = 0;
 

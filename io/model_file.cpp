@@ -25,17 +25,6 @@ constexpr char kMagic[8] = {'P', 'M', 'M', 'O', 'D', 'E', 'L', '\0'};
 constexpr std::size_t kPreambleBytes = 32;
 constexpr std::size_t kChecksumBytes = 8;
 
-template <typename T>
-const char* dtype_name();
-template <>
-const char* dtype_name<double>() {
-  return "f64";
-}
-template <>
-const char* dtype_name<float>() {
-  return "f32";
-}
-
 std::size_t dtype_size(const std::string& dtype) {
   if (dtype == "f64") return 8;
   if (dtype == "f32") return 4;
@@ -90,29 +79,10 @@ class HashedWriter {
 
 }  // namespace
 
-template <typename T>
-ModelArray ModelArray::of(std::string name, const std::vector<T>& values) {
-  ModelArray array;
-  array.name = std::move(name);
-  array.dtype = dtype_name<T>();
-  array.shape = {values.size()};
-  array.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-  return array;
+void ModelArray::check_dtype(const char* expected, const std::string& file) const {
+  if (dtype != expected)
+    corrupt(file, "array '" + name + "' has dtype " + dtype + ", expected " + expected);
 }
-
-template <typename T>
-std::vector<T> ModelArray::as(const std::string& file) const {
-  if (dtype != dtype_name<T>())
-    corrupt(file, "array '" + name + "' has dtype " + dtype + ", expected " + dtype_name<T>());
-  std::vector<T> values(data.size() / sizeof(T));
-  std::memcpy(values.data(), data.data(), values.size() * sizeof(T));
-  return values;
-}
-
-template ModelArray ModelArray::of(std::string, const std::vector<double>&);
-template ModelArray ModelArray::of(std::string, const std::vector<float>&);
-template std::vector<double> ModelArray::as(const std::string&) const;
-template std::vector<float> ModelArray::as(const std::string&) const;
 
 const ModelArray& ModelContainer::array(const std::string& name, const std::string& file) const {
   for (const ModelArray& a : arrays)
@@ -278,7 +248,8 @@ engine::LinearModel linear_from(const ModelContainer& file, const std::string& p
   } catch (const nlohmann::json::exception& e) {
     corrupt(path, std::string("malformed linear model header: ") + e.what());
   }
-  model.weights = file.array("weights", path).as<double>(path);
+  model.weights =
+      file.array("weights", path).as<double, engine::sparse::HugePageAllocator<double>>(path);
   for (const ModelArray& a : file.arrays)
     if (a.name == "scale") model.scale = a.as<float>(path);
   const std::size_t slots = std::size_t{model.max_index} + 1;

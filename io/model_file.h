@@ -16,10 +16,12 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "engine/classifier.h"
@@ -36,11 +38,34 @@ struct ModelArray {
   std::vector<std::uint64_t> shape;
   std::string data;
 
+  /// "f64" for double, "f32" for float.
   template <typename T>
-  static ModelArray of(std::string name, const std::vector<T>& values);
-  /// The elements as T; throws DataError (naming `file`) if the dtype does not match.
-  template <typename T>
-  std::vector<T> as(const std::string& file) const;
+  static constexpr const char* dtype_of() {
+    static_assert(std::is_same_v<T, double> || std::is_same_v<T, float>, "f64 or f32 only");
+    return std::is_same_v<T, double> ? "f64" : "f32";
+  }
+
+  template <typename T, typename Alloc>
+  static ModelArray of(std::string name, const std::vector<T, Alloc>& values) {
+    ModelArray array;
+    array.name = std::move(name);
+    array.dtype = dtype_of<T>();
+    array.shape = {values.size()};
+    array.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+    return array;
+  }
+  /// The elements as T, in a vector with any allocator (weights go on huge pages); throws
+  /// DataError (naming `file`) if the dtype does not match.
+  template <typename T, typename Alloc = std::allocator<T>>
+  std::vector<T, Alloc> as(const std::string& file) const {
+    check_dtype(dtype_of<T>(), file);
+    std::vector<T, Alloc> values(data.size() / sizeof(T));
+    std::memcpy(values.data(), data.data(), values.size() * sizeof(T));
+    return values;
+  }
+
+ private:
+  void check_dtype(const char* expected, const std::string& file) const;
 };
 
 /// A model file's content: the header (its "arrays" entry is managed by the writer) and the arrays.
