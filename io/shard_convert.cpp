@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "engine/errors.h"
+#include "io/byte_source.h"
 #include "io/shard_manifest.h"
 #include "io/shards.h"
 
@@ -49,6 +51,51 @@ Manifest convert_text(const std::vector<std::string>& inputs, const std::string&
   return writer.finish(index_base_value(stats.resolved_base), sources, stats.bad_lines);
 }
 
+namespace {
+
+// MemAvailable of /proc/meminfo, lowered to the cgroup's limit when there is one; 0 if unknown.
+std::uint64_t available_memory() {
+  std::uint64_t available = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t value = 0;
+  while (meminfo >> key >> value) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") available = value * 1024;
+  }
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::string limit;
+  if (cgroup >> limit && limit != "max") {
+    try {
+      const std::uint64_t l = std::stoull(limit);
+      if (available == 0 || l < available) available = l;
+    } catch (const std::exception&) {
+    }
+  }
+  return available;
+}
+
+}  // namespace
+
+Codec temporary_codec(const std::vector<std::string>& inputs, std::uint64_t available) {
+  // Raw blocks take about 0.75 bytes per byte of text (8 bytes a non-zero against ~11 of text)
+  // and a compressed input holds about 4 bytes of text per byte.
+  double raw_bytes = 0;
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    const auto size = input == "-" ? 0 : fs::file_size(input, ec);
+    if (input == "-" || ec) return Codec::kZstd;  // size unknown
+    std::ifstream in(input, std::ios::binary);
+    char head[4] = {};
+    in.read(head, sizeof head);
+    const bool compressed = detect_compression({head, static_cast<std::size_t>(in.gcount())}) !=
+                            SourceCompression::kNone;
+    raw_bytes += 0.75 * static_cast<double>(size) * (compressed ? 4 : 1);
+  }
+  return available > 0 && raw_bytes <= static_cast<double>(available) / 4 ? Codec::kRaw
+                                                                           : Codec::kZstd;
+}
+
 Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptions& options,
                       int threads) {
   if (inputs.empty()) throw UsageError("no input data given");
@@ -68,7 +115,9 @@ Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptio
                   std::strerror(errno));
   data.temp_dir_ = pattern;  // from here on, the destructor removes it whatever happens
   const std::string dir = data.temp_dir_ + "/data.shards";
-  convert_text(inputs, dir, options, threads);
+  ConvertOptions temporary = options;
+  temporary.codec = temporary_codec(inputs, available_memory());
+  convert_text(inputs, dir, temporary, threads);
   data.shards_ = std::make_unique<ShardSet>(ShardSet::open(dir));
   return data;
 }

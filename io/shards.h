@@ -173,8 +173,15 @@ bool is_shard_dir(const std::string& path);
 /// options, whatever the directory or the time. Checkpoints and --metrics-json record it.
 std::uint64_t data_checksum(const Manifest& manifest);
 
+/// The codec of the shards Dataset::open converts text into: raw (no compression work, and half
+/// the decode work of every epoch) when the raw blocks, estimated from the inputs' sizes, take at
+/// most a quarter of `available` memory bytes, so that they stay in the page cache; zstd otherwise
+/// (also for stdin, whose size is unknown, and when `available` is 0, unknown).
+Codec temporary_codec(const std::vector<std::string>& inputs, std::uint64_t available);
+
 /// Opens the data argument of train/eval/predict: a shard directory as is, or LIBSVM text converted on
-/// the fly (through convert_text, into a temporary directory removed when the returned handle dies).
+/// the fly (through convert_text, into a temporary directory removed when the returned handle dies;
+/// its codec is temporary_codec's choice for the memory available now, whatever options.codec says).
 class Dataset {
  public:
   static Dataset open(const std::vector<std::string>& inputs, const ConvertOptions& options,

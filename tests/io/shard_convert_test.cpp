@@ -115,6 +115,7 @@ TEST_F(ShardConvert, DatasetConvertsTextIntoATemporaryDirectoryItRemoves) {
     const Dataset data = Dataset::open({text_.string()}, ConvertOptions{}, 1);
     EXPECT_TRUE(data.converted());
     EXPECT_EQ(data.shards().manifest().rows, 5u);
+    EXPECT_EQ(data.shards().manifest().codec, Codec::kRaw);  // a few bytes fit in any memory
     EXPECT_FALSE(fs::is_empty(tmp));
     ReadOptions read;
     read.shuffle = false;
@@ -122,6 +123,21 @@ TEST_F(ShardConvert, DatasetConvertsTextIntoATemporaryDirectoryItRemoves) {
   }
   ::unsetenv("TMPDIR");
   EXPECT_TRUE(fs::is_empty(tmp));
+}
+
+TEST_F(ShardConvert, TemporaryShardsAreRawWhenTheyFitInAQuarterOfTheMemory) {
+  const std::uint64_t text_bytes = fs::file_size(text_);  // raw estimate: 0.75 of that
+  EXPECT_EQ(temporary_codec({text_.string()}, 3 * text_bytes), Codec::kRaw);
+  EXPECT_EQ(temporary_codec({text_.string()}, 2 * text_bytes), Codec::kZstd);
+  EXPECT_EQ(temporary_codec({text_.string(), text_.string()}, 5 * text_bytes), Codec::kZstd);
+  EXPECT_EQ(temporary_codec({text_.string()}, 0), Codec::kZstd);  // memory unknown
+  EXPECT_EQ(temporary_codec({"-"}, std::uint64_t{1} << 40), Codec::kZstd);  // size unknown
+  // A compressed input counts as 4 times its size in text.
+  const std::string gz = (root_ / "small.svm.gz").string();
+  ASSERT_EQ(std::system(("gzip -c " + text_.string() + " > " + gz).c_str()), 0);
+  const std::uint64_t gz_bytes = fs::file_size(gz);
+  EXPECT_EQ(temporary_codec({gz}, 12 * gz_bytes), Codec::kRaw);
+  EXPECT_EQ(temporary_codec({gz}, 11 * gz_bytes), Codec::kZstd);
 }
 
 TEST_F(ShardConvert, DatasetOpensAShardDirectoryAsIs) {
