@@ -51,9 +51,6 @@ Manifest convert_text(const std::vector<std::string>& inputs, const std::string&
   return writer.finish(index_base_value(stats.resolved_base), sources, stats.bad_lines);
 }
 
-namespace {
-
-// MemAvailable of /proc/meminfo, lowered to the cgroup's limit when there is one; 0 if unknown.
 std::uint64_t available_memory() {
   std::uint64_t available = 0;
   std::ifstream meminfo("/proc/meminfo");
@@ -74,8 +71,6 @@ std::uint64_t available_memory() {
   }
   return available;
 }
-
-}  // namespace
 
 Codec temporary_codec(const std::vector<std::string>& inputs, std::uint64_t available) {
   // Raw blocks take about 0.75 bytes per byte of text (8 bytes a non-zero against ~11 of text)

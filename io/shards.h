@@ -173,6 +173,10 @@ bool is_shard_dir(const std::string& path);
 /// options, whatever the directory or the time. Checkpoints and --metrics-json record it.
 std::uint64_t data_checksum(const Manifest& manifest);
 
+/// MemAvailable of /proc/meminfo, lowered to the cgroup's memory limit when there is one; 0 if
+/// unknown.
+std::uint64_t available_memory();
+
 /// The codec of the shards Dataset::open converts text into: raw (no compression work, and half
 /// the decode work of every epoch) when the raw blocks, estimated from the inputs' sizes, take at
 /// most a quarter of `available` memory bytes, so that they stay in the page cache; zstd otherwise
