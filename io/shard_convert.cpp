@@ -72,9 +72,10 @@ std::uint64_t available_memory() {
   return available;
 }
 
-Codec temporary_codec(const std::vector<std::string>& inputs, std::uint64_t available) {
+Codec temporary_codec(const std::vector<std::string>& inputs) {
   // Raw blocks take about 0.75 bytes per byte of text (8 bytes a non-zero against ~11 of text)
   // and a compressed input holds about 4 bytes of text per byte.
+  constexpr double kRawLimit = 8.0 * (1ull << 30);
   double raw_bytes = 0;
   for (const std::string& input : inputs) {
     std::error_code ec;
@@ -87,8 +88,7 @@ Codec temporary_codec(const std::vector<std::string>& inputs, std::uint64_t avai
                             SourceCompression::kNone;
     raw_bytes += 0.75 * static_cast<double>(size) * (compressed ? 4 : 1);
   }
-  return available > 0 && raw_bytes <= static_cast<double>(available) / 4 ? Codec::kRaw
-                                                                           : Codec::kZstd;
+  return raw_bytes <= kRawLimit ? Codec::kRaw : Codec::kZstd;
 }
 
 Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptions& options,
@@ -111,7 +111,7 @@ Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptio
   data.temp_dir_ = pattern;  // from here on, the destructor removes it whatever happens
   const std::string dir = data.temp_dir_ + "/data.shards";
   ConvertOptions temporary = options;
-  temporary.codec = temporary_codec(inputs, available_memory());
+  temporary.codec = temporary_codec(inputs);
   convert_text(inputs, dir, temporary, threads);
   data.shards_ = std::make_unique<ShardSet>(ShardSet::open(dir));
   return data;

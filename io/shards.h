@@ -179,13 +179,14 @@ std::uint64_t available_memory();
 
 /// The codec of the shards Dataset::open converts text into: raw (no compression work, and half
 /// the decode work of every epoch) when the raw blocks, estimated from the inputs' sizes, take at
-/// most a quarter of `available` memory bytes, so that they stay in the page cache; zstd otherwise
-/// (also for stdin, whose size is unknown, and when `available` is 0, unknown).
-Codec temporary_codec(const std::vector<std::string>& inputs, std::uint64_t available);
+/// most 8 GiB, zstd otherwise (also for stdin, whose size is unknown). It depends on the inputs
+/// only, never on the machine's state, so the data checksum that checkpoints and --metrics-json
+/// record is the same in every run on the same text.
+Codec temporary_codec(const std::vector<std::string>& inputs);
 
 /// Opens the data argument of train/eval/predict: a shard directory as is, or LIBSVM text converted on
 /// the fly (through convert_text, into a temporary directory removed when the returned handle dies;
-/// its codec is temporary_codec's choice for the memory available now, whatever options.codec says).
+/// its codec is temporary_codec's choice, whatever options.codec says).
 class Dataset {
  public:
   static Dataset open(const std::vector<std::string>& inputs, const ConvertOptions& options,

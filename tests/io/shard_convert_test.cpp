@@ -115,7 +115,7 @@ TEST_F(ShardConvert, DatasetConvertsTextIntoATemporaryDirectoryItRemoves) {
     const Dataset data = Dataset::open({text_.string()}, ConvertOptions{}, 1);
     EXPECT_TRUE(data.converted());
     EXPECT_EQ(data.shards().manifest().rows, 5u);
-    EXPECT_EQ(data.shards().manifest().codec, Codec::kRaw);  // a few bytes fit in any memory
+    EXPECT_EQ(data.shards().manifest().codec, Codec::kRaw);  // small text: raw temporary shards
     EXPECT_FALSE(fs::is_empty(tmp));
     ReadOptions read;
     read.shuffle = false;
@@ -125,19 +125,26 @@ TEST_F(ShardConvert, DatasetConvertsTextIntoATemporaryDirectoryItRemoves) {
   EXPECT_TRUE(fs::is_empty(tmp));
 }
 
-TEST_F(ShardConvert, TemporaryShardsAreRawWhenTheyFitInAQuarterOfTheMemory) {
-  const std::uint64_t text_bytes = fs::file_size(text_);  // raw estimate: 0.75 of that
-  EXPECT_EQ(temporary_codec({text_.string()}, 3 * text_bytes), Codec::kRaw);
-  EXPECT_EQ(temporary_codec({text_.string()}, 2 * text_bytes), Codec::kZstd);
-  EXPECT_EQ(temporary_codec({text_.string(), text_.string()}, 5 * text_bytes), Codec::kZstd);
-  EXPECT_EQ(temporary_codec({text_.string()}, 0), Codec::kZstd);  // memory unknown
-  EXPECT_EQ(temporary_codec({"-"}, std::uint64_t{1} << 40), Codec::kZstd);  // size unknown
-  // A compressed input counts as 4 times its size in text.
+TEST_F(ShardConvert, TemporaryShardsAreRawUpToAnEstimated8GiB) {
+  EXPECT_EQ(temporary_codec({text_.string()}), Codec::kRaw);
+  EXPECT_EQ(temporary_codec({"-"}), Codec::kZstd);  // size unknown
+  // 0.75 bytes of raw shards per byte of text: a sparse 11 GiB file is over the limit. A
+  // compressed input counts as 4 times its size in text.
+  const fs::path big = root_ / "big.svm";
+  { std::ofstream(big, std::ios::binary) << kText; }
+  fs::resize_file(big, std::uint64_t{11} << 30);
+  EXPECT_EQ(temporary_codec({big.string()}), Codec::kZstd);
+  fs::resize_file(big, std::uint64_t{10} << 30);
+  EXPECT_EQ(temporary_codec({big.string()}), Codec::kRaw);
+  EXPECT_EQ(temporary_codec({big.string(), text_.string()}), Codec::kRaw);
+  EXPECT_EQ(temporary_codec({big.string(), big.string()}), Codec::kZstd);
   const std::string gz = (root_ / "small.svm.gz").string();
   ASSERT_EQ(std::system(("gzip -c " + text_.string() + " > " + gz).c_str()), 0);
-  const std::uint64_t gz_bytes = fs::file_size(gz);
-  EXPECT_EQ(temporary_codec({gz}, 12 * gz_bytes), Codec::kRaw);
-  EXPECT_EQ(temporary_codec({gz}, 11 * gz_bytes), Codec::kZstd);
+  EXPECT_EQ(temporary_codec({gz}), Codec::kRaw);
+  const fs::path big_gz = root_ / "big.gz";
+  fs::copy_file(gz, big_gz);
+  fs::resize_file(big_gz, std::uint64_t{3} << 30);  // 9 GiB of raw shards estimated
+  EXPECT_EQ(temporary_codec({big_gz.string()}), Codec::kZstd);
 }
 
 TEST_F(ShardConvert, DatasetOpensAShardDirectoryAsIs) {
