@@ -587,6 +587,7 @@ int run_cmm(const std::vector<std::string>& args) {
   engine::CmmConfig config;
   std::string algo, variant;
   std::vector<std::string> unlabelled;
+  bool no_balance = false;
   po::options_description opts("train --algo cmm options");
   opts.add_options()("algo", po::value(&algo)->default_value("cmm"), "cmm");
   add_common_options(opts, o, "linear | rbf | poly", 1);
@@ -604,6 +605,10 @@ int run_cmm(const std::vector<std::string>& args) {
       "variant", po::value(&variant)->default_value("cmm"),
       "cmm: relaxed CMM (8) by CCCP | rmm: the special variant (9), C3 = C2 and no unlabelled "
       "hinge (semi-supervised relative margin machine), one convex problem")(
+      "balance-mean", po::value(&config.balance_mean),
+      "r of the class-balance constraint mean_unlabelled f = r kept in every CCCP round (default: "
+      "the mean label of the labelled rows)")(
+      "no-balance", po::bool_switch(&no_balance), "drop the class-balance constraint")(
       "max-rounds", po::value(&config.max_rounds)->default_value(30), "at most this many CCCP rounds")(
       "tolerance", po::value(&config.tolerance)->default_value(1e-3),
       "a round stops when no coordinate step moves the dual by more than this")(
@@ -620,6 +625,7 @@ int run_cmm(const std::vector<std::string>& args) {
   if (variant != "cmm" && variant != "rmm")
     throw UsageError("train: --variant must be cmm or rmm (got '" + variant + "')");
   config.rmm_variant = variant == "rmm";
+  config.balance = !no_balance;
   config.seed = o.seed;
   try {
     config.validate();
@@ -661,6 +667,8 @@ int run_cmm(const std::vector<std::string>& args) {
   model.config["c3"] = config.c3;
   model.config["epsilon"] = config.epsilon;
   model.config["delta"] = config.delta;
+  model.config["balance"] = config.balance;
+  if (config.balance) model.config["balance_mean"] = engine::cmm_balance_target(t.y, config);
   model.config["unlabelled_rows"] = t.unlabelled;
   if (!unlabelled.empty()) model.config["unlabeled_data"] = unlabelled;
   // Only the rows with a non-zero coefficient are needed for prediction.
@@ -688,6 +696,8 @@ int run_cmm(const std::vector<std::string>& args) {
   summary["c3"] = config.c3;
   summary["epsilon"] = config.epsilon;
   summary["delta"] = config.delta;
+  summary["balance"] = config.balance;
+  if (config.balance) summary["balance_mean"] = engine::cmm_balance_target(t.y, config);
   summary["rounds"] = result.rounds;
   summary["sweeps"] = result.sweeps;
   summary["converged"] = result.converged;

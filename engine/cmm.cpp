@@ -20,7 +20,7 @@ std::string num(double x) {
 double hinge(double z) { return z < 1 ? 1 - z : 0; }
 
 // One coordinate of the round's dual: which variable, of which row.
-enum class Coordinate : std::uint8_t { kLabel, kPlus, kMinus, kTube };
+enum class Coordinate : std::uint8_t { kLabel, kPlus, kMinus, kTube, kBalance };
 
 // The compactness bound: C3, or C2 in the variant (9).
 double tube_bound(const CmmConfig& c) { return c.rmm_variant ? c.c2 : c.c3; }
@@ -45,6 +45,19 @@ void CmmConfig::validate() const {
     throw UsageError("--tolerance must be > 0 (got " + num(tolerance) + ")");
   if (max_sweeps < 1)
     throw UsageError("--max-sweeps must be at least 1 (got " + std::to_string(max_sweeps) + ")");
+  if (!std::isnan(balance_mean) && !(balance_mean > -1 && balance_mean < 1))
+    throw UsageError("--balance-mean must be in (-1, 1) (got " + num(balance_mean) + ")");
+}
+
+double cmm_balance_target(const Eigen::VectorXd& y, const CmmConfig& config) {
+  if (!std::isnan(config.balance_mean)) return config.balance_mean;
+  double sum = 0, count = 0;
+  for (Eigen::Index p = 0; p < y.size(); ++p)
+    if (y(p) != 0) {
+      sum += y(p);
+      ++count;
+    }
+  return count > 0 ? sum / count : 0;
 }
 
 void solve_cmm_round(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const CmmConfig& config,
@@ -59,11 +72,29 @@ void solve_cmm_round(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const C
   const bool copies = has_copies(config, supervised_only);
   const bool tube = !supervised_only;
   const double bound = tube_bound(config);
+  Eigen::Index unlabelled = 0;
+  for (Eigen::Index p = 0; p < n; ++p) unlabelled += y(p) == 0;
+  // The balance constraint belongs to the rounds that can move unlabelled rows across (copies).
+  d.balanced = copies && config.balance && unlabelled > 0;
+  double mean_kernel = 0;  // (1/u²) 1ᵀK_uu 1: the curvature of the dual along μ
+  if (d.balanced) {
+    d.balance_target = cmm_balance_target(y, config);
+    if (d.unlabelled_mean_kernel.size() != n) {
+      Eigen::VectorXd indicator(n);
+      for (Eigen::Index p = 0; p < n; ++p) indicator(p) = y(p) == 0 ? 1.0 / unlabelled : 0.0;
+      d.unlabelled_mean_kernel = k * indicator;
+    }
+    for (Eigen::Index p = 0; p < n; ++p)
+      if (y(p) == 0) mean_kernel += d.unlabelled_mean_kernel(p) / unlabelled;
+    if (!(mean_kernel > 0)) d.balanced = false;  // the unlabelled mean is the origin: no constraint
+  }
+  if (!d.balanced) d.mu = 0;
+  const double mu_share = unlabelled > 0 ? d.mu / unlabelled : 0.0;
   // c from the variables (β may have changed since the last round), then f = Kc.
   d.c.resize(n);
   for (Eigen::Index p = 0; p < n; ++p)
     d.c(p) = y(p) * d.alpha_label(p) + (d.alpha_plus(p) - d.beta_plus(p)) -
-             (d.alpha_minus(p) - d.beta_minus(p)) + d.t(p);
+             (d.alpha_minus(p) - d.beta_minus(p)) + d.t(p) + (y(p) == 0 ? mu_share : 0.0);
   d.f = k * d.c;
 
   std::vector<std::pair<Coordinate, Eigen::Index>> coordinates;
@@ -76,6 +107,7 @@ void solve_cmm_round(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const C
     }
     if (tube && bound > 0) coordinates.emplace_back(Coordinate::kTube, p);
   }
+  if (d.balanced) coordinates.emplace_back(Coordinate::kBalance, 0);
   SplitMix64 rng(derive_seed(config.seed, 0x636d6dull, supervised_only));
   d.converged = false;
   for (d.sweeps = 0; d.sweeps < config.max_sweeps;) {
@@ -83,6 +115,22 @@ void solve_cmm_round(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const C
     seeded_shuffle(coordinates.data(), coordinates.size(), rng);
     double largest = 0;
     for (const auto& [kind, p] : coordinates) {
+      if (kind == Coordinate::kBalance) {
+        // The free multiplier: an exact Newton step on ½cᵀKc − μr along μ sets the unlabelled
+        // mean of f to r.
+        double mean_f = 0;
+        for (Eigen::Index q = 0; q < n; ++q)
+          if (y(q) == 0) mean_f += d.f(q);
+        mean_f /= static_cast<double>(unlabelled);
+        const double step = -(mean_f - d.balance_target) / mean_kernel;
+        d.mu += step;
+        const double share = step / static_cast<double>(unlabelled);
+        for (Eigen::Index q = 0; q < n; ++q)
+          if (y(q) == 0) d.c(q) += share;
+        d.f.noalias() += step * d.unlabelled_mean_kernel;
+        largest = std::max(largest, std::abs(step) * mean_kernel);
+        continue;
+      }
       const double a = k(p, p), fp = d.f(p);
       double dc = 0;  // change of c_p
       switch (kind) {
@@ -107,6 +155,8 @@ void solve_cmm_round(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const C
           dc = -(next - old);
           break;
         }
+        case Coordinate::kBalance:
+          break;  // handled above
         case Coordinate::kTube: {
           // min ½a(t − t0)² + f_p(t − t0) + ε|t| on [−bound, bound]: a soft-thresholded step.
           const double old = d.t(p);
@@ -134,7 +184,7 @@ void solve_cmm_round(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const C
 
 double cmm_round_dual(const CmmDual& d, const CmmConfig& config) {
   return 0.5 * d.c.dot(d.f) - d.alpha_label.sum() - d.alpha_plus.sum() - d.alpha_minus.sum() +
-         config.epsilon * d.t.cwiseAbs().sum();
+         config.epsilon * d.t.cwiseAbs().sum() - (d.balanced ? d.mu * d.balance_target : 0.0);
 }
 
 double cmm_round_primal(const CmmDual& d, const Eigen::VectorXd& y, const CmmConfig& config,

@@ -17,12 +17,20 @@
 // the equality (β − α)ᵀy + γᵀ1 − γ̂ᵀ1 = 0 to the dual, which coordinate descent cannot keep; the
 // bias is instead a constant feature of value B (kernel + B², regularised; --bias, default 1),
 // which leaves box constraints only.
+// Class balance: without it, CCCP can push every unlabelled row to one side (the trivial solution
+// that constraint (7)'s balance term, after Chapelle et al., is there to exclude). As Collobert et
+// al. do for CCCP-TSVM, each CCCP round keeps the linear constraint
+//   (1/u) Σ_unl f(x_i) = r      (r: --balance-mean, by default the mean label of the labelled rows)
+// In the dual it is one free variable μ (the multiplier) on the mean of the unlabelled rows'
+// features, i.e. μ/u added to every unlabelled row's c_p, with the linear term −μ r: one more
+// coordinate, unbounded, which coordinate descent handles as the others (an exact Newton step).
 // Special variant (9), the semi-supervised Relative Margin Machine: C2 = C3, no unlabelled hinge
 // (the loss on an unlabelled point is max(1, |f|) − const, convex): one convex problem, no CCCP.
 #pragma once
 
 #include <Eigen/Dense>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace polymargin::engine {
@@ -34,6 +42,8 @@ struct CmmConfig {
   double epsilon = 1;      // width of the compactness tube
   double delta = -0.3;     // ramp threshold δ ∈ (−1, 0] of the CCCP split (Collobert et al.: −0.3)
   bool rmm_variant = false;  // problem (9) instead of (8)
+  bool balance = true;     // keep the class-balance constraint in the CCCP rounds
+  double balance_mean = std::numeric_limits<double>::quiet_NaN();  // r; NaN: labelled mean label
   int max_rounds = 30;     // CCCP rounds
   double tolerance = 1e-3;  // a round stops when no coordinate step exceeds this (× K_pp)
   int max_sweeps = 5000;   // per round
@@ -50,6 +60,10 @@ struct CmmDual {
   Eigen::VectorXd alpha_minus;  // unlabelled rows' y = −1 copies
   Eigen::VectorXd t;            // compactness, every row
   Eigen::VectorXd beta_plus, beta_minus;  // the CCCP linearisation, fixed within a round
+  double mu = 0;                // multiplier of the balance constraint (0 when it is off)
+  double balance_target = 0;    // its r, in the rounds that keep it
+  bool balanced = false;        // whether the last round kept it
+  Eigen::VectorXd unlabelled_mean_kernel;  // K·1_unl / u: f's change per unit of μ
   Eigen::VectorXd c;            // expansion coefficients
   Eigen::VectorXd f;            // Kc
   int sweeps = 0;
@@ -60,7 +74,10 @@ struct CmmDual {
 void solve_cmm_round(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const CmmConfig& config,
                      bool supervised_only, CmmDual& dual);
 
-/// The round's dual objective ½cᵀKc − Σα + εΣ|t| (to be minimised), and its primal J(w) at the
+/// The balance constraint's target r: config.balance_mean, or the labelled rows' mean label.
+double cmm_balance_target(const Eigen::VectorXd& y, const CmmConfig& config);
+
+/// The round's dual objective ½cᵀKc − Σα + εΣ|t| − μr (to be minimised), and its primal J(w) at the
 /// same c (‖w‖² = cᵀKc): at the optimum J = −dual.
 double cmm_round_dual(const CmmDual& dual, const CmmConfig& config);
 double cmm_round_primal(const CmmDual& dual, const Eigen::VectorXd& y, const CmmConfig& config,

@@ -73,6 +73,18 @@ TEST(Cmm, ConvexRoundsMeetTheirPrimalByStrongDuality) {
     dual = cmm_round_dual(d, c);
     EXPECT_GE(primal, -dual - 1e-9 * std::abs(primal));
     EXPECT_NEAR(primal, -dual, 1e-7 * (1 + std::abs(primal))) << "variant " << variant;
+    // The class-balance constraint holds in the CCCP rounds (variant (9) has none).
+    EXPECT_EQ(d.balanced, !variant);
+    if (!variant) {
+      double mean_f = 0, unlabelled = 0;
+      for (int i = 0; i < 60; ++i)
+        if (p.y(i) == 0) {
+          mean_f += d.f(i);
+          ++unlabelled;
+        }
+      EXPECT_NEAR(mean_f / unlabelled, cmm_balance_target(p.y, c), 1e-7);
+      EXPECT_NE(d.mu, 0);  // the SVM start was not balanced: the multiplier is active
+    }
     // Box constraints of the dual.
     EXPECT_GE(d.alpha_label.minCoeff(), 0);
     EXPECT_LE(d.alpha_label.maxCoeff(), c.c1);
@@ -84,11 +96,18 @@ TEST(Cmm, ConvexRoundsMeetTheirPrimalByStrongDuality) {
 
 TEST(Cmm, CccpNeverIncreasesItsObjective) {
   const Problem p = make_problem(120, 10, 2);
+  for (const bool balance : {false, true}) {
+    CmmConfig c = tight();
+    c.balance = balance;
+    const CmmResult r = solve_cmm(p.k, p.y, c);
+    ASSERT_GE(r.objectives.size(), 3u);
+    // With the balance constraint the SVM start is outside the feasible set, so the descent
+    // starts at the first CCCP round.
+    for (std::size_t i = balance ? 2 : 1; i < r.objectives.size(); ++i)
+      EXPECT_LE(r.objectives[i], r.objectives[i - 1] * (1 + 1e-9)) << "round " << i;
+    EXPECT_TRUE(r.converged);
+  }
   const CmmResult r = solve_cmm(p.k, p.y, tight());
-  ASSERT_GE(r.objectives.size(), 2u);
-  for (std::size_t i = 1; i < r.objectives.size(); ++i)
-    EXPECT_LE(r.objectives[i], r.objectives[i - 1] * (1 + 1e-9)) << "round " << i;
-  EXPECT_TRUE(r.converged);
   // The decision values are those of the expansion: f = Kc.
   EXPECT_LT((p.k * r.c - r.scores).cwiseAbs().maxCoeff(), 1e-9);
   // Unlabelled rows mostly end up on their true side.
@@ -99,6 +118,30 @@ TEST(Cmm, CccpNeverIncreasesItsObjective) {
       correct += (r.scores(i) > 0) == (p.truth(i) > 0);
     }
   EXPECT_GT(correct, 0.8 * unlabelled);
+}
+
+// A target r away from the labelled mean moves the unlabelled mean of f to it, at the end of the
+// whole procedure (every round keeps it), and --no-balance leaves it free.
+TEST(Cmm, BalanceTargetSetsTheUnlabelledMean) {
+  const Problem p = make_problem(120, 10, 4);
+  for (const double target : {-0.4, 0.4}) {
+    CmmConfig c = tight();
+    c.balance_mean = target;
+    const CmmResult r = solve_cmm(p.k, p.y, c);
+    double mean_f = 0, unlabelled = 0;
+    for (int i = 0; i < 120; ++i)
+      if (p.y(i) == 0) {
+        mean_f += r.scores(i);
+        ++unlabelled;
+      }
+    EXPECT_NEAR(mean_f / unlabelled, target, 1e-6);
+    c.balance = false;
+    const CmmResult free = solve_cmm(p.k, p.y, c);
+    mean_f = 0;
+    for (int i = 0; i < 120; ++i)
+      if (p.y(i) == 0) mean_f += free.scores(i);
+    EXPECT_GT(std::abs(mean_f / unlabelled - target), 0.05);
+  }
 }
 
 TEST(Cmm, DeterministicForASeed) {
@@ -123,6 +166,9 @@ TEST(Cmm, BadOptionsAreUsageErrors) {
   EXPECT_THROW(c.validate(), UsageError);
   c = {};
   c.max_rounds = 0;
+  EXPECT_THROW(c.validate(), UsageError);
+  c = {};
+  c.balance_mean = 1;
   EXPECT_THROW(c.validate(), UsageError);
 }
 
