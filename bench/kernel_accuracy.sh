@@ -22,7 +22,7 @@ trap 'rm -rf "$work"' EXIT
 case $table in
   ldm) sets=${SETS:-heart_scale australian sonar wdbc parkinsons fourclass_scale} ;;
   tldm) sets=${SETS:-australian pima sonar heart_statlog house_votes_84 bupa} ;;
-  cmm) sets=${SETS:-heart_scale australian ionosphere wdbc pima} ;;
+  cmm) sets=${SETS:-heart_scale australian ionosphere wdbc breast_w pima} ;;
   *) echo "usage: $0 [BIN] [ldm|tldm|cmm]" >&2; exit 2 ;;
 esac
 
@@ -71,10 +71,18 @@ GRID_TLDM_RBF=$(for c in 0.25 1 4; do for l1 in 0.25 4; do for l2 in 0.25 4; do 
   echo "--algo tldm --kernel rbf -c $c --lambda1 $l1 --lambda2 $l2 --rbf-width $w"; done; done; done; done)
 GRID_SVM_SEMI=$(for c in 1 10 100; do for w in 0.5 1 2; do
   echo "--algo kldm --kernel rbf --lambda1 0 --lambda2 0 --bias 1 -c $c --rbf-width $w"; done; done)
-GRID_CMM=$(for c1 in 1 10; do for c2 in 0.1 1; do for e in 0.5 1; do for w in 1 2; do
-  echo "--algo cmm --c1 $c1 --c2 $c2 --c3 $c2 --epsilon $e --rbf-width $w"; done; done; done; done)
-GRID_RMM=$(for c1 in 1 10; do for c2 in 0.1 1; do for e in 0 0.5 1; do for w in 1 2; do
-  echo "--algo cmm --variant rmm --c1 $c1 --c2 $c2 --epsilon $e --rbf-width $w"; done; done; done; done)
+# CMM starts from the supervised SVM (Algorithm 1, line 1): C1 and the width are the SVM's CV pick,
+# and CV chooses CMM's own weights. $1: the SVM's setting.
+grid_cmm() {
+  local c1 w; c1=$(sed -n 's/.* -c \([^ ]*\).*/\1/p' <<< "$1"); w=$(sed -n 's/.*--rbf-width \([^ ]*\).*/\1/p' <<< "$1")
+  for c2 in 0.1 1; do for c3 in 0.1 1; do for e in 1 1.5; do
+    echo "--algo cmm --c1 $c1 --rbf-width $w --c2 $c2 --c3 $c3 --epsilon $e ${CMM_EXTRA:-}"; done; done; done
+}
+grid_rmm() {
+  local c1 w; c1=$(sed -n 's/.* -c \([^ ]*\).*/\1/p' <<< "$1"); w=$(sed -n 's/.*--rbf-width \([^ ]*\).*/\1/p' <<< "$1")
+  for c2 in 0.1 1; do for e in 1 1.5; do
+    echo "--algo cmm --variant rmm --c1 $c1 --rbf-width $w --c2 $c2 --epsilon $e"; done; done
+}
 
 accuracy_of() {  # accuracy_of MODEL DATA
   "$bin" eval -m "$1" -d "$2" --json 2> /dev/null | sed -n 's/.*"accuracy": \([0-9.e-]*\).*/\1/p' | head -1
@@ -114,6 +122,15 @@ stats() {  # mean ± std of the arguments
     printf "%.3f ± %.3f", m, (v > 0 ? sqrt(v) : 0) }'
 }
 
+# paired "A..." "B...": mean of B − A over the seeds, B's wins/ties/losses, and the paired t
+# statistic (n − 1 degrees of freedom; |t| > 2.26 is significant at 95% over 10 seeds).
+paired() {
+  paste <(tr ' ' '\n' <<< "$1" | sed '/^$/d') <(tr ' ' '\n' <<< "$2" | sed '/^$/d') | awk '{ d = $2 - $1;
+    s += d; q += d * d; n++; if (d > 1e-9) w++; else if (d < -1e-9) l++; else t++ }
+    END { m = s / n; v = (q - n * m * m) / (n > 1 ? n - 1 : 1);
+      printf "%+.3f (%d/%d/%d, t %s)", m, w, t, l, (v > 0 ? sprintf("%.2f", m / sqrt(v / n)) : "—") }'
+}
+
 declare -A acc
 for set in $sets; do
   for seed in $seeds; do
@@ -139,12 +156,14 @@ for set in $sets; do
         awk '$1 != 0' "$work/semi.svm" > "$work/lab.svm"
         awk '$1 == 0' "$work/semi.svm" > "$work/unl.svm"
         "$bin" split "$work/lab.svm" --folds 5 --seed "$seed" -o "$work/f" > /dev/null 2>&1
-        acc[$set,svm_semi]+=" $(fit_test "$GRID_SVM_SEMI" "$work/lab.svm" "$test" "$work/f")"
-        acc[$set,cmm]+=" $(fit_test "$GRID_CMM" "$work/lab.svm" "$test" "$work/f" --unlabeled "$work/unl.svm")"
-        acc[$set,rmm]+=" $(fit_test "$GRID_RMM" "$work/lab.svm" "$test" "$work/f" --unlabeled "$work/unl.svm")"
+        svm_pick=$(cv_pick "$GRID_SVM_SEMI" "$work/f")
+        acc[$set,svm_semi]+=" $(fit_test "$svm_pick" "$work/lab.svm" "$test" "$work/f")"
+        acc[$set,cmm]+=" $(fit_test "$(grid_cmm "$svm_pick")" "$work/lab.svm" "$test" "$work/f" --unlabeled "$work/unl.svm")"
+        acc[$set,rmm]+=" $(fit_test "$(grid_rmm "$svm_pick")" "$work/lab.svm" "$test" "$work/f" --unlabeled "$work/unl.svm")"
         ;;
     esac
   done
+  for key in "${!acc[@]}"; do [[ $key == "$set",* ]] && echo "$key:${acc[$key]}" >&2; done
   echo "done: $set" >&2
 done
 
@@ -165,11 +184,11 @@ case $table in
       echo "| $set | $(stats ${acc[$set,svm_rbf]}) | $(stats ${acc[$set,tldm_rbf]}) | $(paper "$set") |"
     done ;;
   cmm)
-    echo "| data | kernel SVM, 15% labels | CMM (8), + unlabelled | variant (9), + unlabelled |"
-    echo "|---|---|---|---|"
+    echo "| data | kernel SVM, 15% labels | CMM (8), + unlabelled | CMM − SVM, paired (w/t/l) | variant (9), + unlabelled | (9) − SVM (w/t/l) |"
+    echo "|---|---|---|---|---|---|"
     for set in $sets; do
       # shellcheck disable=SC2086
-      echo "| $set | $(stats ${acc[$set,svm_semi]}) | $(stats ${acc[$set,cmm]}) | $(stats ${acc[$set,rmm]}) |"
+      echo "| $set | $(stats ${acc[$set,svm_semi]}) | $(stats ${acc[$set,cmm]}) | $(paired "${acc[$set,svm_semi]}" "${acc[$set,cmm]}") | $(stats ${acc[$set,rmm]}) | $(paired "${acc[$set,svm_semi]}" "${acc[$set,rmm]}") |"
     done ;;
 esac
 echo "($n seeded half splits, 5-fold CV on the training half; $(date -u +%F))"
