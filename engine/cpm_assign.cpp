@@ -24,42 +24,40 @@ std::uint64_t capacity_for(std::uint64_t entries) {
 }  // namespace
 
 AssignHistory::AssignHistory(std::uint64_t expected_entries)
-    : keys_(capacity_for(expected_entries), 0), faces_(keys_.size(), -1) {}
+    : entries_(capacity_for(expected_entries)) {}
 
 std::uint64_t AssignHistory::bytes_for(std::uint64_t expected_entries) {
-  return capacity_for(expected_entries) * (sizeof(std::uint64_t) + sizeof(std::int32_t));
+  return capacity_for(expected_entries) * sizeof(Entry);
 }
 
 std::int32_t& AssignHistory::face_of(std::uint64_t key) {
-  const std::uint64_t mask = keys_.size() - 1;
+  const std::uint64_t mask = entries_.size() - 1;
   // Keys are hashes already; the low bits pick the home slot.
   for (std::uint64_t i = key & mask;; i = (i + 1) & mask) {
-    if (keys_[i] == key) return faces_[i];
-    if (keys_[i] == 0) {
-      if (4 * (size_ + 1) > 3 * keys_.size()) {  // more distinct rows than planned: grow
+    Entry& e = entries_[i];
+    if (e.key == key) return e.face;
+    if (e.key == 0) {
+      if (4 * (size_ + 1) > 3 * entries_.size()) {  // more distinct rows than planned: grow
         grow();
         return face_of(key);
       }
-      keys_[i] = key;
+      e.key = key;
       ++size_;
-      return faces_[i];
+      return e.face;
     }
   }
 }
 
 void AssignHistory::grow() {
-  std::vector<std::uint64_t> keys(keys_.size() * 2, 0);
-  std::vector<std::int32_t> faces(keys.size(), -1);
-  const std::uint64_t mask = keys.size() - 1;
-  for (std::size_t j = 0; j < keys_.size(); ++j) {
-    if (keys_[j] == 0) continue;
-    std::uint64_t i = keys_[j] & mask;
-    while (keys[i] != 0) i = (i + 1) & mask;
-    keys[i] = keys_[j];
-    faces[i] = faces_[j];
+  std::vector<Entry> entries(entries_.size() * 2);
+  const std::uint64_t mask = entries.size() - 1;
+  for (const Entry& e : entries_) {
+    if (e.key == 0) continue;
+    std::uint64_t i = e.key & mask;
+    while (entries[i].key != 0) i = (i + 1) & mask;
+    entries[i] = e;
   }
-  keys_.swap(keys);
-  faces_.swap(faces);
+  entries_.swap(entries);
 }
 
 Assignment assign_face(const FaceCounts& counts, int old_face, const double* scores,

@@ -84,21 +84,30 @@ class FaceCounts {
 };
 
 /// UNADJ: example identity (a 64-bit hash of its content, never 0) → its last natural face.
-/// Open addressing with linear probing, sized once for the number of outer-class rows.
+/// Open addressing with linear probing, sized once for the number of outer-class rows. A key and
+/// its face share one 16-byte entry, so a look-up at KDD size (hundreds of MB) is one cache miss,
+/// and the trainer can request that line a row ahead (prefetch).
 class AssignHistory {
  public:
   explicit AssignHistory(std::uint64_t expected_entries);
   /// The slot of `key`, found or claimed (its face is −1 when the key is new).
   std::int32_t& face_of(std::uint64_t key);
+  /// Asks for the cache line of `key`'s home entry (a hint; changes nothing).
+  void prefetch(std::uint64_t key) const {
+    __builtin_prefetch(&entries_[key & (entries_.size() - 1)], 1);
+  }
   std::uint64_t size() const { return size_; }
-  std::uint64_t capacity() const { return keys_.size(); }
+  std::uint64_t capacity() const { return entries_.size(); }
   /// Bytes used for `expected_entries`, for the memory plan.
   static std::uint64_t bytes_for(std::uint64_t expected_entries);
 
  private:
+  struct Entry {
+    std::uint64_t key = 0;  // 0: empty
+    std::int32_t face = -1;
+  };
   void grow();
-  std::vector<std::uint64_t> keys_;
-  std::vector<std::int32_t> faces_;
+  std::vector<Entry> entries_;
   std::uint64_t size_ = 0;
 };
 

@@ -103,7 +103,9 @@ struct CpmTrainer::Side {
   std::vector<std::uint32_t> order;
 
   virtual ~Side() = default;
-  virtual void step(const CsrView& rows, std::size_t r, int y) = 0;
+  /// One SGD step on row r with label y (+1: outer); `key` is the row's ASSIGN history key
+  /// (row_key), needed for outer rows only.
+  virtual void step(const CsrView& rows, std::size_t r, int y, std::uint64_t key) = 0;
   /// Asks for the cache lines of row r's weights (the next row's, while this one is computed).
   virtual void prefetch(const CsrView& rows, std::size_t r) const = 0;
   virtual double u(std::uint64_t i) const = 0;
@@ -112,6 +114,19 @@ struct CpmTrainer::Side {
   virtual void export_weights(float* out, double scale) const = 0;
 
   double sigma() const { return 1.0 / (static_cast<double>(steps) + 1.0); }
+  int label_of(const CsrView& rows, std::size_t r) const {
+    return (rows.labels[r] == positive ? 1 : -1) * outer;
+  }
+
+  // The row's ASSIGN key (outer rows; 0 for inner ones), with its weights and history entry
+  // requested from memory.
+  std::uint64_t request(const CsrView& rows, std::size_t r) const {
+    prefetch(rows, r);
+    if (label_of(rows, r) < 0) return 0;
+    const std::uint64_t key = row_key(rows, r);
+    history.prefetch(key);
+    return key;
+  }
 
   // This side's rows of the batch, in its own seeded order, until T steps are made.
   void learn(const CsrView& batch, std::uint64_t batch_number) {
@@ -123,17 +138,36 @@ struct CpmTrainer::Side {
         order.push_back(static_cast<std::uint32_t>(r));
     SplitMix64 rng(derive_seed(seed, batch_number));
     seeded_shuffle(order.data(), order.size(), rng);
-    // Rows' weights are scattered over U (gigabytes at KDD size): the next row's cache lines are
-    // requested before this row is computed, so their misses overlap the work.
-    if (!order.empty()) prefetch(batch, order[0]);
-    for (std::size_t i = 0; i < order.size(); ++i) {
+    // A step is bound by memory latency: its rows' weights are scattered over U (gigabytes at KDD
+    // size), the history over hundreds of MB, and the rows themselves over the window. So two
+    // stages run ahead of the step: the row two ahead is requested (its indices and values), and
+    // the row one ahead has its weights and history entry requested (its indices are at hand by
+    // then), so the misses overlap the step's work.
+    const std::size_t n = order.size();
+    if (n > 1) prefetch_row(batch, order[1]);
+    std::uint64_t next_key = n ? request(batch, order[0]) : 0;
+    for (std::size_t i = 0; i < n; ++i) {
       if (steps >= iterations) break;
       const std::uint32_t r = order[i];
-      if (i + 1 < order.size()) prefetch(batch, order[i + 1]);
-      const int sign = batch.labels[r] == positive ? 1 : -1;
-      step(batch, r, sign * outer);
+      const std::uint64_t key = next_key;
+      if (i + 2 < n) prefetch_row(batch, order[i + 2]);
+      if (i + 1 < n) next_key = request(batch, order[i + 1]);
+      step(batch, r, label_of(batch, r), key);
     }
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+ private:
+  static void prefetch_row(const CsrView& rows, std::size_t r) {
+    const std::uint32_t b = rows.offsets[r], e = rows.offsets[r + 1];
+    const char* indices = reinterpret_cast<const char*>(rows.indices + b);
+    const std::size_t bytes = (e - b) * sizeof(std::uint32_t);
+    for (std::size_t o = 0; o < bytes; o += 64) __builtin_prefetch(indices + o);
+    if (bytes) __builtin_prefetch(indices + bytes - 1);
+    if (!rows.values) return;
+    const char* values = reinterpret_cast<const char*>(rows.values + b);
+    for (std::size_t o = 0; o < bytes; o += 64) __builtin_prefetch(values + o);
+    if (bytes) __builtin_prefetch(values + bytes - 1);
   }
 };
 
@@ -199,7 +233,7 @@ struct SideOf : CpmTrainer::Side {
   double u(std::uint64_t i) const override { return static_cast<double>(weights[i]); }
   double b(int k) const override { return static_cast<double>(bias[static_cast<std::size_t>(k)]); }
 
-  void step(const CsrView& rows, std::size_t r, int y) override {
+  void step(const CsrView& rows, std::size_t r, int y, std::uint64_t key) override {
     const std::size_t K = static_cast<std::size_t>(faces);
     const std::uint32_t begin = rows.offsets[r], end = rows.offsets[r + 1];
     // Scores s_k = σ (U_k·x + B_k), σ = 1/(t + 1).
@@ -219,7 +253,7 @@ struct SideOf : CpmTrainer::Side {
     const double g = (t + 1) / (lambda * (t + 2));
     bool any = false;
     if (y > 0) {
-      std::int32_t& entry = history.face_of(row_key(rows, r));
+      std::int32_t& entry = history.face_of(key);
       const Assignment a = assign_face(counts, entry, score.data(), threshold);
       counts.move(entry, a.natural);
       entry = a.natural;

@@ -17,28 +17,33 @@ std::string array_name(const char* what, std::size_t machine, std::size_t side) 
 }  // namespace
 
 void save_cpm_model(engine::CpmModel model, const std::string& path) {
-  ModelContainer file;
-  file.header = model_header("cpm", model);
-  file.header["hash_bits"] = model.hash.bits;
-  file.header["vote_seed"] = model.vote_seed;
+  nlohmann::json header = model_header("cpm", model);
+  header["hash_bits"] = model.hash.bits;
+  header["vote_seed"] = model.vote_seed;
+  // The arrays are written from the model's own vectors (views): at KDD size each side's weights
+  // are 0.8 GB, which a copy would allocate, fault in and fill again before the write.
+  const auto bytes = [](const auto& v) {
+    return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
+  };
+  std::vector<ModelArrayView> arrays;
   nlohmann::json machines = nlohmann::json::array();
   for (std::size_t m = 0; m < model.machines.size(); ++m) {
-    engine::CpmModel::Binary& b = model.machines[m];
+    const engine::CpmModel::Binary& b = model.machines[m];
     nlohmann::json sides = nlohmann::json::array();
     for (std::size_t s = 0; s < b.sides.size(); ++s) {
-      engine::CpmFaces& f = b.sides[s];
+      const engine::CpmFaces& f = b.sides[s];
       sides.push_back({{"outer", f.outer}, {"faces", f.faces}, {"slots", f.slots}});
-      ModelArray w = ModelArray::of(array_name("weights", m, s), f.weights);
-      w.shape = {f.slots, static_cast<std::uint64_t>(f.faces)};
-      file.arrays.push_back(std::move(w));
-      std::vector<float>().swap(f.weights);
-      file.arrays.push_back(ModelArray::of(array_name("intercepts", m, s), f.intercepts));
+      arrays.push_back({array_name("weights", m, s), "f32",
+                        {f.slots, static_cast<std::uint64_t>(f.faces)}, bytes(f.weights)});
+      arrays.push_back({array_name("intercepts", m, s), "f64", {f.intercepts.size()},
+                        bytes(f.intercepts)});
     }
     machines.push_back({{"positive", b.positive}, {"negative", b.negative}, {"sides", sides}});
   }
-  file.header["machines"] = machines;
-  if (!model.maxabs.empty()) file.arrays.push_back(ModelArray::of("maxabs", model.maxabs));
-  write_model_container(path, file);
+  header["machines"] = machines;
+  if (!model.maxabs.empty())
+    arrays.push_back({"maxabs", "f32", {model.maxabs.size()}, bytes(model.maxabs)});
+  write_model_container(path, header, arrays);
 }
 
 engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
