@@ -210,39 +210,82 @@ std::string CpmModel::to_text() const {
 
 namespace {
 
-// Counts, per side, the face that scores each of the side's outer-class rows highest.
+// Counts, per side of every machine, the face that scores each of the side's outer-class rows
+// highest (a pair's sides see only the rows of its two classes).
 class CpmAssignmentDetails : public EvalDetails {
  public:
   explicit CpmAssignmentDetails(const CpmModel& model) : model_(model) {
-    for (const CpmFaces& s : model.machines[0].sides)
-      counts_.emplace_back(static_cast<std::size_t>(s.faces), 0);
+    for (const CpmModel::Binary& m : model.machines) {
+      counts_.emplace_back();
+      for (const CpmFaces& s : m.sides)
+        counts_.back().emplace_back(static_cast<std::size_t>(s.faces), 0);
+    }
   }
 
   void add(const CsrView& rows) override {
-    const CpmModel::Binary& m = model_.machines[0];
     std::vector<double> work(static_cast<std::size_t>(model_.max_faces()));
-    for (std::size_t i = 0; i < m.sides.size(); ++i) {
-      const float outer_label = static_cast<float>(m.sides[i].outer > 0 ? m.positive : m.negative);
-      for (std::size_t r = 0; r < rows.rows; ++r) {
-        if (rows.labels[r] != outer_label) continue;
-        int face = 0;
-        model_.side_score(0, i, rows, r, work.data(), &face);
-        ++counts_[i][static_cast<std::size_t>(face)];
+    for (std::size_t m = 0; m < model_.machines.size(); ++m) {
+      const CpmModel::Binary& b = model_.machines[m];
+      for (std::size_t i = 0; i < b.sides.size(); ++i) {
+        const float outer_label = static_cast<float>(b.sides[i].outer > 0 ? b.positive : b.negative);
+        for (std::size_t r = 0; r < rows.rows; ++r) {
+          if (rows.labels[r] != outer_label) continue;
+          int face = 0;
+          model_.side_score(m, i, rows, r, work.data(), &face);
+          ++counts_[m][i][static_cast<std::size_t>(face)];
+        }
       }
     }
   }
 
+  // Binary: the keys of one machine with suffix _plus / _minus. Multiclass: the same keys per
+  // pair under `pair_assignments`, and per side sign their mean and minimum over the pairs
+  // (`assignment_entropy_mean_plus`, `assignment_entropy_min_plus`, ...; the minimum points at
+  // the pair whose faces are least used).
   nlohmann::json json() const override {
+    if (!model_.multiclass()) return machine_json(0);
     nlohmann::json j = nlohmann::json::object();
-    const CpmModel::Binary& m = model_.machines[0];
-    for (std::size_t i = 0; i < m.sides.size(); ++i) {
-      const std::string side = m.sides[i].outer > 0 ? "plus" : "minus";
+    nlohmann::json pairs = nlohmann::json::array();
+    for (const char* side : {"plus", "minus"}) {
+      double sum = 0, least = 0;
+      std::size_t n = 0;
+      for (std::size_t m = 0; m < model_.machines.size(); ++m) {
+        const nlohmann::json mj = machine_json(m);
+        const std::string key = std::string("assignment_entropy_") + side;
+        if (!mj.contains(key)) continue;
+        const double h = mj[key].get<double>();
+        least = n == 0 ? h : std::min(least, h);
+        sum += h;
+        ++n;
+      }
+      if (n == 0) continue;
+      j[std::string("assignment_entropy_mean_") + side] = sum / static_cast<double>(n);
+      j[std::string("assignment_entropy_min_") + side] = least;
+      j[std::string("assignment_perplexity_mean_") + side] = std::exp(sum / static_cast<double>(n));
+    }
+    for (std::size_t m = 0; m < model_.machines.size(); ++m) {
+      nlohmann::json mj = {{"positive", model_.machines[m].positive},
+                           {"negative", model_.machines[m].negative}};
+      mj.update(machine_json(m));
+      pairs.push_back(std::move(mj));
+    }
+    j["pair_assignments"] = std::move(pairs);
+    return j;
+  }
+
+ private:
+  nlohmann::json machine_json(std::size_t m) const {
+    nlohmann::json j = nlohmann::json::object();
+    const CpmModel::Binary& b = model_.machines[m];
+    for (std::size_t i = 0; i < b.sides.size(); ++i) {
+      const std::string side = b.sides[i].outer > 0 ? "plus" : "minus";
+      const std::vector<std::int64_t>& counts = counts_[m][i];
       std::int64_t total = 0;
-      for (const std::int64_t n : counts_[i]) total += n;
+      for (const std::int64_t n : counts) total += n;
       std::vector<double> share;
-      for (const std::int64_t n : counts_[i])
+      for (const std::int64_t n : counts)
         share.push_back(total ? static_cast<double>(n) / static_cast<double>(total) : 0.0);
-      const double h = count_entropy(counts_[i]);
+      const double h = count_entropy(counts);
       j["assignment_entropy_" + side] = h;
       j["assignment_perplexity_" + side] = std::exp(h);
       j["face_share_" + side] = share;
@@ -250,15 +293,14 @@ class CpmAssignmentDetails : public EvalDetails {
     return j;
   }
 
- private:
   const CpmModel& model_;
-  std::vector<std::vector<std::int64_t>> counts_;
+  std::vector<std::vector<std::vector<std::int64_t>>> counts_;  // machine, side, face
 };
 
 }  // namespace
 
 std::unique_ptr<EvalDetails> CpmModel::eval_details() const {
-  if (multiclass() || machines.empty()) return nullptr;
+  if (machines.empty()) return nullptr;
   return std::make_unique<CpmAssignmentDetails>(*this);
 }
 

@@ -72,8 +72,9 @@ struct CpmModel : Classifier {
                               double* predicted) const override;
   std::string to_text() const override;
   nlohmann::json to_json() const override;
-  /// Binary models: per side, the entropy (nats) and perplexity of the faces' assignment of the
-  /// side's outer-class rows, and each face's share of them.
+  /// Per side, the entropy (nats) and perplexity of the faces' assignment of the side's
+  /// outer-class rows, and each face's share of them; one-vs-one models: per pair, and the mean
+  /// and minimum entropy over the pairs.
   std::unique_ptr<EvalDetails> eval_details() const override;
 
   /// F(x) = max_k(W_k·x + b_k) of side `side` of machine `m` for row r; *face gets the argmax.

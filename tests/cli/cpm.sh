@@ -124,6 +124,11 @@ grep -q '"machines": 3' "$work/three.json" || fail "3 classes need 3 machines"
 "$bin" eval -m "$work/three.cpm" -d "$work/three.svm" --json > "$work/three.eval"
 acc=$(sed -n 's/.*"accuracy": \([0-9.]*\).*/\1/p' "$work/three.eval" | head -1)
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.75) }' || fail "one-vs-one accuracy $acc"
+for key in pair_assignments assignment_entropy_mean_plus assignment_entropy_min_minus \
+  assignment_perplexity_mean_plus; do
+  grep -q "\"$key\"" "$work/three.eval" || fail "one-vs-one eval --json lacks details.$key"
+done
+[ "$(grep -o '"face_share_plus"' "$work/three.eval" | wc -l)" -eq 3 ] || fail "face shares of 3 pairs"
 "$bin" train --algo cpm -d "$work/three.svm" -o "$work/three.t1.cpm" -k 3 -c 0.01 --epochs 3 \
   --classes=-1,1,2 --threads 1 > /dev/null 2>&1
 cmp -s "$work/three.cpm" "$work/three.t1.cpm" || fail "one-vs-one depends on --threads"

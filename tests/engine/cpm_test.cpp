@@ -316,6 +316,56 @@ TEST(Cpm, ModelDoesNotDependOnThreads) {
   }
 }
 
+TEST(Cpm, EvalReportsAssignmentsPerPair) {
+  // One-vs-one over 3 classes: per pair and side, the faces' shares of the side's outer-class
+  // rows, counted here from the float weights by a dense argmax, and the aggregates over pairs.
+  const CsrBuffer data = random_rows(900, 60, 6, 17, 3);
+  CpmConfig config;
+  config.faces = 4;
+  config.epochs = 3;
+  config.c = 0.1;
+  const CpmModel model = train_with_threads(data, config, 2);
+  ASSERT_EQ(model.machines.size(), 3u);
+  const auto details = model.eval_details();
+  ASSERT_NE(details, nullptr);
+  details->add(data.view());
+  const nlohmann::json j = details->json();
+  ASSERT_EQ(j.at("pair_assignments").size(), 3u);
+  std::map<std::string, std::vector<double>> entropies;
+  for (std::size_t m = 0; m < 3; ++m) {
+    const CpmModel::Binary& b = model.machines[m];
+    const nlohmann::json& pj = j["pair_assignments"][m];
+    EXPECT_EQ(pj.at("positive").get<double>(), b.positive);
+    EXPECT_EQ(pj.at("negative").get<double>(), b.negative);
+    for (const CpmFaces& f : b.sides) {
+      const double outer_label = f.outer > 0 ? b.positive : b.negative;
+      std::vector<std::int64_t> counts(4, 0);
+      const std::string side = f.outer > 0 ? "plus" : "minus";
+      for (std::size_t r = 0; r < data.rows(); ++r) {
+        if (data.labels[r] != outer_label) continue;
+        std::vector<double> s(f.intercepts);
+        for (std::uint32_t i = data.offsets[r]; i < data.offsets[r + 1]; ++i)
+          for (std::size_t k = 0; k < 4; ++k)
+            s[k] += double(f.weights[data.indices[i] * 4 + k]) * double(data.values[i]);
+        ++counts[static_cast<std::size_t>(std::max_element(s.begin(), s.end()) - s.begin())];
+      }
+      const std::int64_t total = counts[0] + counts[1] + counts[2] + counts[3];
+      ASSERT_EQ(total, std::count(data.labels.begin(), data.labels.end(), float(outer_label)));
+      const auto share = pj.at("face_share_" + side).get<std::vector<double>>();
+      for (std::size_t k = 0; k < 4; ++k)
+        EXPECT_NEAR(share[k], double(counts[k]) / double(total), 1e-12) << m << side << k;
+      EXPECT_NEAR(pj.at("assignment_entropy_" + side).get<double>(), count_entropy(counts), 1e-12);
+      entropies[side].push_back(count_entropy(counts));
+    }
+  }
+  for (const auto& [side, h] : entropies) {
+    ASSERT_EQ(h.size(), 3u);
+    EXPECT_NEAR(j.at("assignment_entropy_mean_" + side).get<double>(), (h[0] + h[1] + h[2]) / 3, 1e-12);
+    EXPECT_NEAR(j.at("assignment_entropy_min_" + side).get<double>(), *std::min_element(h.begin(), h.end()), 1e-12);
+  }
+  EXPECT_GT(j.at("assignment_entropy_mean_plus").get<double>(), 0.0);  // more than one face in use
+}
+
 TEST(Cpm, PolytopeBeatsOneFace) {
   // Positives = union of two half-spaces: one linear face cannot separate them, K = 4 faces can.
   const CsrBuffer data = random_rows(4000, 60, 10, 9);
