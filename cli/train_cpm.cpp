@@ -257,14 +257,20 @@ int run_cpm(const std::vector<std::string>& args) {
     while (!trainer.done()) {
       read.epoch = epochs_read++;
       const Clock::time_point epoch_start = Clock::now();
+      // Timed here too: the last pass stops early (StopScan), and its ScanStats are lost with it.
+      double pass_learn = 0;
       try {
         const io::ScanStats stats = shards.scan(read, [&](const CsrView& batch) {
+          const Clock::time_point learn_start = Clock::now();
           trainer.learn(batch);
+          pass_learn += seconds_since(learn_start);
           if (trainer.done()) throw StopScan{};
         });
         learn_seconds += stats.sink_seconds;
         wait_seconds += stats.wait_seconds;
       } catch (const StopScan&) {
+        learn_seconds += pass_learn;
+        wait_seconds += seconds_since(epoch_start) - pass_learn;  // the pass's time not learning
       }
       std::uint64_t steps = 0, total = 0;
       for (const auto& s : trainer.status()) {
@@ -278,6 +284,7 @@ int run_cpm(const std::vector<std::string>& args) {
   });
   const double train_seconds = seconds_since(train_start);
 
+  const Clock::time_point save_start = Clock::now();
   engine::CpmModel model = trainer.finish(read.scale_maxabs ? &shards.feature_maxabs() : nullptr);
   model.index_base = manifest.index_base;
   model.features = manifest.features;
@@ -294,6 +301,7 @@ int run_cpm(const std::vector<std::string>& args) {
   for (const auto& m : model.machines) machine_labels.emplace_back(m.positive, m.negative);
   const std::size_t machines = model.machines.size();
   io::save_cpm_model(std::move(model), output);
+  const double save_seconds = seconds_since(save_start);  // the model built, written and synced
   const double total_seconds = seconds_since(start);
 
   nlohmann::ordered_json side_list = nlohmann::ordered_json::array();
@@ -347,6 +355,7 @@ int run_cpm(const std::vector<std::string>& args) {
       {"learn_seconds", learn_seconds},
       {"read_wait_seconds", wait_seconds},
       {"steps_per_second", train_seconds > 0 ? static_cast<double>(all_steps) / train_seconds : 0.0},
+      {"save_seconds", save_seconds},
       {"total_seconds", total_seconds},
       {"side_details", side_list},
       {"model_path", output}};

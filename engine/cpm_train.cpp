@@ -448,6 +448,9 @@ CpmModel CpmTrainer::finish(const std::vector<float>* maxabs) {
     model.machines[m].positive = machines[m].first;
     model.machines[m].negative = machines[m].second;
   }
+  // The histories are done with (0.3 GB at KDD size): freed first, the first model can reuse
+  // their pages instead of faulting in fresh ones.
+  for (auto& s : sides_) s->history = AssignHistory(0);
   for (std::size_t i = 0; i < sides_.size(); ++i) {
     const Side& s = *sides_[i];
     CpmFaces f;
