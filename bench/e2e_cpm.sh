@@ -6,9 +6,14 @@
 # says more about them than about polymargin), training seconds, steps/s per side, peak RSS, the
 # memory bound the command computes (K × slots × 8 B per side + history + one side's float model +
 # 256 MiB), and the training accuracy of the model (eval on the training shards).
+# The "cpu µs/step" column is (user + system CPU seconds of the command) / (steps of all sides):
+# on a loaded machine it says more than the wall time; it includes reading, page faults and saving.
 # Usage: bench/e2e_cpm.sh [BUILD_DIR]   env: ROWS (default: full 8,407,752), WORK (scratch dir,
 #        default /tmp/cpm-bench), T (default 32000000), K (10), C (0.01), REPEATS (1: median of
-#        this many runs per row), KEEP=1 keeps the generated shards.
+#        this many runs per row), KEEP=1 keeps the generated shards, SHARDS=DIR uses existing
+#        shards instead (e.g. /tmp/polymargin-bench/kdda.zstd.shards; read only), BASELINE=BIN adds
+#        the double-sided 2-thread row of another polymargin binary (e.g. main's) in the same run,
+#        QUICK=1 runs the 2-thread rows only (no 1-thread speed-up rows).
 set -euo pipefail
 build=${1:-build}
 bin=$build/polymargin
@@ -19,11 +24,16 @@ faces=${K:-10}
 c=${C:-0.01}
 repeats=${REPEATS:-1}
 mkdir -p "$work"
-shards=$work/kdda-polytope.$rows.shards
-[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$shards" "$work"/*.cpm "$work"/*.json' EXIT
+shards=${SHARDS:-$work/kdda-polytope.$rows.shards}
+if [ -n "${SHARDS:-}" ]; then
+  trap 'rm -f "$work"/*.cpm "$work"/*.json' EXIT
+  rows=$(sed -n 's/.*"rows": \([0-9]*\).*/\1/p' "$shards/manifest.json" | head -1)
+elif [ "${KEEP:-0}" != 1 ]; then
+  trap 'rm -rf "$shards" "$work"/*.cpm "$work"/*.json' EXIT
+fi
 
 table=()
-row() { table+=("$(printf '%-34s %8s %8s %8s %11s %11s %8s %9s  %s' "$@")"); }
+row() { table+=("$(printf '%-34s %8s %8s %8s %8s %11s %11s %8s %9s  %s' "$@")"); }
 json_number() { sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p" "$1" | head -1; }
 median() { tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
@@ -32,14 +42,15 @@ if [ ! -f "$shards/manifest.json" ]; then
   /usr/bin/time -f '%e %M' -o "$work/time.log" "$bin" gen --like kdda --model polytope --faces 5 \
     --rows "$rows" --seed 2010 -o "$shards" > /dev/null
   read -r wall rss_kb < "$work/time.log"
-  row "gen → zstd shards" "$wall" "" "" "" "" "$((rss_kb / 1024))" "" ""
+  row "gen → zstd shards" "$wall" "" "" "" "" "" "$((rss_kb / 1024))" "" ""
 fi
 
-# run NAME THREADS SIDES: REPEATS runs; sets the medians WALL CPU TRAIN SPS_PLUS SPS_MINUS RSS.
+# run NAME THREADS SIDES [BINARY]: REPEATS runs; sets the medians WALL CPU TRAIN SPS_PLUS
+# SPS_MINUS RSS and US_STEP (CPU µs per step of all sides).
 run() {
-  local name=$1 threads=$2 sides=$3 walls="" cpus="" trains="" plus="" minus="" rsses=""
+  local name=$1 threads=$2 sides=$3 exe=${4:-$bin} walls="" cpus="" trains="" plus="" minus="" rsses=""
   for ((i = 0; i < repeats; ++i)); do
-    /usr/bin/time -f '%e %M %U %S' -o "$work/time.log" "$bin" train --algo cpm -d "$shards" \
+    /usr/bin/time -f '%e %M %U %S' -o "$work/time.log" "$exe" train --algo cpm -d "$shards" \
       -o "$work/$name.cpm" -k "$faces" -c "$c" --iterations "$iterations" --sides "$sides" \
       --threads "$threads" --json > "$work/$name.json" 2> "$work/$name.err"
     read -r wall rss_kb user sys < "$work/time.log"
@@ -60,29 +71,45 @@ run() {
   SPS_MINUS=$(echo $minus | median)
   RSS=$(echo $rsses | median)
   NEED=$(($(json_number "$work/$name.json" memory_needed_bytes | cut -d. -f1) / 1048576))
+  local sides_run=2
+  [ "$sides" = double ] || sides_run=1
+  US_STEP=$(awk -v c="$CPU" -v t="$iterations" -v n="$sides_run" 'BEGIN { printf "%.2f", c / (t * n) * 1e6 }')
 }
 msteps() { awk -v s="$1" 'BEGIN { printf "%.2f M", s / 1e6 }'; }
 
 run double2 2 double
 wall2=$WALL train2=$TRAIN
-row "double-sided, 2 threads" "$WALL" "$CPU" "$TRAIN" "$(msteps "$SPS_PLUS")" "$(msteps "$SPS_MINUS")" \
-  "$RSS" "$NEED" "target ≤ 60 s"
+row "double-sided, 2 threads" "$WALL" "$CPU" "$US_STEP" "$TRAIN" "$(msteps "$SPS_PLUS")" \
+  "$(msteps "$SPS_MINUS")" "$RSS" "$NEED" "target ≤ 60 s"
 "$bin" eval -m "$work/double2.cpm" -d "$shards" --json > "$work/eval.json"
 accuracy=$(json_number "$work/eval.json" accuracy)
-run double1 1 double
-row "double-sided, 1 thread" "$WALL" "$CPU" "$TRAIN" "$(msteps "$SPS_PLUS")" "$(msteps "$SPS_MINUS")" \
-  "$RSS" "$NEED" "baseline of the speed-up"
-speedup=$(awk -v a="$WALL" -v b="$wall2" 'BEGIN { printf "%.2f", a / b }')
-train_speedup=$(awk -v a="$TRAIN" -v b="$train2" 'BEGIN { printf "%.2f", a / b }')
-cmp -s "$work/double1.cpm" "$work/double2.cpm" && same=yes || same=NO
-run single1 1 outer=+1
-row "single-sided outer=+1, 1 thread" "$WALL" "$CPU" "$TRAIN" "$(msteps "$SPS_PLUS")" "" "$RSS" "$NEED" ""
+if [ -n "${BASELINE:-}" ]; then
+  run baseline 2 double "$BASELINE"
+  row "baseline binary, double, 2 threads" "$WALL" "$CPU" "$US_STEP" "$TRAIN" "$(msteps "$SPS_PLUS")" \
+    "$(msteps "$SPS_MINUS")" "$RSS" "$NEED" "$BASELINE"
+  cmp -s "$work/baseline.cpm" "$work/double2.cpm" && same_baseline=yes || same_baseline=NO
+fi
+if [ "${QUICK:-0}" != 1 ]; then
+  run double1 1 double
+  row "double-sided, 1 thread" "$WALL" "$CPU" "$US_STEP" "$TRAIN" "$(msteps "$SPS_PLUS")" \
+    "$(msteps "$SPS_MINUS")" "$RSS" "$NEED" "baseline of the speed-up"
+  speedup=$(awk -v a="$WALL" -v b="$wall2" 'BEGIN { printf "%.2f", a / b }')
+  train_speedup=$(awk -v a="$TRAIN" -v b="$train2" 'BEGIN { printf "%.2f", a / b }')
+  cmp -s "$work/double1.cpm" "$work/double2.cpm" && same=yes || same=NO
+  run single1 1 outer=+1
+  row "single-sided outer=+1, 1 thread" "$WALL" "$CPU" "$US_STEP" "$TRAIN" "$(msteps "$SPS_PLUS")" "" \
+    "$RSS" "$NEED" ""
+fi
 
 echo
-echo "CPM, $rows rows, K = $faces, T = $iterations steps per side, C = $c, zstd shards," \
+echo "CPM, $rows rows ($shards), K = $faces, T = $iterations steps per side, C = $c," \
   "median of $repeats run(s)"
-printf '%-34s %8s %8s %8s %11s %11s %8s %9s  %s\n' "run" "wall s" "cpu s" "train s" \
-  "steps/s +1" "steps/s -1" "RSS MiB" "bound MiB" "note"
+printf '%-34s %8s %8s %8s %8s %11s %11s %8s %9s  %s\n' "run" "wall s" "cpu s" "cpu µs/st" \
+  "train s" "steps/s +1" "steps/s -1" "RSS MiB" "bound MiB" "note"
 for line in "${table[@]}"; do echo "$line"; done
-echo "speed-up 2 vs 1 thread: $speedup (whole command), $train_speedup (training); target ≥ 1.8"
-echo "model files of 1 and 2 threads identical: $same;  training accuracy (2 threads): $accuracy"
+[ -n "${BASELINE:-}" ] && echo "model files of this build and the baseline identical: $same_baseline"
+if [ "${QUICK:-0}" != 1 ]; then
+  echo "speed-up 2 vs 1 thread: $speedup (whole command), $train_speedup (training); target ≥ 1.8"
+  echo "model files of 1 and 2 threads identical: $same"
+fi
+echo "training accuracy (2 threads): $accuracy"
