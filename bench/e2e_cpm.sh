@@ -75,7 +75,7 @@ run() {
   [ "$sides" = double ] || sides_run=1
   US_STEP=$(awk -v c="$CPU" -v t="$iterations" -v n="$sides_run" 'BEGIN { printf "%.2f", c / (t * n) * 1e6 }')
 }
-msteps() { awk -v s="$1" 'BEGIN { printf "%.2f M", s / 1e6 }'; }
+msteps() { awk -v s="$1" 'BEGIN { printf "%.3f M", s / 1e6 }'; }
 
 run double2 2 double
 wall2=$WALL train2=$TRAIN
