@@ -28,29 +28,6 @@ constexpr std::uint64_t kMiB = 1024 * 1024;
 // What besides the weights a training run holds: reader windows, decode buffers, the process.
 constexpr std::uint64_t kOverheadBytes = 256 * kMiB;
 
-// MemAvailable of /proc/meminfo, lowered to the cgroup's limit when there is one; 0 if unknown.
-std::uint64_t available_memory() {
-  std::uint64_t available = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  std::uint64_t value = 0;
-  std::string unit;
-  while (meminfo >> key >> value) {
-    std::getline(meminfo, unit);
-    if (key == "MemAvailable:") available = value * 1024;
-  }
-  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
-  std::string limit;
-  if (cgroup >> limit && limit != "max") {
-    try {
-      const std::uint64_t l = std::stoull(limit);
-      if (available == 0 || l < available) available = l;
-    } catch (const std::exception&) {
-    }
-  }
-  return available;
-}
-
 std::string gib(std::uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * kMiB));
@@ -194,7 +171,7 @@ int run_cpm(const std::vector<std::string>& args) {
   for (const auto& [label, count] : manifest.label_counts) problem.label_counts.emplace_back(label, count);
 
   // Memory: decided before the first weight is allocated.
-  const std::uint64_t available = available_memory();
+  const std::uint64_t available = io::available_memory();
   const std::uint64_t need_double =
       engine::cpm_training_bytes(config, problem, engine::CpmPrecision::kDouble) + kOverheadBytes;
   const std::uint64_t need_float =
