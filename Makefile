@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 
-.PHONY: all setup build run test bench test-asan test-tsan fuzz clean
+.PHONY: all setup build run test bench test-asan test-tsan ci fuzz clean
 
 all: build
 
@@ -23,17 +23,28 @@ test: build
 bench: build
 	@./bench/run_all.sh $(BUILD)
 
+# The sanitizer suites (CMake presets asan and tsan: -O1 -g1, trees build-asan and build-tsan).
+# Address + UndefinedBehavior: every test (a UBSan finding aborts the test, a leak fails it).
 test-asan: setup
 	@cmake --preset asan >/dev/null
 	@cmake --build build-asan -j $(JOBS)
-	@cd build-asan && ctest --output-on-failure -j $(JOBS)
+	@cd build-asan && UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
+# Thread: every test, against a ThreadSanitizer build of oneTBB (scripts/tbb_tsan.sh says why).
+TSAN_TBB = $(CURDIR)/build-tsan/tbb
 test-tsan: setup
 	@cmake --preset tsan >/dev/null
+	@JOBS=$(JOBS) ./scripts/tbb_tsan.sh $(TSAN_TBB)
 	@cmake --build build-tsan -j $(JOBS)
-	@cd build-tsan && ctest --output-on-failure -j $(JOBS)
+	@cd build-tsan && LD_LIBRARY_PATH=$(TSAN_TBB) TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --output-on-failure -j $(JOBS)
 
-# libFuzzer targets (clang, ASan + UBSan) for a minute each; `make test` runs them for 8 s each.
+# What .ci/run runs: every test of the Release build, then the ASan + UBSan suite.
+ci:
+	@$(MAKE) --no-print-directory test
+	@$(MAKE) --no-print-directory test-asan
+
+# libFuzzer targets (clang, ASan + UBSan) for a minute each; `make test` runs 100,000 inputs of each.
 fuzz: setup
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} ./fuzz/run.sh
 
