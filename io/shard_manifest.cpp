@@ -268,7 +268,9 @@ std::vector<float> read_maxabs(const std::string& path, std::uint64_t expected_c
   if (checksum(file.data(), expected_bytes - sizeof stored) != stored)
     throw DataError(path, 0, 0, "checksum mismatch: the file is corrupt (re-run convert)");
   std::vector<float> maxabs(expected_count);
-  std::memcpy(maxabs.data(), file.data() + sizeof header, expected_count * sizeof(float));
+  // An empty data set has no maxima, and an empty vector's data() may be null, which memcpy refuses.
+  if (expected_count > 0)
+    std::memcpy(maxabs.data(), file.data() + sizeof header, expected_count * sizeof(float));
   return maxabs;
 }
 
