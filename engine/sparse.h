@@ -146,14 +146,20 @@ inline void collapse_to_huge_pages(const void* p, std::size_t bytes) {
   ::madvise(reinterpret_cast<void*>(begin), end - begin, kMadvCollapse);
 }
 
-/// Gives the pages of [p, p + n) back to the system (they read as zero afterwards); only whole
-/// pages inside the range are dropped. For memory about to be freed whose content is no longer
-/// needed, to lower a peak.
-inline void discard_pages(double* p, std::size_t n) {
+/// Drops the whole pages inside [p, p + bytes) from this process (MADV_DONTNEED). Anonymous
+/// memory reads as zero afterwards; a file mapping reads the file again (its pages stay in the
+/// page cache, but stop counting in this process's resident memory).
+inline void discard_pages(const void* p, std::size_t bytes) {
   constexpr std::uintptr_t kPage = 4096;
   const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
-  const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(p + n) & ~(kPage - 1);
+  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(p) + bytes) & ~(kPage - 1);
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+/// discard_pages for n doubles: memory about to be freed whose content is no longer needed, to
+/// lower a peak.
+inline void discard_pages(double* p, std::size_t n) {
+  discard_pages(static_cast<const void*>(p), n * sizeof(double));
 }
 
 /// A dense weight vector of the hot loops.

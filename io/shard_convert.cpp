@@ -78,9 +78,10 @@ Codec temporary_codec(const std::vector<std::string>& inputs) {
   constexpr double kRawLimit = 8.0 * (1ull << 30);
   double raw_bytes = 0;
   for (const std::string& input : inputs) {
+    if (input == "-") return Codec::kZstd;  // size unknown
     std::error_code ec;
-    const auto size = input == "-" ? 0 : fs::file_size(input, ec);
-    if (input == "-" || ec) return Codec::kZstd;  // size unknown
+    const auto size = fs::file_size(input, ec);
+    if (ec) return Codec::kZstd;
     std::ifstream in(input, std::ios::binary);
     char head[4] = {};
     in.read(head, sizeof head);

@@ -1,8 +1,8 @@
 #include "io/text_reader.h"
 
+#include <sys/mman.h>
 #include <tbb/info.h>
 #include <tbb/parallel_pipeline.h>
-#include <sys/mman.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "engine/errors.h"
+#include "engine/sparse.h"
 #include "io/byte_source.h"
 #include "io/libsvm_parser.h"
 
@@ -82,7 +83,7 @@ struct Chunk {
   ByteBuffer text;         // the lines, read from a stream...
   std::string_view piece;  // ...or, for a mapped file, where they lie in the mapping
   std::size_t skip = 0;    // bytes of a UTF-8 byte-order mark at the start of an input
-  std::size_t input = 0;  // which input the lines come from
+  std::size_t input = 0;   // which input the lines come from
   // Reading the input failed after these lines: raised once they are delivered, so that an
   // earlier bad line is still the error reported.
   std::exception_ptr read_error;
@@ -101,15 +102,6 @@ void read_ahead(std::string_view piece) {
   const auto begin = reinterpret_cast<std::uintptr_t>(piece.data()) & ~(kPage - 1);
   const auto end = reinterpret_cast<std::uintptr_t>(piece.data() + piece.size());
   ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
-}
-
-// Gives back the pages of a mapped file that hold only lines already delivered: the page cache
-// keeps them, but they stop counting in this process's resident memory, which then stays at a
-// few chunks whatever the file size.
-void release_mapped(std::string_view piece) {
-  const auto begin = (reinterpret_cast<std::uintptr_t>(piece.data()) + kPage - 1) & ~(kPage - 1);
-  const auto end = reinterpret_cast<std::uintptr_t>(piece.data() + piece.size()) & ~(kPage - 1);
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 // Recycles chunks and their buffers; the pipeline's token limit bounds how many ever exist.
@@ -233,7 +225,7 @@ class ChunkReader {
   std::size_t input_ = 0;
   std::unique_ptr<ByteSource> source_;
   std::vector<std::unique_ptr<ByteSource>> finished_;  // mapped inputs already cut into chunks
-  std::size_t mapped_pos_ = 0;                         // where the next chunk of a mapped input starts
+  std::size_t mapped_pos_ = 0;  // where the next chunk of a mapped input starts
   bool at_input_start_ = true;
   bool source_done_ = false;
   bool failed_ = false;
@@ -346,7 +338,10 @@ TextStats read_libsvm_text(const std::vector<std::string>& inputs, const TextOpt
   };
   const auto collect = [&](Chunk* chunk) {
     collector.consume(*chunk);
-    if (chunk->piece.data()) release_mapped(chunk->piece);
+    // Pages holding only delivered lines leave this process's resident memory, which then stays
+    // at a few chunks whatever the file size (the page cache keeps them).
+    if (chunk->piece.data())
+      engine::sparse::discard_pages(chunk->piece.data(), chunk->piece.size());
     pool.give(chunk);
   };
   tbb::task_arena arena(threads);
