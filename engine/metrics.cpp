@@ -5,33 +5,32 @@
 #include <numeric>
 #include <stdexcept>
 
+#include <tbb/parallel_invoke.h>
+#include <tbb/parallel_sort.h>
+
 namespace polymargin::engine {
 
 double auc(const std::vector<double>& scores, const std::vector<std::int8_t>& signs) {
-  const std::size_t n = scores.size();
-  std::vector<std::uint32_t> order(n);
-  std::iota(order.begin(), order.end(), 0u);
-  std::sort(order.begin(), order.end(),
-            [&](std::uint32_t a, std::uint32_t b) { return scores[a] < scores[b]; });
-  // Rank-sum (Mann–Whitney U): sum of the 1-based ranks of the positives, ties get their average rank.
-  double positive_rank_sum = 0;
-  std::uint64_t positives = 0;
-  for (std::size_t i = 0; i < n;) {
-    std::size_t j = i;
-    while (j < n && scores[order[j]] == scores[order[i]]) ++j;
-    const double average_rank = 0.5 * static_cast<double>(i + 1 + j);  // mean of i+1 .. j
-    for (std::size_t k = i; k < j; ++k) {
-      if (signs[order[k]] > 0) {
-        positive_rank_sum += average_rank;
-        ++positives;
-      }
-    }
-    i = j;
+  // Mann–Whitney U: over every (positive, negative) pair, 1 when the positive scores higher and
+  // one half on a tie. Each class's scores sorted on their own (plain doubles, in parallel: the
+  // sorted arrays, hence the result, do not depend on the thread count), then one merge counts,
+  // for each positive, the negatives below it and equal to it. Sorting the row numbers by score
+  // instead took several times longer at 8 M rows.
+  std::vector<double> positive, negative;
+  for (std::size_t i = 0; i < scores.size(); ++i)
+    (signs[i] > 0 ? positive : negative).push_back(scores[i]);
+  if (positive.empty() || negative.empty()) return 0.5;
+  tbb::parallel_invoke([&] { tbb::parallel_sort(positive.begin(), positive.end()); },
+                       [&] { tbb::parallel_sort(negative.begin(), negative.end()); });
+  double u = 0;
+  std::size_t below = 0, through = 0;  // negatives < s and <= s for the current positive s
+  for (const double s : positive) {
+    while (below < negative.size() && negative[below] < s) ++below;
+    through = std::max(through, below);
+    while (through < negative.size() && negative[through] == s) ++through;
+    u += static_cast<double>(below) + 0.5 * static_cast<double>(through - below);
   }
-  const std::uint64_t negatives = n - positives;
-  if (positives == 0 || negatives == 0) return 0.5;
-  const double p = static_cast<double>(positives);
-  return (positive_rank_sum - p * (p + 1) / 2) / (p * static_cast<double>(negatives));
+  return u / (static_cast<double>(positive.size()) * static_cast<double>(negative.size()));
 }
 
 BinaryMetrics binary_metrics(const std::vector<double>& scores,

@@ -343,6 +343,38 @@ CsrView raw_block_view(const std::uint8_t* data, const BlockName& name) {
   return v;
 }
 
+namespace {
+
+// Divides values[k] by m[indices[k]] for the positions k it is given, each kAhead positions after
+// its maximum was requested: the table is tens of MB at KDD size and read at random, so the
+// misses overlap instead of each stalling the loop.
+class LaggedDivider {
+ public:
+  LaggedDivider(float* values, const std::uint32_t* indices, const float* m)
+      : values_(values), indices_(indices), m_(m) {}
+  void add(std::uint32_t k) {
+    __builtin_prefetch(m_ + indices_[k]);
+    if (n_ >= kAhead) divide(pending_[n_ % kAhead]);
+    pending_[n_ % kAhead] = k;
+    ++n_;
+  }
+  void finish() {
+    for (std::size_t i = n_ > kAhead ? n_ - kAhead : 0; i < n_; ++i) divide(pending_[i % kAhead]);
+    n_ = 0;
+  }
+
+ private:
+  static constexpr std::size_t kAhead = 16;
+  void divide(std::uint32_t k) { values_[k] /= m_[indices_[k]]; }
+  float* values_;
+  const std::uint32_t* indices_;
+  const float* m_;
+  std::uint32_t pending_[kAhead];
+  std::size_t n_ = 0;
+};
+
+}  // namespace
+
 BlockDecoder::BlockDecoder() = default;
 
 BlockDecoder::~BlockDecoder() { ZSTD_freeDCtx(dctx_); }
@@ -359,6 +391,12 @@ void BlockDecoder::decode(const std::uint8_t* data, Codec codec, const BlockName
     if (nnz > 0) std::memcpy(dest.indices, v.indices, 4 * std::size_t{nnz});
     if (dest.values && has_values) std::memcpy(dest.values, v.values, 4 * std::size_t{nnz});
     if (dest.values && !has_values) std::fill_n(dest.values, nnz, 1.0f);
+    if (dest.values && has_values && dest.divide_by) {
+      LaggedDivider divider(dest.values, dest.indices, dest.divide_by);
+      for (std::uint32_t k = 0; k < nnz; ++k)
+        if (dest.values[k] != 1.0f && dest.values[k] != 0.0f) divider.add(k);
+      divider.finish();
+    }
     return;
   }
 
@@ -441,11 +479,23 @@ void BlockDecoder::decode(const std::uint8_t* data, Codec codec, const BlockName
   if (dest.values) {
     std::fill_n(dest.values, nnz, 1.0f);
     const std::uint8_t* other = p + bitmap;
-    for (std::size_t b = 0; b < bitmap; ++b)
-      for (unsigned bits = p[b]; bits != 0; bits &= bits - 1) {
-        std::memcpy(dest.values + 8 * b + std::countr_zero(bits), other, 4);
-        other += 4;
-      }
+    if (!dest.divide_by) {
+      for (std::size_t b = 0; b < bitmap; ++b)
+        for (unsigned bits = p[b]; bits != 0; bits &= bits - 1) {
+          std::memcpy(dest.values + 8 * b + std::countr_zero(bits), other, 4);
+          other += 4;
+        }
+    } else {  // the bitmap lists exactly the values that may need dividing
+      LaggedDivider divider(dest.values, dest.indices, dest.divide_by);
+      for (std::size_t b = 0; b < bitmap; ++b)
+        for (unsigned bits = p[b]; bits != 0; bits &= bits - 1) {
+          const std::uint32_t k = static_cast<std::uint32_t>(8 * b + std::countr_zero(bits));
+          std::memcpy(dest.values + k, other, 4);
+          other += 4;
+          if (dest.values[k] != 0.0f) divider.add(k);
+        }
+      divider.finish();
+    }
   }
   p = labels;
   if (rows > 0) std::memcpy(dest.labels, p, 4 * std::size_t{rows});

@@ -182,6 +182,11 @@ struct BlockDestination {
   std::uint32_t* indices;
   float* values;
   std::uint32_t nnz_base;  // added to every offset, so blocks concatenate into one CSR
+  /// When set (with values), each value other than 0 and 1 is divided by divide_by[its index]:
+  /// --scale maxabs when no feature's max |value| exceeds 1, so that a value 1 is its feature's
+  /// maximum and stays 1. The zstd codec divides as it places the stored values, which spares a
+  /// pass over every non-zero.
+  const float* divide_by = nullptr;
 };
 
 /// Decodes checked blocks of either codec; one per thread (owns a ZSTD_DCtx and scratch).

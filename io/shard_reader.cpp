@@ -126,15 +126,20 @@ struct Scaling {
   bool any = false;                   // some feature needs dividing
   bool at_most_one = true;            // no maximum exceeds 1
 
-  explicit Scaling(const std::vector<float>& m) : maxabs(&m), divide((m.size() + 63) / 64) {
-    for (std::size_t f = 0; f < m.size(); ++f) {
-      if (m[f] > 0 && m[f] != 1) {
-        divide[f / 64] |= std::uint64_t{1} << (f % 64);
-        any = true;
-      }
-      if (m[f] > 1) at_most_one = false;
+  explicit Scaling(const std::vector<float>& m) : maxabs(&m) {
+    for (const float x : m) {
+      at_most_one = at_most_one && x <= 1;
+      any = any || (x > 0 && x != 1);
     }
+    if (at_most_one) return;  // the bits are not needed
+    divide.assign((m.size() + 63) / 64, 0);
+    for (std::size_t f = 0; f < m.size(); ++f)
+      if (m[f] > 0 && m[f] != 1) divide[f / 64] |= std::uint64_t{1} << (f % 64);
   }
+
+  /// The table the block decoder divides by as it places values (BlockDestination::divide_by),
+  /// when that is the whole of the scaling; nullptr when apply() has to run.
+  const float* decoder_table() const { return at_most_one ? maxabs->data() : nullptr; }
 
   /// Scales out's values; `todo` is scratch. The entries to divide are listed first, without a
   /// branch, then divided with their maxima prefetched a few entries ahead: the misses on the table
@@ -315,13 +320,13 @@ struct ShardSet::Impl {
   }
 
   // Decodes blocks [0, count) of `w` back to back into `out` (sized beforehand).
-  void decode_into(const Window& w, Scratch& s, CsrBuffer& out) const {
+  void decode_into(const Window& w, Scratch& s, CsrBuffer& out, const float* divide_by) const {
     std::uint32_t row = 0, nnz = 0;
     for (std::size_t i = 0; i < w.block_count; ++i) {
       const std::uint32_t b = w.blocks[i];
       s.decoder.decode(data(b), manifest.codec, name(b),
                        {out.labels.data() + row, out.offsets.data() + row, out.indices.data() + nnz,
-                        out.has_values ? out.values.data() + nnz : nullptr, nnz});
+                        out.has_values ? out.values.data() + nnz : nullptr, nnz, divide_by});
       row += blocks[b].entry.rows;
       nnz += blocks[b].entry.nnz;
     }
@@ -353,8 +358,13 @@ struct ShardSet::Impl {
     }
     const bool values = any_values || scale != nullptr;
     size_buffer(w.out, rows, nnz, values);
+    // Scaled while decoding where the decoder can (it then visits only the values that are not 1),
+    // else by a pass over the window's values at the end.
+    const float* divide_by = scale ? scale->decoder_table() : nullptr;
+    bool scaled = false;
     if (!o.shuffle) {
-      decode_into(w, s, w.out);
+      decode_into(w, s, w.out, divide_by);
+      scaled = divide_by != nullptr;
     } else {
       s.parts.clear();
       if (raw) {  // gather straight from the map
@@ -362,7 +372,8 @@ struct ShardSet::Impl {
           s.parts.push_back(shard::raw_block_view(data(w.blocks[i]), name(w.blocks[i])));
       } else {
         size_buffer(s.concat, rows, nnz, values);
-        decode_into(w, s, s.concat);
+        decode_into(w, s, s.concat, divide_by);
+        scaled = divide_by != nullptr;
         s.parts.push_back(s.concat.view());
       }
       // The window's rows in reading order, then shuffled in place: the order is a function of
@@ -374,7 +385,7 @@ struct ShardSet::Impl {
       seeded_shuffle(s.order.data(), s.order.size(), rng);
       gather(s.parts, s.order.data(), rows, w.out);
     }
-    if (scale) scale->apply(w.out, s.scale_todo);
+    if (scale && !scaled) scale->apply(w.out, s.scale_todo);
     w.views.push_back(w.out.view());
     for (std::size_t i = 0; i < w.block_count; ++i) release(w.blocks[i]);
   }
