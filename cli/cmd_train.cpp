@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -440,10 +442,33 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
 
   const std::vector<float>* fold = nullptr;
   if (read.scale_maxabs) fold = warm ? &maxabs : &shards.feature_maxabs();
+  const Clock::time_point finish_start = Clock::now();
   engine::LinearModel model = trainer.finish_and_release(fold);
+  const double finish_seconds = seconds_since(finish_start);
+
+  model.index_base = manifest.index_base;
+  model.features = std::uint64_t{max_index} + 1 - static_cast<std::uint64_t>(manifest.index_base);
+  model.config["scale"] = scale;
+  model.config["window_blocks"] = window_blocks;
+  model.config["label_map"] = {{"negative", labels.negative}, {"positive", labels.positive}};
+  model.config["index_base"] = manifest.index_base;
+  model.config["max_index"] = max_index;
+  model.config["features"] = model.features;
+  model.config["data"] = inputs;
+  if (warm) model.config["warm_start"] = warm->record;
 
   // One unshuffled pass for F(w̄), the margin distribution and the training accuracy. The model
   // has the scaling folded in, so it reads the rows raw (no scaling work) with one dense dot each.
+  // The model file is written and synced meanwhile (the pass only reads the model), under a
+  // temporary name: it takes its place only once the pass has succeeded, and an error in
+  // either leaves nothing behind.
+  double save_seconds = 0;  // the write's own time, on its thread, then the rename
+  std::future<std::unique_ptr<io::AtomicFile>> staged = std::async(std::launch::async, [&] {
+    const Clock::time_point save_start = Clock::now();
+    std::unique_ptr<io::AtomicFile> file = io::stage_model(model, output);
+    save_seconds = seconds_since(save_start);
+    return file;
+  });
   const Clock::time_point eval_start = Clock::now();
   std::vector<double> train_scores;  // kept for the training AUC of --metrics-json
   std::vector<std::int8_t> train_signs;
@@ -469,17 +494,10 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   const double objective = trainer.objective(margins);  // ‖w̄‖² in the trained (scaled) space
   const double eval_seconds = seconds_since(eval_start);
 
-  model.index_base = manifest.index_base;
-  model.features = std::uint64_t{max_index} + 1 - static_cast<std::uint64_t>(manifest.index_base);
-  model.config["scale"] = scale;
-  model.config["window_blocks"] = window_blocks;
-  model.config["label_map"] = {{"negative", labels.negative}, {"positive", labels.positive}};
-  model.config["index_base"] = manifest.index_base;
-  model.config["max_index"] = max_index;
-  model.config["features"] = model.features;
-  model.config["data"] = inputs;
-  if (warm) model.config["warm_start"] = warm->record;
-  io::save_model(model, output);
+  std::unique_ptr<io::AtomicFile> written = staged.get();  // rethrows the write's error
+  const Clock::time_point commit_start = Clock::now();
+  written->commit();
+  save_seconds += seconds_since(commit_start);
   if (!checkpoint.empty()) {  // its run is complete; a checkpoint that cannot go is only noted
     std::error_code error;
     std::filesystem::remove(checkpoint, error);
@@ -543,7 +561,9 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
       {"learn_seconds", learn_seconds},
       {"read_wait_seconds", wait_seconds},
       {"rows_per_second", train_seconds > 0 ? rows * used.epochs / train_seconds : 0.0},
+      {"finish_seconds", finish_seconds},
       {"eval_seconds", eval_seconds},
+      {"save_seconds", save_seconds},
       {"total_seconds", total_seconds},
       {"objective", objective},
       {"objective_kind", no_final_pass ? "progressive" : "exact"},
@@ -556,7 +576,8 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
 
   report["seconds"] = {{"open", open_seconds},         {"train", train_seconds},
                        {"learn", learn_seconds},       {"read_wait", wait_seconds},
-                       {"final_pass", eval_seconds},   {"validation", validation_seconds},
+                       {"finish", finish_seconds},     {"final_pass", eval_seconds},
+                       {"save", save_seconds},         {"validation", validation_seconds},
                        {"total", total_seconds}};
   report["checkpoints_written"] = checkpoints_written;
   report["objective"] = objective;

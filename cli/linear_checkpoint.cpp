@@ -55,13 +55,9 @@ void write_linear_checkpoint(const std::string& path, const nlohmann::json& conf
         {"eta0_clamped", trainer.eta0_clamped()},
         {"progress_rows", p.rows},
         {"progress_correct", p.correct}}}};
-  const std::string_view scalar_bytes(reinterpret_cast<const char*>(scalars.data()),
-                                      scalars.size() * sizeof(double));
-  const std::string_view weight_bytes(reinterpret_cast<const char*>(s.wa.data()),
-                                      s.wa.size() * sizeof(double));
-  io::write_model_container(path, header,
-                            {{"scalars", "f64", {scalars.size()}, scalar_bytes},
-                             {"weights_and_averages", "f64", {s.wa.size()}, weight_bytes}});
+  io::write_model_container(
+      path, header,
+      {io::view_of("scalars", scalars), io::view_of("weights_and_averages", s.wa)});
 }
 
 LinearCheckpoint read_linear_checkpoint(const std::string& path) {

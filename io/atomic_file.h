@@ -19,7 +19,10 @@ class AtomicFile {
 
   /// Appends bytes; throws IoError (disk full included).
   void write(std::string_view bytes);
-  /// Flushes, fsyncs and renames into place; throws IoError.
+  /// Flushes, fsyncs and closes the temporary file, which stays under its temporary name until
+  /// commit(); throws IoError. Lets the slow part of a write overlap other work.
+  void sync();
+  /// Syncs (if not yet done) and renames into place; throws IoError.
   void commit();
   const std::string& path() const { return path_; }
 
@@ -27,6 +30,7 @@ class AtomicFile {
   std::string path_;
   std::string temp_path_;
   std::FILE* file_ = nullptr;
+  bool pending_ = false;  // the temporary file exists and is not yet renamed
 };
 
 /// Writes `content` to `path` atomically.

@@ -53,11 +53,11 @@ T get(const std::string& in, std::size_t offset) {
 class HashedWriter {
  public:
   explicit HashedWriter(const std::string& path)
-      : file_(path), state_(XXH64_createState(), &XXH64_freeState) {
+      : file_(std::make_unique<AtomicFile>(path)), state_(XXH64_createState(), &XXH64_freeState) {
     XXH64_reset(state_.get(), 0);
   }
   void write(std::string_view bytes) {
-    file_.write(bytes);
+    file_->write(bytes);
     XXH64_update(state_.get(), bytes.data(), bytes.size());
   }
   void pad_to(std::uint64_t& position, std::uint64_t target) {
@@ -65,15 +65,17 @@ class HashedWriter {
     write(std::string_view(zeros, target - position));
     position = target;
   }
-  void commit() {
+  /// Appends the checksum and syncs; the file is then ready to be committed.
+  std::unique_ptr<AtomicFile> finish() {
     std::string sum;
     put(sum, static_cast<std::uint64_t>(XXH64_digest(state_.get())));
-    file_.write(sum);
-    file_.commit();
+    file_->write(sum);
+    file_->sync();
+    return std::move(file_);
   }
 
  private:
-  AtomicFile file_;
+  std::unique_ptr<AtomicFile> file_;
   std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state_;
 };
 
@@ -96,8 +98,14 @@ void write_model_container(const std::string& path, const ModelContainer& model)
   write_model_container(path, model.header, views);
 }
 
-void write_model_container(const std::string& path, const nlohmann::json& header_fields,
-                           const std::vector<ModelArrayView>& model_arrays) {
+void write_model_container(const std::string& path, const nlohmann::json& header,
+                           const std::vector<ModelArrayView>& arrays) {
+  stage_model_container(path, header, arrays)->commit();
+}
+
+std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
+                                                  const nlohmann::json& header_fields,
+                                                  const std::vector<ModelArrayView>& model_arrays) {
   // The header lists every array's place, so it is laid out first: the offsets depend on its
   // padded length and its length on the offsets' digits; iterate to the fixed point (≤ 3 rounds).
   nlohmann::json header = header_fields;
@@ -136,7 +144,7 @@ void write_model_container(const std::string& path, const nlohmann::json& header
     position += a.data.size();
     out.pad_to(position, padded(position));
   }
-  out.commit();
+  return out.finish();
 }
 
 ModelContainer read_model_container(const std::string& path) {
@@ -223,12 +231,16 @@ void read_model_info(const ModelContainer& file, const std::string& path, engine
 }
 
 void save_model(const engine::LinearModel& model, const std::string& path) {
-  ModelContainer file;
-  file.header = model_header("linear", model);
-  file.header["bias"] = {{"value", model.bias_value}, {"weight", model.bias_weight}};
-  file.arrays.push_back(ModelArray::of("weights", model.weights));
-  if (!model.scale.empty()) file.arrays.push_back(ModelArray::of("scale", model.scale));
-  write_model_container(path, file);
+  stage_model(model, path)->commit();
+}
+
+std::unique_ptr<AtomicFile> stage_model(const engine::LinearModel& model, const std::string& path) {
+  nlohmann::json header = model_header("linear", model);
+  header["bias"] = {{"value", model.bias_value}, {"weight", model.bias_weight}};
+  // Views, not copies: the weights are hundreds of MB at KDD size.
+  std::vector<ModelArrayView> arrays{view_of("weights", model.weights)};
+  if (!model.scale.empty()) arrays.push_back(view_of("scale", model.scale));
+  return stage_model_container(path, header, arrays);
 }
 
 namespace {

@@ -26,6 +26,7 @@
 
 #include "engine/classifier.h"
 #include "engine/linear_model.h"
+#include "io/atomic_file.h"
 
 namespace polymargin::io {
 
@@ -87,9 +88,20 @@ struct ModelArrayView {
   std::vector<std::uint64_t> shape;
   std::string_view data;
 };
+/// A view of `values` as the array `name`.
+template <typename T, typename Alloc>
+ModelArrayView view_of(std::string name, const std::vector<T, Alloc>& values) {
+  return {std::move(name), ModelArray::dtype_of<T>(), {values.size()},
+          std::string_view(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T))};
+}
 /// write_model_container from views: same file.
 void write_model_container(const std::string& path, const nlohmann::json& header,
                            const std::vector<ModelArrayView>& arrays);
+/// The same file, written and synced under its temporary name: it appears at `path` when the
+/// returned file is committed, and is removed if it is dropped instead. Throws IoError.
+std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
+                                                  const nlohmann::json& header,
+                                                  const std::vector<ModelArrayView>& arrays);
 /// Reads and validates (magic, version, length, checksum, header, array bounds); throws DataError
 /// naming the file for a foreign, other-version, truncated or corrupt file, IoError if unreadable.
 ModelContainer read_model_container(const std::string& path);
@@ -102,6 +114,8 @@ void read_model_info(const ModelContainer& file, const std::string& path, engine
 /// A linear model (kind "linear"): header = model_header + bias; arrays "weights" (f64) and, when
 /// the model scales its input, "scale" (f32).
 void save_model(const engine::LinearModel& model, const std::string& path);
+/// save_model staged as stage_model_container does (train writes it while its final pass runs).
+std::unique_ptr<AtomicFile> stage_model(const engine::LinearModel& model, const std::string& path);
 engine::LinearModel load_model(const std::string& path);
 
 /// Any model file, whatever its kind; throws DataError for a corrupt file or an unknown kind.

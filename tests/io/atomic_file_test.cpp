@@ -53,6 +53,33 @@ TEST(AtomicFile, AbandonedWriteLeavesNothing) {
   fs::remove_all(dir);
 }
 
+// A synced file waits under its temporary name: the target keeps its old content until commit,
+// and dropping the file instead removes it (train writes its model while the final pass runs).
+TEST(AtomicFile, SyncedFileAppearsOnlyOnCommitAndVanishesIfDropped) {
+  const fs::path dir = fresh_dir("sync");
+  const fs::path target = dir / "out.txt";
+  write_file_atomically(target, "old");
+  {
+    AtomicFile f(target);
+    f.write("synced");
+    f.sync();
+    EXPECT_EQ(slurp(target), "old");
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);
+    EXPECT_THROW(f.write("more"), std::logic_error);
+  }
+  EXPECT_EQ(slurp(target), "old");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  {
+    AtomicFile f(target);
+    f.write("new");
+    f.sync();
+    f.commit();
+  }
+  EXPECT_EQ(slurp(target), "new");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  fs::remove_all(dir);
+}
+
 TEST(AtomicFile, UnwritableDirectoryIsAnIoError) {
   EXPECT_THROW(AtomicFile("/nonexistent-dir/x.txt"), IoError);
 }
