@@ -248,7 +248,11 @@ struct ShardWriter::Impl {
       fs::remove_all(temp_dir, ec);
       throw;
     }
-    const int tokens = std::max(2, 2 * threads);
+    // Four blocks in flight per thread: the text reader's in-order stage hands rows over here and
+    // blocks while no slot is free, holding one of its own workers. At 2 per thread, converting the
+    // KDD-size text to raw shards took 5.85 s (median of 3, 2 cores) against 5.47 s at 4, for
+    // ~10 MB more memory (165 MiB peak).
+    const int tokens = std::max(2, 4 * threads);
     for (int i = 0; i < tokens + 2; ++i) {
       slots.push_back(std::make_unique<Slot>());
       free_slots.push(slots.back().get());
