@@ -230,7 +230,7 @@ int run_cpm(const std::vector<std::string>& args) {
   std::uint64_t epochs_read = 0;
   double learn_seconds = 0, wait_seconds = 0;
   const Clock::time_point train_start = Clock::now();
-  arena.execute([&] {
+  {
     while (!trainer.done()) {
       read.epoch = epochs_read++;
       const Clock::time_point epoch_start = Clock::now();
@@ -258,7 +258,7 @@ int run_cpm(const std::vector<std::string>& args) {
                    static_cast<unsigned long long>(epochs_read), seconds_since(epoch_start),
                    static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total));
     }
-  });
+  }
   const double train_seconds = seconds_since(train_start);
 
   const Clock::time_point save_start = Clock::now();
