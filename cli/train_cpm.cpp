@@ -2,7 +2,6 @@
 // shards. Binary labels give a (by default double-sided) CPM, more labels one double-sided CPM per
 // pair of classes. Every side of every machine learns from the same reader stream, in parallel.
 
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <cmath>
@@ -141,12 +140,12 @@ int run_cpm(const std::vector<std::string>& args) {
   threads = resolve_threads(threads);
   const std::string data = data_name(inputs);
   const Clock::time_point start = Clock::now();
-  tbb::task_arena arena(threads);
 
   io::ConvertOptions convert;
   convert.text.threads = threads;
-  const io::Dataset dataset =
-      arena.execute([&] { return io::Dataset::open(inputs, convert, threads); });
+  // No task_arena around the reader: it runs its own of `threads`, and the sides' parallel_for
+  // runs in it; a second, nested arena got no worker thread on two cores.
+  const io::Dataset dataset = io::Dataset::open(inputs, convert, threads);
   const double open_seconds = seconds_since(start);
   const io::ShardSet& shards = dataset.shards();
   const io::Manifest& manifest = shards.manifest();
@@ -230,34 +229,32 @@ int run_cpm(const std::vector<std::string>& args) {
   std::uint64_t epochs_read = 0;
   double learn_seconds = 0, wait_seconds = 0;
   const Clock::time_point train_start = Clock::now();
-  {
-    while (!trainer.done()) {
-      read.epoch = epochs_read++;
-      const Clock::time_point epoch_start = Clock::now();
-      // Timed here too: the last pass stops early (StopScan), and its ScanStats are lost with it.
-      double pass_learn = 0;
-      try {
-        const io::ScanStats stats = shards.scan(read, [&](const CsrView& batch) {
-          const Clock::time_point learn_start = Clock::now();
-          trainer.learn(batch);
-          pass_learn += seconds_since(learn_start);
-          if (trainer.done()) throw StopScan{};
-        });
-        learn_seconds += stats.sink_seconds;
-        wait_seconds += stats.wait_seconds;
-      } catch (const StopScan&) {
-        learn_seconds += pass_learn;
-        wait_seconds += seconds_since(epoch_start) - pass_learn;  // the pass's time not learning
-      }
-      std::uint64_t steps = 0, total = 0;
-      for (const auto& s : trainer.status()) {
-        steps += s.steps;
-        total += s.iterations;
-      }
-      std::fprintf(stderr, "pass %llu: %.2f s, %llu of %llu steps\n",
-                   static_cast<unsigned long long>(epochs_read), seconds_since(epoch_start),
-                   static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total));
+  while (!trainer.done()) {
+    read.epoch = epochs_read++;
+    const Clock::time_point epoch_start = Clock::now();
+    // Timed here too: the last pass stops early (StopScan), and its ScanStats are lost with it.
+    double pass_learn = 0;
+    try {
+      const io::ScanStats stats = shards.scan(read, [&](const CsrView& batch) {
+        const Clock::time_point learn_start = Clock::now();
+        trainer.learn(batch);
+        pass_learn += seconds_since(learn_start);
+        if (trainer.done()) throw StopScan{};
+      });
+      learn_seconds += stats.sink_seconds;
+      wait_seconds += stats.wait_seconds;
+    } catch (const StopScan&) {
+      learn_seconds += pass_learn;
+      wait_seconds += seconds_since(epoch_start) - pass_learn;  // the pass's time not learning
     }
+    std::uint64_t steps = 0, total = 0;
+    for (const auto& s : trainer.status()) {
+      steps += s.steps;
+      total += s.iterations;
+    }
+    std::fprintf(stderr, "pass %llu: %.2f s, %llu of %llu steps\n",
+                 static_cast<unsigned long long>(epochs_read), seconds_since(epoch_start),
+                 static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total));
   }
   const double train_seconds = seconds_since(train_start);
 
