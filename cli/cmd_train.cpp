@@ -58,26 +58,6 @@ double eta0_option(const std::string& text) {
   return eta0;
 }
 
-// Interrupted::signal of a run that reached --stop-after-rows.
-constexpr int kStopAfterRows = -1;
-
-std::string hex64(std::uint64_t x) {
-  char text[24];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));
-  return text;
-}
-
-// The data's identity as a checkpoint records it: a resumed run must see the same rows in the
-// same order, which the block-index checksum pins (with the counts, for a readable refusal).
-nlohmann::json data_identity(const io::Manifest& m) {
-  nlohmann::json labels = nlohmann::json::object();
-  for (const auto& [label, count] : m.label_counts) labels[io::label_text(label)] = count;
-  return {{"rows", m.rows},           {"nnz", m.nnz},
-          {"max_index", m.max_index}, {"index_base", m.index_base},
-          {"block_rows", m.block_rows}, {"label_counts", labels},
-          {"data_checksum", hex64(io::data_checksum(m))}};
-}
-
 // A warm-start model: its weights mapped into this run's feature space.
 struct WarmStart {
   std::string path;
@@ -510,35 +490,7 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   // Validation data: scored with the finished model, in data order.
   const Clock::time_point validation_start = Clock::now();
   std::optional<engine::BinaryMetrics> validated;
-  if (!validation.empty()) {
-    io::ConvertOptions vconvert;
-    vconvert.text.threads = threads;
-    vconvert.text.index_base = model.index_base == 0 ? io::IndexBase::kZero : io::IndexBase::kOne;
-    const io::Dataset vdata = io::Dataset::open(validation, vconvert, threads);
-    const io::Manifest& vmanifest = vdata.shards().manifest();
-    for (const auto& [label, count] : vmanifest.label_counts)
-      if (!labels.is_binary_label(static_cast<float>(label)))
-        throw DataError(data_name(validation), 0, 0,
-                        "validation label " + number(label) + " (" + std::to_string(count) +
-                            " rows) is not one of the training labels " +
-                            number(labels.negative) + " / " + number(labels.positive));
-    std::vector<double> scores, all_scores;
-    std::vector<std::int8_t> signs;
-    io::ReadOptions vread;
-    vread.shuffle = false;
-    vread.threads = threads;
-    vdata.shards().scan(vread, [&](const CsrView& batch) {
-      scores.resize(batch.rows);
-      model.score_batch(batch, scores.data());
-      for (std::size_t r = 0; r < batch.rows; ++r) {
-        all_scores.push_back(scores[r]);
-        signs.push_back(static_cast<std::int8_t>(labels.sign(batch.labels[r])));
-      }
-    });
-    validated = engine::binary_metrics(all_scores, signs);
-    report["validation_data"] = validation;
-    report["validation_data_checksum"] = hex64(io::data_checksum(vmanifest));
-  }
+  if (!validation.empty()) validated = validate_model(model, validation, threads, report);
   const double validation_seconds = seconds_since(validation_start);
   const double total_seconds = seconds_since(start);
 
@@ -613,34 +565,7 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
 
 // train_linear with the outcome recorded in --metrics-json, whatever it is.
 int run_linear(const std::vector<std::string>& args) {
-  MetricsFile metrics(peek_option(args, "metrics-json", ""));
-  try {
-    const int code = train_linear(args, metrics);
-    if (code < 0) return kExitOk;  // --help: nothing ran
-    metrics.finish(code, "ok");
-    return code;
-  } catch (const Interrupted& stop) {
-    const int code = interrupted_exit_code(stop);
-    const std::string message =
-        (stop.signal == kStopAfterRows ? "stopped after --stop-after-rows"
-                                       : "interrupted by " + signal_name(stop.signal)) +
-        (stop.checkpoint.empty()
-             ? ": no checkpoint written (no --checkpoint), no model written"
-             : ": checkpoint written to " + stop.checkpoint + " (continue with --resume " +
-                   stop.checkpoint + "), no model written");
-    std::fprintf(stderr, "%s\n", message.c_str());
-    metrics.finish(code, "interrupted", message);
-    return code;
-  } catch (const Error& e) {
-    metrics.finish(e.exit_code(), "error", e.what());
-    throw;
-  } catch (const std::bad_alloc&) {
-    metrics.finish(kExitIo, "error", "out of memory");
-    throw;
-  } catch (const std::exception& e) {
-    metrics.finish(1, "error", std::string("internal error: ") + e.what());
-    throw;
-  }
+  return run_training_job(args, [&](MetricsFile& metrics) { return train_linear(args, metrics); });
 }
 
 std::string algorithm_list() {

@@ -5,11 +5,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "engine/classifier.h"
 #include "engine/metrics.h"
+#include "io/shards.h"
 
 namespace polymargin::cli {
 
@@ -32,6 +35,9 @@ struct Interrupted {
   std::string checkpoint;  // the checkpoint written, or empty when the run had no --checkpoint
 };
 
+/// Interrupted::signal of a run that reached --stop-after-rows.
+inline constexpr int kStopAfterRows = -1;
+
 /// 6 (kExitInterrupted) when a checkpoint was written, else 128 + signal as a shell reports a
 /// killed command (nothing to resume from).
 int interrupted_exit_code(const Interrupted& stop);
@@ -53,6 +59,28 @@ class MetricsFile {
   std::string path_;
   nlohmann::ordered_json json_ = nlohmann::ordered_json::object();
 };
+
+/// Runs a learner's `train` (its whole command, given the job's MetricsFile to fill) and records
+/// the outcome in --metrics-json whatever it is: "ok", "interrupted" (a stop on a signal or
+/// --stop-after-rows becomes its exit code, with a message saying how to continue) or "error"
+/// (the exception goes on to main, which prints it and picks the exit code). `train` returns a
+/// negative value when it only printed --help: no metrics file then.
+int run_training_job(const std::vector<std::string>& args,
+                     const std::function<int(MetricsFile&)>& train);
+
+/// "0123456789abcdef".
+std::string hex64(std::uint64_t x);
+
+/// The data's identity as a checkpoint and --metrics-json record it: rows, non-zeros, features,
+/// labels and the block-index checksum (which pins the rows and their order).
+nlohmann::json data_identity(const io::Manifest& m);
+
+/// `--validation DATA`: scores every row of `inputs` (text or shards, converted with the model's
+/// index base) with the binary `model` and returns accuracy, AUC and margins; every label must be
+/// one of the model's two (DataError otherwise). Records the data and its checksum in `report`.
+engine::BinaryMetrics validate_model(const engine::Classifier& model,
+                                     const std::vector<std::string>& inputs, int threads,
+                                     nlohmann::ordered_json& report);
 
 /// Accuracy, AUC and the margin distribution as --metrics-json and --json report them.
 nlohmann::ordered_json metrics_json(const engine::BinaryMetrics& m);

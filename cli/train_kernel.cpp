@@ -16,6 +16,7 @@
 
 #include "cli/command.h"
 #include "cli/train.h"
+#include "cli/train_jobs.h"
 #include "engine/errors.h"
 #include "engine/kernel.h"
 #include "engine/kernel_model.h"
@@ -23,6 +24,7 @@
 #include "engine/kldm.h"
 #include "engine/ldm.h"
 #include "engine/tldm.h"
+#include "io/file_lock.h"
 #include "io/kernel_model_file.h"
 #include "io/shards.h"
 
@@ -40,12 +42,13 @@ struct TrainingSet {
   int index_base = 1;
   std::uint64_t unlabelled = 0;
   double open_seconds = 0;
+  std::string data_checksum, unlabelled_checksum;  // hex64 of the block indices (--metrics-json)
 };
 
 // Options every kernel learner shares.
 struct CommonOptions {
-  std::vector<std::string> inputs;
-  std::string output, scale = "maxabs", kernel = "rbf", max_memory_text;
+  std::vector<std::string> inputs, validation;
+  std::string output, scale = "maxabs", kernel = "rbf", max_memory_text, metrics_path;
   double rbf_width = 1, gamma = 0, coef0 = 0, bias = 0;
   int degree = 3, threads = 0;
   std::uint64_t seed = 1;
@@ -76,7 +79,13 @@ void add_common_options(po::options_description& opts, CommonOptions& o,
       "seed", po::value(&o.seed)->default_value(1), "seed of the coordinate order and δ's sample")(
       "threads", po::value(&o.threads)->default_value(0),
       "threads for the kernel matrix and the factorisation (0: all cores); the model does not "
-      "depend on it")("json", po::bool_switch(&o.json), "print the summary as JSON on stdout");
+      "depend on it")("json", po::bool_switch(&o.json), "print the summary as JSON on stdout")(
+      "validation", po::value(&o.validation)->multitoken(),
+      "holdout data scored with the written model: accuracy and AUC in the summary and in "
+      "--metrics-json")("metrics-json", po::value(&o.metrics_path),
+                        "write one JSON object of the run (data checksums, phase times, "
+                        "objective, training and validation accuracy/AUC, model checksum, exit "
+                        "status) to this file, whatever the outcome");
 }
 
 double parse_bytes(const std::string& text) {
@@ -186,6 +195,8 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
   t.features = std::max(manifest.features, extra ? extra->shards().manifest().features : 0);
   t.nnz = buffer.indices.size();
   t.index_base = manifest.index_base;
+  t.data_checksum = hex64(io::data_checksum(manifest));
+  if (extra) t.unlabelled_checksum = hex64(io::data_checksum(extra->shards().manifest()));
   t.open_seconds = seconds_since(start);
   std::fprintf(stderr, "train: %s: %llu rows (%llu unlabelled), %llu features, %llu non-zeros%s\n",
                data.c_str(), static_cast<unsigned long long>(rows),
@@ -282,40 +293,104 @@ nlohmann::ordered_json common_summary(const std::string& algo, const TrainingSet
   return j;
 }
 
-// The tail every regular-scale summary shares: training accuracy and margins over `margins`, the
-// phase times and the model path; then the summary is printed (JSON or text).
-void print_summary(nlohmann::ordered_json& summary, const engine::MarginStats& margins,
-                   double open, double gram, double setup, double solve, Clock::time_point start,
-                   const std::string& output, bool json) {
+// --metrics-json: what the run is, recorded before any work (so a failed run says it too).
+void start_report(MetricsFile& metrics, const std::string& algo, const CommonOptions& o) {
+  nlohmann::ordered_json& report = metrics.json();
+  report["command"] = "train";
+  report["algorithm"] = algo;
+  report["data"] = o.inputs;
+  report["model_path"] = o.output;
+}
+
+// --metrics-json: the training data, once loaded.
+void record_data(MetricsFile& metrics, const TrainingSet& t) {
+  nlohmann::ordered_json& report = metrics.json();
+  report["data_checksum"] = t.data_checksum;
+  if (!t.unlabelled_checksum.empty()) report["unlabeled_data_checksum"] = t.unlabelled_checksum;
+  report["rows"] = t.y.size();
+  report["unlabelled_rows"] = t.unlabelled;
+  report["features"] = t.features;
+  report["nnz"] = t.nnz;
+}
+
+// Phase times of a regular-scale run, seconds.
+struct Phases {
+  double open = 0, gram = 0, setup = 0, solve = 0;
+};
+
+// The tail every regular-scale learner shares: the model is written (atomically), --validation
+// is scored with it, and the run is reported: the summary (text or JSON on stdout) with the
+// training accuracy and margins of `scores` (the model's decision values on the training rows;
+// unlabelled rows, y = 0, left out), and the --metrics-json record.
+void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& summary,
+                     const Eigen::VectorXd& scores, const Eigen::VectorXd& y, const Phases& phases,
+                     Clock::time_point start, const CommonOptions& o, MetricsFile& metrics) {
+  Clock::time_point phase = Clock::now();
+  io::save_kernel_model(model, o.output);
+  const double save_seconds = seconds_since(phase);
+  nlohmann::ordered_json& report = metrics.json();
+  report["config"] = model.config;
+  report["model_checksum"] = model_file_checksum(o.output);
+
+  phase = Clock::now();
+  std::optional<engine::BinaryMetrics> validated;
+  if (!o.validation.empty())
+    validated = validate_model(model, o.validation, resolve_threads(o.threads), report);
+  const double validation_seconds = seconds_since(phase);
+
+  const engine::MarginStats margins = training_margins(scores, y);
+  std::vector<double> train_scores;
+  std::vector<std::int8_t> train_signs;
+  for (Eigen::Index i = 0; i < y.size(); ++i)
+    if (y(i) != 0) {
+      train_scores.push_back(scores(i));
+      train_signs.push_back(static_cast<std::int8_t>(y(i)));
+    }
   summary["margin_mean"] = margins.mean();
   summary["margin_variance"] = margins.variance();
   summary["train_accuracy"] = margins.accuracy();
-  summary["open_seconds"] = open;
-  summary["gram_seconds"] = gram;
-  summary["setup_seconds"] = setup;
-  summary["solve_seconds"] = solve;
+  if (validated) summary["validation"] = metrics_json(*validated);
+  summary["open_seconds"] = phases.open;
+  summary["gram_seconds"] = phases.gram;
+  summary["setup_seconds"] = phases.setup;
+  summary["solve_seconds"] = phases.solve;
+  summary["save_seconds"] = save_seconds;
+  summary["validation_seconds"] = validation_seconds;
   summary["total_seconds"] = seconds_since(start);
-  summary["model_path"] = output;
-  if (json) {
+  summary["model_path"] = o.output;
+
+  report["seconds"] = {{"open", phases.open},   {"gram", phases.gram},
+                       {"setup", phases.setup}, {"solve", phases.solve},
+                       {"save", save_seconds},  {"validation", validation_seconds},
+                       {"total", summary["total_seconds"]}};
+  report["objective"] = summary["objective"];
+  report["converged"] = summary["converged"];
+  report["train"] = metrics_json(engine::binary_metrics(train_scores, train_signs));
+  if (validated) report["validation"] = metrics_json(*validated);
+
+  if (o.json) {
     std::cout << summary.dump(2) << "\n";
     return;
   }
   std::printf("trained %s on %s rows in %.2f s (load %.2f s, kernel matrix %.2f s, set-up %.2f s, "
-              "solve %.2f s)\n",
+              "solve %.2f s, save %.2f s)\n",
               summary["algorithm"].get<std::string>().c_str(), summary["rows"].dump().c_str(),
-              summary["total_seconds"].get<double>(), summary["open_seconds"].get<double>(),
-              summary["gram_seconds"].get<double>(), summary["setup_seconds"].get<double>(),
-              summary["solve_seconds"].get<double>());
+              summary["total_seconds"].get<double>(), phases.open, phases.gram, phases.setup,
+              phases.solve, save_seconds);
   std::printf("objective %.6g, margin mean %.4g, margin variance %.4g, training accuracy %.4f\n",
-              summary["objective"].get<double>(), summary["margin_mean"].get<double>(),
-              summary["margin_variance"].get<double>(), summary["train_accuracy"].get<double>());
-  std::printf("model written to %s\n", summary["model_path"].get<std::string>().c_str());
+              summary["objective"].get<double>(), margins.mean(), margins.variance(),
+              margins.accuracy());
+  if (validated)
+    std::printf("validation: %llu rows, accuracy %.4f, AUC %.4f\n",
+                static_cast<unsigned long long>(validated->rows), validated->accuracy,
+                validated->auc);
+  std::printf("model written to %s\n", o.output.c_str());
 }
 
 // ---------------------------------------------------------------------------------------------
 // Kernel LDM.
 
-int run_kldm(const std::vector<std::string>& args) {
+int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   CommonOptions o;
   engine::KldmConfig config;
   std::string algo;
@@ -340,7 +415,7 @@ int run_kldm(const std::vector<std::string>& args) {
   positional.add("data", -1);
   po::variables_map vm;
   if (!parse_options("train", "--algo kldm -d TRAIN -o MODEL [options]", opts, positional, args, vm))
-    return kExitOk;
+    return -1;  // --help
   check_common(o);
   config.shrinking = !no_shrinking;
   config.seed = o.seed;
@@ -350,11 +425,14 @@ int run_kldm(const std::vector<std::string>& args) {
     if (vm.count(name) && vm.count(name + "-rel"))
       throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
   check_output_directory(o.output);
+  const io::FileLock model_lock(o.output, "model");  // a second job on this model stops here
   const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
                                     static_cast<std::size_t>(resolve_threads(o.threads)));
   const Clock::time_point start = Clock::now();
+  start_report(metrics, algo, o);
 
   TrainingSet t = load_training_set(o, false, {});
+  record_data(metrics, t);
   const double m = static_cast<double>(t.y.size());
   // Before anything of size m² exists: will it fit?
   engine::check_memory(engine::kldm_peak_bytes(t.y.size()), max_memory,
@@ -407,9 +485,7 @@ int run_kldm(const std::vector<std::string>& args) {
   model.coefficients = {std::vector<double>(result.alpha.data(),
                                             result.alpha.data() + result.alpha.size())};
   model.intercepts = {0.0};
-  io::save_kernel_model(model, o.output);
 
-  const engine::MarginStats margins = training_margins(result.scores, t.y);
   nlohmann::ordered_json summary = common_summary("kldm", t, o, kernel);
   summary["lambda1"] = config.lambda1;
   summary["lambda2"] = config.lambda2;
@@ -424,15 +500,15 @@ int run_kldm(const std::vector<std::string>& args) {
   summary["objective"] = result.primal_objective;
   summary["dual_objective"] = result.dual_objective;
   summary["memory_bytes"] = engine::kldm_peak_bytes(t.y.size());
-  print_summary(summary, margins, t.open_seconds, gram_seconds, setup_seconds, solve_seconds, start, o.output,
-                o.json);
+  save_and_report(model, summary, result.scores, t.y,
+                  {t.open_seconds, gram_seconds, setup_seconds, solve_seconds}, start, o, metrics);
   return kExitOk;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Twin LDM.
 
-int run_tldm(const std::vector<std::string>& args) {
+int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   CommonOptions o;
   engine::TldmConfig config;
   std::string algo;
@@ -456,7 +532,7 @@ int run_tldm(const std::vector<std::string>& args) {
   positional.add("data", -1);
   po::variables_map vm;
   if (!parse_options("train", "--algo tldm -d TRAIN -o MODEL [options]", opts, positional, args, vm))
-    return kExitOk;
+    return -1;  // --help
   check_common(o);
   if (engine::parse_kernel(o.kernel) == engine::KernelType::kPolynomial)
     throw UsageError("train: --algo tldm takes --kernel linear or rbf (got 'poly')");
@@ -469,11 +545,14 @@ int run_tldm(const std::vector<std::string>& args) {
   }
   const double max_memory = parse_bytes(o.max_memory_text);
   check_output_directory(o.output);
+  const io::FileLock model_lock(o.output, "model");  // a second job on this model stops here
   const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
                                     static_cast<std::size_t>(resolve_threads(o.threads)));
   const Clock::time_point start = Clock::now();
+  start_report(metrics, algo, o);
 
   TrainingSet t = load_training_set(o, false, {});
+  record_data(metrics, t);
   const auto l = static_cast<std::uint64_t>(t.y.size());
   const bool linear = engine::parse_kernel(o.kernel) == engine::KernelType::kLinear;
   const std::uint64_t q = linear ? std::uint64_t{t.max_index} + 1 : l;
@@ -551,11 +630,9 @@ int run_tldm(const std::vector<std::string>& args) {
                                       result.plane[k].w.data() + result.plane[k].w.size());
     model.vectors = std::move(t.x);
   }
-  io::save_kernel_model(model, o.output);
 
   const Eigen::VectorXd scores = training_f[1].cwiseAbs() / model.plane_norms[1] -
                                  training_f[0].cwiseAbs() / model.plane_norms[0];
-  const engine::MarginStats margins = training_margins(scores, t.y);
   nlohmann::ordered_json summary = common_summary("tldm", t, o, kernel);
   summary["c"] = config.c;
   summary["lambda1"] = config.lambda1;
@@ -574,15 +651,15 @@ int run_tldm(const std::vector<std::string>& args) {
   summary["plane_objectives"] = {objectives[0], objectives[1]};
   summary["objective"] = objectives[0] + objectives[1];
   summary["memory_bytes"] = engine::tldm_peak_bytes(l, q);
-  print_summary(summary, margins, t.open_seconds, gram_seconds, 0.0, solve_seconds, start, o.output,
-                o.json);
+  save_and_report(model, summary, scores, t.y, {t.open_seconds, gram_seconds, 0.0, solve_seconds},
+                  start, o, metrics);
   return kExitOk;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Compact Margin Machine.
 
-int run_cmm(const std::vector<std::string>& args) {
+int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   CommonOptions o;
   engine::CmmConfig config;
   std::string algo, variant;
@@ -619,7 +696,7 @@ int run_cmm(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_options("train", "--algo cmm -d TRAIN -o MODEL [--unlabeled FILE] [options]", opts,
                      positional, args, vm))
-    return kExitOk;
+    return -1;  // --help
   check_common(o);
   engine::parse_kernel(o.kernel);
   if (variant != "cmm" && variant != "rmm")
@@ -634,11 +711,14 @@ int run_cmm(const std::vector<std::string>& args) {
   }
   const double max_memory = parse_bytes(o.max_memory_text);
   check_output_directory(o.output);
+  const io::FileLock model_lock(o.output, "model");  // a second job on this model stops here
   const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
                                     static_cast<std::size_t>(resolve_threads(o.threads)));
   const Clock::time_point start = Clock::now();
+  start_report(metrics, algo, o);
 
   TrainingSet t = load_training_set(o, true, unlabelled);
+  record_data(metrics, t);
   const auto n = static_cast<std::uint64_t>(t.y.size());
   engine::check_memory(engine::square_matrix_bytes(n) + 64.0 * n, max_memory,
                        "CMM on " + std::to_string(n) +
@@ -685,9 +765,7 @@ int run_cmm(const std::vector<std::string>& args) {
   model.vectors = std::move(vectors);
   model.coefficients = {std::move(coefficients)};
   model.intercepts = {0.0};
-  io::save_kernel_model(model, o.output);
 
-  const engine::MarginStats margins = training_margins(result.scores, t.y);
   nlohmann::ordered_json summary = common_summary("cmm", t, o, kernel);
   summary["unlabelled_rows"] = t.unlabelled;
   summary["variant"] = variant;
@@ -705,9 +783,19 @@ int run_cmm(const std::vector<std::string>& args) {
   summary["objective"] = result.objectives.back();
   summary["objectives"] = result.objectives;
   summary["memory_bytes"] = engine::square_matrix_bytes(n);
-  print_summary(summary, margins, t.open_seconds, gram_seconds, 0.0, solve_seconds, start, o.output,
-                o.json);
+  save_and_report(model, summary, result.scores, t.y,
+                  {t.open_seconds, gram_seconds, 0.0, solve_seconds}, start, o, metrics);
   return kExitOk;
+}
+
+int run_kldm(const std::vector<std::string>& args) {
+  return run_training_job(args, [&](MetricsFile& metrics) { return train_kldm(args, metrics); });
+}
+int run_tldm(const std::vector<std::string>& args) {
+  return run_training_job(args, [&](MetricsFile& metrics) { return train_tldm(args, metrics); });
+}
+int run_cmm(const std::vector<std::string>& args) {
+  return run_training_job(args, [&](MetricsFile& metrics) { return train_cmm(args, metrics); });
 }
 
 const TrainAlgorithmRegistration kldm_registration(
