@@ -138,7 +138,9 @@ class CpmTrainer {
   struct SideStatus {
     std::uint64_t iterations = 0, steps = 0, rows = 0, outer_rows = 0, updates = 0;
     double seconds = 0;  // time spent in this side's steps
-    double assignment_entropy = 0;  // of the ASSIGN history (nats)
+    double assignment_entropy = 0;  // of the assignment counts (nats)
+    std::uint64_t assignments = 0;  // entries counted: distinct outer rows with an entropy floor
+                                    // (its history), outer-row steps without one
     std::uint64_t adjusted = 0;     // ASSIGN picks that differed from the natural face
   };
   std::vector<SideStatus> status() const;

@@ -99,6 +99,8 @@ struct alignas(64) CpmTrainer::Side {
   double lambda = 0, cost_outer = 0.5, cost_inner = 0.5, threshold = 0;
   double seconds = 0;
   FaceCounts counts{1};
+  // UNADJ, kept only with an entropy floor (h > 0): without one ASSIGN always takes the natural
+  // face and needs no history, and every outer-row step counts once in `counts`.
   AssignHistory history{0};
   std::vector<double> score, acc;
   std::vector<std::uint32_t> hit;  // the faces an inner row's step moves
@@ -116,15 +118,16 @@ struct alignas(64) CpmTrainer::Side {
   virtual void export_weights(float* out, double scale) const = 0;
 
   double sigma() const { return 1.0 / (static_cast<double>(steps) + 1.0); }
+  bool keeps_history() const { return threshold > 0; }
   int label_of(const CsrView& rows, std::size_t r) const {
     return (rows.labels[r] == positive ? 1 : -1) * outer;
   }
 
-  // The row's ASSIGN key (outer rows; 0 for inner ones), with its weights and history entry
+  // The row's ASSIGN key (outer rows with a history; else 0), with its weights and history entry
   // requested from memory.
   std::uint64_t request(const CsrView& rows, std::size_t r) const {
     prefetch(rows, r);
-    if (label_of(rows, r) < 0) return 0;
+    if (!keeps_history() || label_of(rows, r) < 0) return 0;
     const std::uint64_t key = row_key(rows, r);
     history.prefetch(key);
     return key;
@@ -254,7 +257,8 @@ struct SideOf : CpmTrainer::Side {
     const double t = static_cast<double>(steps);
     const double g = (t + 1) / (lambda * (t + 2));
     if (y > 0) {
-      std::int32_t& entry = history.face_of(key);
+      std::int32_t untracked = -1;  // no history: a new entry every time
+      std::int32_t& entry = keeps_history() ? history.face_of(key) : untracked;
       const Assignment a = assign_face(counts, entry, score.data(), threshold);
       counts.move(entry, a.natural);
       entry = a.natural;
@@ -334,9 +338,11 @@ std::uint64_t cpm_training_bytes(const CpmConfig& config, const CpmProblem& prob
   const std::uint64_t per_side = slots_of(config, problem) * std::uint64_t(config.faces) * acc;
   // finish() builds one side's float model while the sides' U are still held.
   std::uint64_t total = slots_of(config, problem) * std::uint64_t(config.faces) * sizeof(float);
+  const bool history = config.perplexity > 1;  // Side::keeps_history
   for (const auto& [pos, neg] : machines_of(problem))
     for (const int outer : outers_of(config.sides))
-      total += per_side + AssignHistory::bytes_for(side_rows(problem, pos, neg, outer > 0 ? pos : neg));
+      total += per_side + AssignHistory::bytes_for(
+                              history ? side_rows(problem, pos, neg, outer > 0 ? pos : neg) : 0);
   return total;
 }
 
@@ -388,7 +394,7 @@ CpmTrainer::CpmTrainer(const CpmConfig& config, const CpmProblem& problem)
       s.cost_outer = 1 / (1 + config_.cost_ratio);
       s.threshold = config_.perplexity > 1 ? std::log(config_.perplexity) : 0.0;
       s.counts = FaceCounts(config_.faces);
-      s.history = AssignHistory(s.outer_rows);
+      s.history = AssignHistory(s.keeps_history() ? s.outer_rows : 0);
       s.score.assign(static_cast<std::size_t>(config_.faces), 0.0);
       s.acc = s.score;
       s.hit.reserve(static_cast<std::size_t>(config_.faces));
@@ -424,6 +430,7 @@ std::vector<CpmTrainer::SideStatus> CpmTrainer::status() const {
     st.updates = s->updates;
     st.seconds = s->seconds;
     st.assignment_entropy = s->counts.entropy();
+    st.assignments = static_cast<std::uint64_t>(s->counts.total());
     st.adjusted = s->adjusted;
     out.push_back(st);
   }

@@ -294,6 +294,37 @@ CpmModel train_with_threads(const CsrBuffer& data, const CpmConfig& config, int 
   return trainer.finish(nullptr);
 }
 
+// ASSIGN's history (UNADJ) exists only for the entropy floor: with one (P > 1) the assignment
+// counts hold one entry per distinct outer row, however many passes; without one (P = 1) the
+// trainer keeps no history (nor plans memory for it) and every outer-row step counts once.
+TEST(Cpm, HistoryOnlyWithAnEntropyFloor) {
+  const CsrBuffer data = random_rows(200, 60, 5, 11);
+  const CpmProblem problem = problem_of(data);
+  std::uint64_t outer_rows = 0;  // of the side with outer = +1
+  for (std::size_t r = 0; r < data.rows(); ++r) outer_rows += data.labels[r] > 0;
+  ASSERT_GT(outer_rows, 20u);
+  CpmConfig config;
+  config.faces = 4;
+  config.iterations = 3 * data.rows();  // three passes of one batch each
+  config.sides = CpmSides::kOuterPositive;
+  auto status = [&](double perplexity) {
+    config.perplexity = perplexity;
+    CpmTrainer trainer(config, problem);
+    for (int pass = 0; pass < 3; ++pass) trainer.learn(data.view());
+    return trainer.status().at(0);
+  };
+  const CpmTrainer::SideStatus off = status(1), floor = status(2);
+  EXPECT_EQ(off.adjusted, 0u);
+  EXPECT_EQ(off.assignments, 3 * outer_rows);
+  EXPECT_EQ(floor.assignments, outer_rows);
+  EXPECT_GT(floor.adjusted, 0u);  // all faces start equal: only the floor spreads the rows
+  config.perplexity = 1;
+  const std::uint64_t without = cpm_training_bytes(config, problem, CpmPrecision::kDouble);
+  config.perplexity = 2;
+  const std::uint64_t with = cpm_training_bytes(config, problem, CpmPrecision::kDouble);
+  EXPECT_EQ(with - without, AssignHistory::bytes_for(outer_rows) - AssignHistory::bytes_for(0));
+}
+
 TEST(Cpm, ModelDoesNotDependOnThreads) {
   for (const int classes : {2, 4}) {
     const CsrBuffer data = random_rows(1500, 200, 8, 5, classes);
