@@ -28,6 +28,8 @@ constexpr std::size_t kChecksumBytes = 8;
 std::size_t dtype_size(const std::string& dtype) {
   if (dtype == "f64") return 8;
   if (dtype == "f32") return 4;
+  if (dtype == "u64" || dtype == "i64") return 8;
+  if (dtype == "i32") return 4;
   return 0;
 }
 

@@ -35,15 +35,21 @@ inline constexpr std::uint32_t kModelFormatVersion = 1;
 /// One named array of a model file; data holds shape-product elements of dtype, little-endian.
 struct ModelArray {
   std::string name;
-  std::string dtype;  // "f64" or "f32"
+  std::string dtype;  // "f64", "f32"; checkpoints also "u64", "i64", "i32"
   std::vector<std::uint64_t> shape;
   std::string data;
 
-  /// "f64" for double, "f32" for float.
+  /// "f64" for double, "f32" for float, "u64" / "i64" / "i32" for those integers.
   template <typename T>
   static constexpr const char* dtype_of() {
-    static_assert(std::is_same_v<T, double> || std::is_same_v<T, float>, "f64 or f32 only");
-    return std::is_same_v<T, double> ? "f64" : "f32";
+    if constexpr (std::is_same_v<T, double>) return "f64";
+    else if constexpr (std::is_same_v<T, float>) return "f32";
+    else if constexpr (std::is_same_v<T, std::uint64_t>) return "u64";
+    else if constexpr (std::is_same_v<T, std::int64_t>) return "i64";
+    else {
+      static_assert(std::is_same_v<T, std::int32_t>, "f64, f32, u64, i64 or i32 only");
+      return "i32";
+    }
   }
 
   template <typename T, typename Alloc>
@@ -84,7 +90,7 @@ void write_model_container(const std::string& path, const ModelContainer& model)
 /// An array written straight from memory, without a copy (a checkpoint's weights).
 struct ModelArrayView {
   std::string name;
-  std::string dtype;  // "f64" or "f32"
+  std::string dtype;  // as ModelArray::dtype
   std::vector<std::uint64_t> shape;
   std::string_view data;
 };

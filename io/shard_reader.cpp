@@ -401,6 +401,9 @@ struct ShardSet::Impl {
       seeded_shuffle(order.data(), order.size(), rng);
     }
     const std::uint64_t window_count = (order.size() + o.window_blocks - 1) / o.window_blocks;
+    if (o.first_window > window_count)
+      throw UsageError("first window " + std::to_string(o.first_window) + " lies beyond the " +
+                       std::to_string(window_count) + " windows of an epoch");
 
     // One window per thread being decoded plus one held by the sink keep every thread busy.
     // Measured side by side on a KDD-size scan (2 threads, 3 runs): 2.21 s median with 2·threads+1
@@ -418,7 +421,7 @@ struct ShardSet::Impl {
     tbb::enumerable_thread_specific<Scratch> scratch;
 
     ScanStats stats;
-    std::uint64_t next = 0;
+    std::uint64_t next = o.first_window;
     Clock::time_point last = Clock::now();
     tbb::task_arena arena(threads);
     arena.execute([&] {
@@ -552,6 +555,10 @@ const Manifest& ShardSet::manifest() const { return impl_->manifest; }
 const std::string& ShardSet::dir() const { return impl_->dir; }
 const std::vector<std::string>& ShardSet::missing_sources() const { return impl_->missing_sources; }
 const std::vector<float>& ShardSet::feature_maxabs() const { return impl_->feature_maxabs(); }
+
+std::uint64_t window_count(const Manifest& manifest, std::uint32_t window_blocks) {
+  return window_blocks ? (manifest.total_blocks + window_blocks - 1) / window_blocks : 0;
+}
 
 ScanStats ShardSet::scan(const ReadOptions& options, const RowSink& sink) const {
   return impl_->scan(options, sink);

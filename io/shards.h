@@ -119,6 +119,9 @@ struct ReadOptions {
   std::uint32_t window_blocks = 8;  // rows are shuffled within windows of this many blocks
   int threads = 0;                  // decode threads; 0: all hardware threads
   bool scale_maxabs = false;        // divide each value by its feature's max |value| (into [0,1])
+  // Windows of the epoch's order left out: neither read nor decoded, and the later windows are
+  // numbered (and shuffled) as in a full scan. A resumed run skips those it has learnt.
+  std::uint64_t first_window = 0;
 };
 
 struct ScanStats {
@@ -150,6 +153,8 @@ class ShardSet {
 
   /// Streams every row once through `sink` (called serially, in an order that is a function of the
   /// data, seed and epoch only). Batches are windows of rows; views are valid during the call only.
+  /// A shuffled scan hands each window over as one batch. UsageError when options.first_window
+  /// lies beyond the last window.
   ScanStats scan(const ReadOptions& options, const RowSink& sink) const;
 
   /// Decodes and checks every block checksum; throws DataError naming shard and block on mismatch.
@@ -164,6 +169,9 @@ class ShardSet {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// Windows (batches of a shuffled scan) in one epoch of `manifest` read `window_blocks` at a time.
+std::uint64_t window_count(const Manifest& manifest, std::uint32_t window_blocks);
 
 /// True if `path` is a shard directory (has a manifest.json).
 bool is_shard_dir(const std::string& path);

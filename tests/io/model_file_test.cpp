@@ -117,6 +117,25 @@ TEST_F(ModelFileTest, ContainerKeepsNamedArraysOfAnyShape) {
   expect_refused(path("c.model"), "not a linear one");
 }
 
+// Checkpoints keep integer state (counters, hash keys) beside the weights, bit for bit.
+TEST_F(ModelFileTest, ContainerKeepsIntegerArraysExactly) {
+  ModelContainer c;
+  c.header = {{"kind", "cpm_checkpoint"}};
+  const std::vector<std::uint64_t> keys{0, 1, 0xfedcba9876543210ull, ~0ull};
+  const std::vector<std::int64_t> counts{-3, 0, 1ll << 40};
+  const std::vector<std::int32_t> faces{-1, 0, 7};
+  c.arrays.push_back(ModelArray::of("keys", keys));
+  c.arrays.push_back(ModelArray::of("counts", counts));
+  c.arrays.push_back(ModelArray::of("faces", faces));
+  write_model_container(path("i.model"), c);
+  const ModelContainer r = read_model_container(path("i.model"));
+  EXPECT_EQ(r.array("keys", "x").dtype, "u64");
+  EXPECT_EQ(r.array("keys", "x").as<std::uint64_t>("x"), keys);
+  EXPECT_EQ(r.array("counts", "x").as<std::int64_t>("x"), counts);
+  EXPECT_EQ(r.array("faces", "x").as<std::int32_t>("x"), faces);
+  EXPECT_THROW(r.array("faces", "x").as<std::int64_t>("x"), DataError);
+}
+
 TEST_F(ModelFileTest, RefusesForeignFile) {
   write(path("foreign"), "label 1 -1\nw\n0.5\n");
   expect_refused(path("foreign"), "bad magic");

@@ -371,6 +371,31 @@ TEST_P(ShardScan, StatsCountEverything) {
   EXPECT_GT(report.bytes_checked, 0u);
 }
 
+// A resumed run skips the windows it has learnt: the rest come exactly as in a full scan.
+TEST_P(ShardScan, FirstWindowSkipsWholeWindowsAndKeepsTheRestAsInAFullScan) {
+  const ShardSet set = open();
+  ReadOptions read;
+  read.seed = 5;
+  read.epoch = 2;
+  read.window_blocks = 3;
+  read.threads = 2;
+  std::vector<std::vector<Row>> windows;
+  set.scan(read, [&](const CsrView& batch) { windows.push_back(rows_of(batch)); });
+  const std::uint64_t count = window_count(set.manifest(), read.window_blocks);
+  ASSERT_EQ(windows.size(), count);
+  ASSERT_GT(count, 3u);
+  for (const std::uint64_t first : {std::uint64_t{1}, count - 2, count}) {
+    read.first_window = first;
+    std::vector<std::vector<Row>> rest;
+    set.scan(read, [&](const CsrView& batch) { rest.push_back(rows_of(batch)); });
+    EXPECT_EQ(rest, std::vector<std::vector<Row>>(windows.begin() + static_cast<long>(first),
+                                                  windows.end()))
+        << "first window " << first;
+  }
+  read.first_window = count + 1;
+  EXPECT_THROW(set.scan(read, [](const CsrView&) {}), UsageError);
+}
+
 TEST_P(ShardScan, AnExceptionInTheSinkPropagates) {
   const ShardSet set = open();
   int calls = 0;
