@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -149,6 +150,32 @@ class CpmTrainer {
   /// double: what the step-by-step tests compare.
   std::vector<double> weights(std::size_t side) const;
   std::vector<double> intercepts(std::size_t side) const;
+
+  /// Sides (machines × sides per machine) and batches learnt so far: a batch's number seeds each
+  /// side's row order in it.
+  std::size_t sides() const { return sides_.size(); }
+  std::uint64_t batches() const { return batches_; }
+
+  /// A side's learner state besides U, as plain arrays and scalars: with U and the batch count,
+  /// everything the next batches depend on (a checkpoint's content).
+  struct SideState {
+    std::uint64_t steps = 0, updates = 0, adjusted = 0;
+    double seconds = 0;
+    std::vector<double> intercept_sums;       // B = b/σ per face (exact for float sides too)
+    std::vector<std::int64_t> face_counts;    // ASSIGN's n_k
+    std::uint64_t history_capacity = 0;       // slots of the UNADJ table
+    std::vector<std::uint64_t> history_keys;  // its entries: row key → last natural face
+    std::vector<std::int32_t> history_faces;
+  };
+  SideState side_state(std::size_t side) const;
+  /// U of a side as bytes: slots × K accumulators in config().precision (8 or 4 bytes each), for
+  /// writing without a copy. Valid until finish().
+  std::string_view side_weights(std::size_t side) const;
+  /// Continues a run from its saved state (`sides` and `weights` one per side, as side_state and
+  /// side_weights gave them): the following batches give what they gave the saved trainer, bit
+  /// for bit. std::invalid_argument when a size or count does not fit this trainer.
+  void restore(std::uint64_t batches, const std::vector<SideState>& sides,
+               const std::vector<std::string_view>& weights);
 
   /// The model (weights rounded to float); `maxabs` (or nullptr) is stored for raw-data scoring.
   /// Gives each side's U back as soon as its model is built: the trainer cannot learn afterwards.

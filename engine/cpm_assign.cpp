@@ -1,6 +1,8 @@
 #include "engine/cpm_assign.h"
 
 #include <bit>
+#include <stdexcept>
+#include <string>
 
 namespace polymargin::engine {
 
@@ -15,6 +17,14 @@ double count_entropy(const std::vector<std::int64_t>& counts) {
       h -= p * std::log(p);
     }
   return h;
+}
+
+FaceCounts::FaceCounts(const std::vector<std::int64_t>& counts) : n_(counts), f_(counts.size()) {
+  for (std::size_t k = 0; k < n_.size(); ++k) {
+    if (n_[k] < 0) throw std::invalid_argument("negative face count");
+    f_[k] = n_log_n(n_[k]);
+    total_ += n_[k];
+  }
 }
 
 namespace {
@@ -46,6 +56,42 @@ std::int32_t& AssignHistory::face_of(std::uint64_t key) {
       return e.face;
     }
   }
+}
+
+void AssignHistory::export_entries(std::vector<std::uint64_t>& keys,
+                                   std::vector<std::int32_t>& faces) const {
+  keys.clear();
+  faces.clear();
+  keys.reserve(size_);
+  faces.reserve(size_);
+  for (const Entry& e : entries_)
+    if (e.key != 0) {
+      keys.push_back(e.key);
+      faces.push_back(e.face);
+    }
+}
+
+AssignHistory AssignHistory::restore(std::uint64_t capacity,
+                                     const std::vector<std::uint64_t>& keys,
+                                     const std::vector<std::int32_t>& faces) {
+  if (capacity < 16 || !std::has_single_bit(capacity) || keys.size() != faces.size() ||
+      4 * keys.size() > 3 * capacity)
+    throw std::invalid_argument("ASSIGN history of " + std::to_string(keys.size()) +
+                                " entries in " + std::to_string(capacity) + " slots");
+  AssignHistory h(0);
+  h.entries_.assign(capacity, Entry{});
+  const std::uint64_t mask = capacity - 1;
+  for (std::size_t j = 0; j < keys.size(); ++j) {
+    if (keys[j] == 0) throw std::invalid_argument("ASSIGN history key 0 (the empty mark)");
+    std::uint64_t i = keys[j] & mask;
+    while (h.entries_[i].key != 0) {
+      if (h.entries_[i].key == keys[j]) throw std::invalid_argument("ASSIGN history key twice");
+      i = (i + 1) & mask;
+    }
+    h.entries_[i] = Entry{keys[j], faces[j]};
+  }
+  h.size_ = keys.size();
+  return h;
 }
 
 void AssignHistory::grow() {

@@ -26,6 +26,9 @@ double count_entropy(const std::vector<std::int64_t>& counts);
 class FaceCounts {
  public:
   explicit FaceCounts(int faces) : n_(static_cast<std::size_t>(faces), 0), f_(n_.size(), 0.0) {}
+  /// The counts of a saved history (n_k ≥ 0): the same state as the one that reached them, since
+  /// the cached terms and the total are functions of the counts.
+  explicit FaceCounts(const std::vector<std::int64_t>& counts);
 
   int faces() const { return static_cast<int>(n_.size()); }
   std::int64_t count(int k) const { return n_[static_cast<std::size_t>(k)]; }
@@ -98,6 +101,13 @@ class AssignHistory {
   }
   std::uint64_t size() const { return size_; }
   std::uint64_t capacity() const { return entries_.size(); }
+  /// The entries in table order, as two plain arrays (a checkpoint's content).
+  void export_entries(std::vector<std::uint64_t>& keys, std::vector<std::int32_t>& faces) const;
+  /// A table of `capacity` slots (a power of two) holding the exported entries: every look-up,
+  /// insertion and growth then goes as in the table they came from (a key's slot may differ,
+  /// which no result depends on). std::invalid_argument for a capacity or entries that cannot be.
+  static AssignHistory restore(std::uint64_t capacity, const std::vector<std::uint64_t>& keys,
+                               const std::vector<std::int32_t>& faces);
   /// Bytes used for `expected_entries`, for the memory plan.
   static std::uint64_t bytes_for(std::uint64_t expected_entries);
 

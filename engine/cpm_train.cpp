@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 #include "engine/cpm.h"
 #include "engine/cpm_assign.h"
@@ -116,6 +118,8 @@ struct alignas(64) CpmTrainer::Side {
   virtual double b(int k) const = 0;
   virtual void release() = 0;
   virtual void export_weights(float* out, double scale) const = 0;
+  virtual std::string_view weight_bytes() const = 0;
+  virtual void restore_accumulators(std::string_view weights, const std::vector<double>& b) = 0;
 
   double sigma() const { return 1.0 / (static_cast<double>(steps) + 1.0); }
   bool keeps_history() const { return threshold > 0; }
@@ -205,6 +209,8 @@ class WeightBuffer {
     data_ = nullptr;
     size_ = 0;
   }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
   T& operator[](std::size_t i) { return data_[i]; }
   const T& operator[](std::size_t i) const { return data_[i]; }
   std::size_t size() const { return size_; }
@@ -233,6 +239,19 @@ struct SideOf : CpmTrainer::Side {
   void export_weights(float* out, double scale) const override {
     for (std::size_t i = 0; i < weights.size(); ++i)
       out[i] = static_cast<float>(static_cast<double>(weights[i]) * scale);
+  }
+
+  std::string_view weight_bytes() const override {
+    return {reinterpret_cast<const char*>(weights.data()), weights.size() * sizeof(Acc)};
+  }
+  void restore_accumulators(std::string_view w, const std::vector<double>& b) override {
+    if (w.size() != weights.size() * sizeof(Acc) || b.size() != bias.size())
+      throw std::invalid_argument("weights of " + std::to_string(w.size()) + " bytes and " +
+                                  std::to_string(b.size()) + " intercepts for a side of " +
+                                  std::to_string(weights.size() * sizeof(Acc)) + " bytes and " +
+                                  std::to_string(bias.size()));
+    if (!w.empty()) std::memcpy(weights.data(), w.data(), w.size());
+    for (std::size_t k = 0; k < b.size(); ++k) bias[k] = static_cast<Acc>(b[k]);
   }
 
   double u(std::uint64_t i) const override { return static_cast<double>(weights[i]); }
@@ -435,6 +454,63 @@ std::vector<CpmTrainer::SideStatus> CpmTrainer::status() const {
     out.push_back(st);
   }
   return out;
+}
+
+CpmTrainer::SideState CpmTrainer::side_state(std::size_t side) const {
+  const Side& s = *sides_.at(side);
+  SideState st;
+  st.steps = s.steps;
+  st.updates = s.updates;
+  st.adjusted = s.adjusted;
+  st.seconds = s.seconds;
+  for (int k = 0; k < s.faces; ++k) st.intercept_sums.push_back(s.b(k));
+  st.face_counts = s.counts.counts();
+  st.history_capacity = s.history.capacity();
+  s.history.export_entries(st.history_keys, st.history_faces);
+  return st;
+}
+
+std::string_view CpmTrainer::side_weights(std::size_t side) const {
+  return sides_.at(side)->weight_bytes();
+}
+
+void CpmTrainer::restore(std::uint64_t batches, const std::vector<SideState>& sides,
+                         const std::vector<std::string_view>& weights) {
+  if (sides.size() != sides_.size() || weights.size() != sides_.size())
+    throw std::invalid_argument(std::to_string(sides.size()) + " sides saved, the trainer has " +
+                                std::to_string(sides_.size()));
+  for (std::size_t i = 0; i < sides_.size(); ++i) {
+    Side& s = *sides_[i];
+    const SideState& st = sides[i];
+    const std::string which = "side " + std::to_string(i) + ": ";
+    if (st.steps > s.iterations || st.updates > st.steps || st.adjusted > st.steps)
+      throw std::invalid_argument(which + "step counters beyond its T = " +
+                                  std::to_string(s.iterations));
+    if (st.face_counts.size() != static_cast<std::size_t>(s.faces))
+      throw std::invalid_argument(which + std::to_string(st.face_counts.size()) +
+                                  " face counts for K = " + std::to_string(s.faces));
+    // The counts are the histogram of the history's faces: a saved state where they disagree is
+    // not one a run can reach.
+    std::vector<std::int64_t> histogram(st.face_counts.size(), 0);
+    for (const std::int32_t f : st.history_faces) {
+      if (f < 0 || f >= s.faces) throw std::invalid_argument(which + "history face out of range");
+      ++histogram[static_cast<std::size_t>(f)];
+    }
+    if (histogram != st.face_counts)
+      throw std::invalid_argument(which + "face counts do not match the ASSIGN history");
+    try {
+      s.history = AssignHistory::restore(st.history_capacity, st.history_keys, st.history_faces);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(which + e.what());
+    }
+    s.restore_accumulators(weights[i], st.intercept_sums);
+    s.counts = FaceCounts(st.face_counts);
+    s.steps = st.steps;
+    s.updates = st.updates;
+    s.adjusted = st.adjusted;
+    s.seconds = st.seconds;
+  }
+  batches_ = batches;
 }
 
 std::vector<double> CpmTrainer::weights(std::size_t side) const {
