@@ -116,13 +116,12 @@ std::vector<double> warm_weights(const WarmStart& warm, const std::vector<float>
 }
 
 int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
-  std::vector<std::string> inputs, validation;
-  std::string algo, output, eta0_text, scale, pairing, checkpoint, resume, checkpoint_every_text,
-      warm_start_path, metrics_path;
+  std::vector<std::string> inputs;
+  std::string algo, output, eta0_text, scale, pairing, warm_start_path;
+  JobOptions job;
   engine::LdmConfig config;
   int threads = 0;
   std::uint32_t window_blocks = 0;
-  std::uint64_t stop_after_rows = 0;
   bool json = false, no_final_pass = false;
   po::options_description opts("train options");
   opts.add_options()("algo", po::value(&algo)->default_value("ldm"),
@@ -159,23 +158,9 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
       "skip the exact pass over the training data after training (KDD-size: 6 s); the summary "
       "then gives the last epoch's progressive estimates")("json", po::bool_switch(&json),
                                                            "print the summary as JSON on stdout")(
-      "checkpoint", po::value(&checkpoint),
-      "write the learner's whole state to this file (atomically) at the end of every epoch, or "
-      "as --checkpoint-every says, and on SIGTERM/SIGINT; removed once the model is written")(
-      "checkpoint-every", po::value(&checkpoint_every_text),
-      "with --checkpoint: every N rows (1000000) or every so long (30s, 10m, 1h) instead of "
-      "every epoch")("resume", po::value(&resume),
-                     "continue the run that wrote this checkpoint (same data and options); the "
-                     "model is bit-identical to an uninterrupted run's")(
-      "stop-after-rows", po::value(&stop_after_rows),
-      "with --checkpoint: stop as on SIGTERM (checkpoint, exit 6) once the run has learnt this "
-      "many rows in all epochs together (time-boxed jobs; tests of --resume)")(
       "warm-start", po::value(&warm_start_path),
-      "start from this model (same algorithm and labels; new features start at 0)")(
-      "validation", po::value(&validation)->multitoken(),
-      "data to evaluate the model on after training (accuracy, AUC; in --json and "
-      "--metrics-json)")("metrics-json", po::value(&metrics_path),
-                         "write a machine-readable summary of the run here, also when it fails");
+      "start from this model (same algorithm and labels; new features start at 0)");
+  job.add_to(opts, "epoch");
   po::positional_options_description positional;
   positional.add("data", -1);
   po::variables_map vm;
@@ -193,26 +178,17 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   if (algo == "svm" && (vm.count("lambda1") || vm.count("lambda2") || vm.count("lambda1-rel") ||
                         vm.count("lambda2-rel")))
     throw UsageError("train: --algo svm takes no λ1, λ2 (it is LDM with λ1 = λ2 = 0)");
-  CheckpointEvery every;
-  if (!checkpoint_every_text.empty()) {
-    if (checkpoint.empty()) throw UsageError("train: --checkpoint-every needs --checkpoint FILE");
-    every = parse_checkpoint_every(checkpoint_every_text);
-  }
-  if (stop_after_rows > 0 && checkpoint.empty())
-    throw UsageError("train: --stop-after-rows needs --checkpoint FILE (to continue from)");
-  if (!checkpoint.empty() && std::filesystem::absolute(checkpoint) == std::filesystem::absolute(output))
-    throw UsageError("train: --checkpoint and --output must be different files");
   try {
     config.validate();
   } catch (const UsageError& e) {
     throw UsageError(std::string("train: ") + e.what());
   }
   check_output_directory(output);
-  if (!checkpoint.empty()) check_output_directory(checkpoint);
+  job.check(output);
+  const std::string& checkpoint = job.checkpoint;
+  const std::string& resume = job.resume;
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
-  const io::FileLock model_lock(output, "model");
-  std::optional<io::FileLock> checkpoint_lock;
-  if (!checkpoint.empty()) checkpoint_lock.emplace(checkpoint, "checkpoint");
+  const JobLocks locks(output, checkpoint);
   std::optional<LinearCheckpoint> resumed;
   if (!resume.empty()) resumed = read_linear_checkpoint(resume);
   const StopSignals stop_signals;
@@ -267,7 +243,7 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   report["config"] = run_config;
   TrainPosition position;  // where training starts: (0, 0), or the checkpoint's position
   if (resumed) {
-    check_resumable(*resumed, resume, run_config, run_data);
+    check_resumable(resume, resumed->config, resumed->data, run_config, run_data);
     if (resumed->position.epoch > static_cast<std::uint64_t>(used.epochs) ||
         resumed->position.rows > manifest.rows)
       throw DataError(resume, 0, 0, "checkpoint position lies beyond the run");
@@ -331,28 +307,21 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   };
   if (warm_pending && trainer.eta0() > 0) apply_warm_start();
 
-  Clock::time_point last_checkpoint = Clock::now();
-  std::uint64_t rows_since_checkpoint = 0;
-  int checkpoints_written = 0;
+  CheckpointSchedule schedule(job.every);
   auto save_checkpoint = [&](TrainPosition at) {
     write_linear_checkpoint(checkpoint, run_config, run_data, at, trainer);
-    last_checkpoint = Clock::now();
-    rows_since_checkpoint = 0;
-    ++checkpoints_written;
+    schedule.written();
   };
   // Called between batches: on SIGTERM/SIGINT (or --stop-after-rows), save and stop.
   auto stop_if_signalled = [&](TrainPosition at) {
-    int signal = StopSignals::received();
-    if (signal == 0 && stop_after_rows > 0 && trainer.state().t >= stop_after_rows)
-      signal = kStopAfterRows;
+    const int signal = stop_requested(trainer.state().t, job.stop_after_rows);
     if (signal == 0) return;
     Interrupted stop{signal, ""};
     if (!checkpoint.empty()) {
       save_checkpoint(at);
       stop.checkpoint = checkpoint;
     }
-    report["interrupted"] = {{"signal", signal == kStopAfterRows ? "--stop-after-rows"
-                                                                 : signal_name(signal)},
+    report["interrupted"] = {{"signal", stop_name(signal)},
                              {"epoch", at.epoch},
                              {"rows", at.rows},
                              {"checkpoint", stop.checkpoint.empty() ? nlohmann::json()
@@ -390,18 +359,16 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
           if (warm_pending) apply_warm_start();
           trainer.learn(batch);
           done += batch.rows;
-          rows_since_checkpoint += batch.rows;
+          schedule.learnt(batch.rows);
           progress.batch(epoch, done);
           const TrainPosition here{static_cast<std::uint64_t>(epoch), done};
           stop_if_signalled(here);
-          if ((every.rows > 0 && rows_since_checkpoint >= every.rows) ||
-              (every.seconds > 0 && seconds_since(last_checkpoint) >= every.seconds))
-            save_checkpoint(here);
+          if (schedule.due()) save_checkpoint(here);
         });
         learn_seconds += stats.sink_seconds;
         wait_seconds += stats.wait_seconds;
       }
-      if (!checkpoint.empty() && every.rows == 0 && every.seconds == 0 && done > first)
+      if (!checkpoint.empty() && schedule.per_pass() && done > first)
         save_checkpoint({static_cast<std::uint64_t>(epoch), manifest.rows});
       // Progressive estimate: each row's margin at its pre-step w, plus ‖w̄‖²; the exact F(w̄)
       // comes from the final pass.
@@ -489,8 +456,12 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
 
   // Validation data: scored with the finished model, in data order.
   const Clock::time_point validation_start = Clock::now();
-  std::optional<engine::BinaryMetrics> validated;
-  if (!validation.empty()) validated = validate_model(model, validation, threads, report);
+  std::optional<Validation> validated;
+  if (!job.validation.empty()) {
+    validated = validate(model, job.validation, threads);
+    report["validation_data"] = job.validation;
+    report["validation_data_checksum"] = validated->data_checksum;
+  }
   const double validation_seconds = seconds_since(validation_start);
   const double total_seconds = seconds_since(start);
 
@@ -524,14 +495,14 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
       {"train_accuracy", margins.accuracy()},
       {"renormalisations", trainer.state().renorms},
       {"model_path", output}};
-  if (validated) summary["validation"] = metrics_json(*validated);
+  if (validated) summary["validation"] = validated->metrics;
 
   report["seconds"] = {{"open", open_seconds},         {"train", train_seconds},
                        {"learn", learn_seconds},       {"read_wait", wait_seconds},
                        {"finish", finish_seconds},     {"final_pass", eval_seconds},
                        {"save", save_seconds},         {"validation", validation_seconds},
                        {"total", total_seconds}};
-  report["checkpoints_written"] = checkpoints_written;
+  report["checkpoints_written"] = schedule.count();
   report["objective"] = objective;
   report["objective_kind"] = no_final_pass ? "progressive" : "exact";
   nlohmann::ordered_json train_report = {{"rows", margins.rows},
@@ -540,7 +511,7 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
                                          {"margin_variance", margins.variance()}};
   if (!train_scores.empty()) train_report = metrics_json(engine::binary_metrics(train_scores, train_signs));
   report["train"] = train_report;
-  if (validated) report["validation"] = metrics_json(*validated);
+  if (validated) report["validation"] = validated->metrics;
   if (warm) report["warm_start"] = warm->record;
 
   if (json) {
@@ -557,16 +528,14 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
               objective, margins.mean(), margins.variance(), margins.accuracy());
   if (validated)
     std::printf("validation: %llu rows, accuracy %.4f, AUC %.4f\n",
-                static_cast<unsigned long long>(validated->rows), validated->accuracy,
-                validated->auc);
+                static_cast<unsigned long long>(validated->metrics["rows"].get<std::uint64_t>()),
+                validated->metrics["accuracy"].get<double>(),
+                validated->metrics["auc"].get<double>());
   std::printf("model written to %s\n", output.c_str());
   return kExitOk;
 }
 
-// train_linear with the outcome recorded in --metrics-json, whatever it is.
-int run_linear(const std::vector<std::string>& args) {
-  return run_training_job(args, [&](MetricsFile& metrics) { return train_linear(args, metrics); });
-}
+int run_linear(const std::vector<std::string>& args) { return run_train_job(args, train_linear); }
 
 std::string algorithm_list() {
   std::string list;

@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/train_jobs.h"
 #include "engine/errors.h"
 #include "io/model_file.h"
 
@@ -12,18 +13,6 @@ namespace {
 
 // The doubles of the state travel as an f64 array, not as JSON text, so they come back bit for bit.
 enum Scalar { kA, kB, kC, kEta0, kProgressSum, kProgressSumSq, kProgressHinge, kScalarCount };
-
-std::string differences(const nlohmann::json& saved, const nlohmann::json& now) {
-  std::string out;
-  for (const auto& [key, value] : now.items()) {
-    const nlohmann::json before = saved.contains(key) ? saved[key] : nlohmann::json();
-    if (before != value)
-      out += (out.empty() ? "" : ", ") + key + " " + before.dump() + " -> " + value.dump();
-  }
-  for (const auto& [key, value] : saved.items())
-    if (!now.contains(key)) out += (out.empty() ? "" : ", ") + key + " " + value.dump() + " -> none";
-  return out;
-}
 
 }  // namespace
 
@@ -103,19 +92,6 @@ LinearCheckpoint read_linear_checkpoint(const std::string& path) {
   c.state.wa.resize(weights.data.size() / sizeof(double));
   std::memcpy(c.state.wa.data(), weights.data.data(), c.state.wa.size() * sizeof(double));
   return c;
-}
-
-void check_resumable(const LinearCheckpoint& checkpoint, const std::string& path,
-                     const nlohmann::json& config, const nlohmann::json& data) {
-  if (checkpoint.data != data)
-    throw DataError(path, 0, 0,
-                    "cannot resume: the checkpoint was written for other training data (" +
-                        differences(checkpoint.data, data) + ")");
-  if (checkpoint.config != config)
-    throw UsageError("cannot resume from " + path +
-                     ": the checkpoint was written with other options (" +
-                     differences(checkpoint.config, config) +
-                     "); resume with the options of the interrupted run");
 }
 
 }  // namespace polymargin::cli

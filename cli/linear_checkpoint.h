@@ -41,9 +41,4 @@ void write_linear_checkpoint(const std::string& path, const nlohmann::json& conf
 /// checkpoint (a model file included), IoError when unreadable.
 LinearCheckpoint read_linear_checkpoint(const std::string& path);
 
-/// Refuses to resume when the configuration (UsageError) or the data (DataError) differ from the
-/// checkpoint's, naming every key that differs with both values.
-void check_resumable(const LinearCheckpoint& checkpoint, const std::string& path,
-                     const nlohmann::json& config, const nlohmann::json& data);
-
 }  // namespace polymargin::cli

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
+#include "cli/command.h"
 #include "cli/train.h"
 #include "engine/errors.h"
 #include "io/atomic_file.h"
@@ -21,6 +23,18 @@ static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a
 void on_stop_signal(int signal) { g_received.store(signal, std::memory_order_relaxed); }
 
 struct sigaction g_previous_term, g_previous_int;
+
+std::string differences(const nlohmann::json& saved, const nlohmann::json& now) {
+  std::string out;
+  for (const auto& [key, value] : now.items()) {
+    const nlohmann::json before = saved.contains(key) ? saved[key] : nlohmann::json();
+    if (before != value)
+      out += (out.empty() ? "" : ", ") + key + " " + before.dump() + " -> " + value.dump();
+  }
+  for (const auto& [key, value] : saved.items())
+    if (!now.contains(key)) out += (out.empty() ? "" : ", ") + key + " " + value.dump() + " -> none";
+  return out;
+}
 
 }  // namespace
 
@@ -45,6 +59,15 @@ int interrupted_exit_code(const Interrupted& stop) {
   return stop.checkpoint.empty() ? 128 + stop.signal : kExitInterrupted;
 }
 
+int stop_requested(std::uint64_t learnt, std::uint64_t stop_after_rows) {
+  if (const int signal = StopSignals::received()) return signal;
+  return stop_after_rows > 0 && learnt >= stop_after_rows ? kStopAfterRows : 0;
+}
+
+std::string stop_name(int signal) {
+  return signal == kStopAfterRows ? "--stop-after-rows" : signal_name(signal);
+}
+
 std::string signal_name(int signal) {
   if (signal == SIGTERM) return "SIGTERM";
   if (signal == SIGINT) return "SIGINT";
@@ -63,11 +86,62 @@ void MetricsFile::finish(int exit_code, const std::string& status, const std::st
   }
 }
 
-int run_training_job(const std::vector<std::string>& args,
-                     const std::function<int(MetricsFile&)>& train) {
+nlohmann::ordered_json metrics_json(const engine::BinaryMetrics& m) {
+  return {{"rows", m.rows},           {"positives", m.positives},
+          {"negatives", m.negatives}, {"accuracy", m.accuracy},
+          {"auc", m.auc},             {"margin_mean", m.margin_mean},
+          {"margin_variance", m.margin_variance}};
+}
+
+std::string model_file_checksum(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::uint64_t sum = 0;
+  if (!in || in.tellg() < 8 || !in.seekg(-8, std::ios::end) ||
+      !in.read(reinterpret_cast<char*>(&sum), sizeof sum))
+    throw IoError("cannot read the checksum of " + path);
+  char text[32];
+  std::snprintf(text, sizeof text, "xxh64:%016llx", static_cast<unsigned long long>(sum));
+  return text;
+}
+
+CheckpointEvery parse_checkpoint_every(const std::string& text) {
+  CheckpointEvery every;
+  std::size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+  }
+  const std::string unit = text.substr(std::min(used, text.size()));
+  const double scale = unit.empty() ? 0 : unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
+  if (used == 0 || !(value > 0) || !std::isfinite(value) || scale < 0 ||
+      (unit.empty() && (value != std::floor(value) || value > 1e18)))
+    throw UsageError("train: --checkpoint-every must be a row count (e.g. 1000000) or a time "
+                     "(30s, 10m, 1h) (got '" + text + "')");
+  if (unit.empty())
+    every.rows = static_cast<std::uint64_t>(value);
+  else
+    every.seconds = value * scale;
+  return every;
+}
+
+bool CheckpointSchedule::due() const {
+  return (every_.rows > 0 && rows_ >= every_.rows) ||
+         (every_.seconds > 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count() >=
+              every_.seconds);
+}
+
+void CheckpointSchedule::written() {
+  last_ = std::chrono::steady_clock::now();
+  rows_ = 0;
+  ++count_;
+}
+
+int run_train_job(const std::vector<std::string>& args, TrainJob job) {
   MetricsFile metrics(peek_option(args, "metrics-json", ""));
   try {
-    const int code = train(metrics);
+    const int code = job(args, metrics);
     if (code < 0) return kExitOk;  // --help: nothing ran
     metrics.finish(code, "ok");
     return code;
@@ -110,76 +184,112 @@ nlohmann::json data_identity(const io::Manifest& m) {
           {"data_checksum", hex64(io::data_checksum(m))}};
 }
 
-engine::BinaryMetrics validate_model(const engine::Classifier& model,
-                                     const std::vector<std::string>& inputs, int threads,
-                                     nlohmann::ordered_json& report) {
+void check_resumable(const std::string& path, const nlohmann::json& saved_config,
+                     const nlohmann::json& saved_data, const nlohmann::json& config,
+                     const nlohmann::json& data) {
+  if (saved_data != data)
+    throw DataError(path, 0, 0,
+                    "cannot resume: the checkpoint was written for other training data (" +
+                        differences(saved_data, data) + ")");
+  if (saved_config != config)
+    throw UsageError("cannot resume from " + path +
+                     ": the checkpoint was written with other options (" +
+                     differences(saved_config, config) +
+                     "); resume with the options of the interrupted run");
+}
+
+void JobOptions::add_to(po::options_description& opts, const std::string& pass) {
+  opts.add_options()(
+      "checkpoint", po::value(&checkpoint),
+      ("write the learner's whole state to this file (atomically) at the end of every " + pass +
+       ", or as --checkpoint-every says, and on SIGTERM/SIGINT; removed once the model is written")
+          .c_str())(
+      "checkpoint-every", po::value(&checkpoint_every),
+      ("with --checkpoint: every N rows (1000000) or every so long (30s, 10m, 1h) instead of "
+       "every " + pass).c_str())(
+      "resume", po::value(&resume),
+      "continue the run that wrote this checkpoint (same data and options); the model is "
+      "bit-identical to an uninterrupted run's")(
+      "stop-after-rows", po::value(&stop_after_rows),
+      ("with --checkpoint: stop as on SIGTERM (checkpoint, exit 6) once the run has learnt this "
+       "many rows in all " + pass + "s together (time-boxed jobs; tests of --resume)").c_str())(
+      "validation", po::value(&validation)->multitoken(),
+      "data to evaluate the model on after training (accuracy, AUC; in --json and "
+      "--metrics-json)")("metrics-json", po::value(&metrics),
+                         "write a machine-readable summary of the run here, also when it fails");
+}
+
+void JobOptions::check(const std::string& output) {
+  if (!checkpoint_every.empty()) {
+    if (checkpoint.empty()) throw UsageError("train: --checkpoint-every needs --checkpoint FILE");
+    every = parse_checkpoint_every(checkpoint_every);
+  }
+  if (stop_after_rows > 0 && checkpoint.empty())
+    throw UsageError("train: --stop-after-rows needs --checkpoint FILE (to continue from)");
+  if (!checkpoint.empty() &&
+      std::filesystem::absolute(checkpoint) == std::filesystem::absolute(output))
+    throw UsageError("train: --checkpoint and --output must be different files");
+  if (!checkpoint.empty()) check_output_directory(checkpoint);
+}
+
+JobLocks::JobLocks(const std::string& output, const std::string& checkpoint_path)
+    : model(output, "model") {
+  if (!checkpoint_path.empty()) checkpoint.emplace(checkpoint_path, "checkpoint");
+}
+
+Validation validate(const engine::Classifier& model, const std::vector<std::string>& data,
+                    int threads) {
   io::ConvertOptions convert;
   convert.text.threads = threads;
   convert.text.index_base = model.index_base == 0 ? io::IndexBase::kZero : io::IndexBase::kOne;
-  const io::Dataset data = io::Dataset::open(inputs, convert, threads);
-  const io::Manifest& manifest = data.shards().manifest();
-  const engine::LabelMap& labels = model.labels;
+  const io::Dataset vdata = io::Dataset::open(data, convert, threads);
+  const io::Manifest& manifest = vdata.shards().manifest();
+  const auto known = [&](float label) {
+    if (!model.multiclass()) return model.labels.is_binary_label(label);
+    for (const double c : model.classes)
+      if (static_cast<float>(c) == label) return true;
+    return false;
+  };
   for (const auto& [label, count] : manifest.label_counts)
-    if (!labels.is_binary_label(static_cast<float>(label)))
-      throw DataError(data_name(inputs), 0, 0,
+    if (!known(static_cast<float>(label))) {
+      std::string labels;
+      if (model.multiclass())
+        for (const double c : model.classes) labels += (labels.empty() ? "" : " / ") + number(c);
+      else
+        labels = number(model.labels.negative) + " / " + number(model.labels.positive);
+      throw DataError(data_name(data), 0, 0,
                       "validation label " + number(label) + " (" + std::to_string(count) +
-                          " rows) is not one of the training labels " + number(labels.negative) +
-                          " / " + number(labels.positive));
-  std::vector<double> scores, all_scores;
+                          " rows) is not one of the training labels " + labels);
+    }
+  std::vector<double> scores, predicted, all_scores;
   std::vector<std::int8_t> signs;
+  std::uint64_t rows = 0, correct = 0;
   io::ReadOptions read;
   read.shuffle = false;
   read.threads = threads;
-  data.shards().scan(read, [&](const CsrView& batch) {
+  vdata.shards().scan(read, [&](const CsrView& batch) {
     scores.resize(batch.rows);
-    model.score_batch(batch, scores.data());
+    predicted.resize(batch.rows);
+    model.predict_batch(batch, scores.data(), predicted.data());
     for (std::size_t r = 0; r < batch.rows; ++r) {
+      ++rows;
+      correct += static_cast<float>(predicted[r]) == batch.labels[r];
+      if (model.multiclass()) continue;
       all_scores.push_back(scores[r]);
-      signs.push_back(static_cast<std::int8_t>(labels.sign(batch.labels[r])));
+      signs.push_back(static_cast<std::int8_t>(model.labels.sign(batch.labels[r])));
     }
   });
-  report["validation_data"] = inputs;
-  report["validation_data_checksum"] = hex64(io::data_checksum(manifest));
-  return engine::binary_metrics(all_scores, signs);
-}
-
-nlohmann::ordered_json metrics_json(const engine::BinaryMetrics& m) {
-  return {{"rows", m.rows},           {"positives", m.positives},
-          {"negatives", m.negatives}, {"accuracy", m.accuracy},
-          {"auc", m.auc},             {"margin_mean", m.margin_mean},
-          {"margin_variance", m.margin_variance}};
-}
-
-std::string model_file_checksum(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  std::uint64_t sum = 0;
-  if (!in || in.tellg() < 8 || !in.seekg(-8, std::ios::end) ||
-      !in.read(reinterpret_cast<char*>(&sum), sizeof sum))
-    throw IoError("cannot read the checksum of " + path);
-  char text[32];
-  std::snprintf(text, sizeof text, "xxh64:%016llx", static_cast<unsigned long long>(sum));
-  return text;
-}
-
-CheckpointEvery parse_checkpoint_every(const std::string& text) {
-  CheckpointEvery every;
-  std::size_t used = 0;
-  double value = -1;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
+  Validation v;
+  v.data_checksum = hex64(io::data_checksum(manifest));
+  if (!model.multiclass()) {
+    v.metrics = metrics_json(engine::binary_metrics(all_scores, signs));
+  } else {
+    const double n = static_cast<double>(rows);
+    v.metrics = {{"rows", rows},
+                 {"accuracy", rows ? static_cast<double>(correct) / n : 0.0},
+                 {"errors", rows - correct}};
   }
-  const std::string unit = text.substr(std::min(used, text.size()));
-  const double scale = unit.empty() ? 0 : unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
-  if (used == 0 || !(value > 0) || !std::isfinite(value) || scale < 0 ||
-      (unit.empty() && (value != std::floor(value) || value > 1e18)))
-    throw UsageError("train: --checkpoint-every must be a row count (e.g. 1000000) or a time "
-                     "(30s, 10m, 1h) (got '" + text + "')");
-  if (unit.empty())
-    every.rows = static_cast<std::uint64_t>(value);
-  else
-    every.seconds = value * scale;
-  return every;
+  return v;
 }
 
 }  // namespace polymargin::cli

@@ -1,17 +1,21 @@
-// What an unattended (nightly) training job needs from any learner: stopping cleanly on
-// SIGTERM/SIGINT, a machine-readable metrics file written whatever the outcome, and the rule for the
-// exit code of an interrupted run. The linear learner's checkpoints are in cli/linear_checkpoint.h.
+// What an unattended (nightly) training job needs from any learner: its options (checkpoint,
+// resume, stop, validation, metrics) and locks, stopping cleanly on SIGTERM/SIGINT, when to write a
+// checkpoint, the data identity and configuration check of a resume, a machine-readable metrics
+// file written whatever the outcome, and the rule for the exit code of an interrupted run. The
+// learners' checkpoint files are in cli/linear_checkpoint.h and cli/cpm_checkpoint.h.
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/classifier.h"
 #include "engine/metrics.h"
+#include "io/file_lock.h"
 #include "io/shards.h"
 
 namespace polymargin::cli {
@@ -31,12 +35,17 @@ class StopSignals {
 
 /// Thrown by a learner that stopped on a signal, after saving what it could.
 struct Interrupted {
-  int signal = 0;
+  int signal = 0;          // SIGTERM, SIGINT, or kStopAfterRows
   std::string checkpoint;  // the checkpoint written, or empty when the run had no --checkpoint
 };
-
 /// Interrupted::signal of a run that reached --stop-after-rows.
 inline constexpr int kStopAfterRows = -1;
+
+/// Polled between batches: the signal received, else kStopAfterRows once `learnt` rows reach a
+/// non-zero `stop_after_rows`, else 0.
+int stop_requested(std::uint64_t learnt, std::uint64_t stop_after_rows);
+/// "--stop-after-rows", "SIGTERM", ...: the `interrupted.signal` of --metrics-json.
+std::string stop_name(int signal);
 
 /// 6 (kExitInterrupted) when a checkpoint was written, else 128 + signal as a shell reports a
 /// killed command (nothing to resume from).
@@ -60,34 +69,29 @@ class MetricsFile {
   nlohmann::ordered_json json_ = nlohmann::ordered_json::object();
 };
 
-/// Runs a learner's `train` (its whole command, given the job's MetricsFile to fill) and records
-/// the outcome in --metrics-json whatever it is: "ok", "interrupted" (a stop on a signal or
-/// --stop-after-rows becomes its exit code, with a message saying how to continue) or "error"
-/// (the exception goes on to main, which prints it and picks the exit code). `train` returns a
-/// negative value when it only printed --help: no metrics file then.
-int run_training_job(const std::vector<std::string>& args,
-                     const std::function<int(MetricsFile&)>& train);
-
-/// "0123456789abcdef".
-std::string hex64(std::uint64_t x);
-
-/// The data's identity as a checkpoint and --metrics-json record it: rows, non-zeros, features,
-/// labels and the block-index checksum (which pins the rows and their order).
-nlohmann::json data_identity(const io::Manifest& m);
-
-/// `--validation DATA`: scores every row of `inputs` (text or shards, converted with the model's
-/// index base) with the binary `model` and returns accuracy, AUC and margins; every label must be
-/// one of the model's two (DataError otherwise). Records the data and its checksum in `report`.
-engine::BinaryMetrics validate_model(const engine::Classifier& model,
-                                     const std::vector<std::string>& inputs, int threads,
-                                     nlohmann::ordered_json& report);
-
 /// Accuracy, AUC and the margin distribution as --metrics-json and --json report them.
 nlohmann::ordered_json metrics_json(const engine::BinaryMetrics& m);
 
 /// "xxh64:0123456789abcdef": the checksum a model or checkpoint file carries in its last 8 bytes
 /// (io/model_file.h), read without loading the file. IoError when unreadable.
 std::string model_file_checksum(const std::string& path);
+
+/// A learner's entry point that reports into --metrics-json; returns the exit code, or -1 for --help.
+using TrainJob = int (*)(const std::vector<std::string>& args, MetricsFile& metrics);
+/// Runs `job` with the outcome recorded in --metrics-json whatever it is: on Interrupted it says
+/// so on stderr and returns interrupted_exit_code; errors are recorded and rethrown.
+int run_train_job(const std::vector<std::string>& args, TrainJob job);
+
+/// "0123456789abcdef".
+std::string hex64(std::uint64_t x);
+/// The data's identity as a checkpoint records it: a resumed run must see the same rows in the
+/// same order, which the block-index checksum pins (with the counts, for a readable refusal).
+nlohmann::json data_identity(const io::Manifest& manifest);
+/// Refuses to resume from the checkpoint `path` when the data (DataError) or the configuration
+/// (UsageError) differ from the saved ones, naming every key that differs with both values.
+void check_resumable(const std::string& path, const nlohmann::json& saved_config,
+                     const nlohmann::json& saved_data, const nlohmann::json& config,
+                     const nlohmann::json& data);
 
 /// "ROWS" (e.g. 1000000, 1e6) or "SECONDS" with a unit (30s, 10m, 1h): how often --checkpoint
 /// writes. UsageError naming --checkpoint-every otherwise.
@@ -96,5 +100,57 @@ struct CheckpointEvery {
   double seconds = 0;      // 0: not by time
 };
 CheckpointEvery parse_checkpoint_every(const std::string& text);
+
+/// When a run with --checkpoint writes: after the batch that reaches --checkpoint-every's rows or
+/// time since the last write, or (without --checkpoint-every) at the end of every pass.
+class CheckpointSchedule {
+ public:
+  explicit CheckpointSchedule(CheckpointEvery every) : every_(every) {}
+  bool per_pass() const { return every_.rows == 0 && every_.seconds == 0; }
+  void learnt(std::uint64_t rows) { rows_ += rows; }
+  /// Due by rows or time (never when per_pass()).
+  bool due() const;
+  void written();
+  int count() const { return count_; }
+
+ private:
+  CheckpointEvery every_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::uint64_t rows_ = 0;
+  int count_ = 0;
+};
+
+/// The options every learner's nightly job shares: --checkpoint, --checkpoint-every, --resume,
+/// --stop-after-rows, --validation, --metrics-json.
+struct JobOptions {
+  std::string checkpoint, checkpoint_every, resume, metrics;
+  std::uint64_t stop_after_rows = 0;
+  std::vector<std::string> validation;
+  CheckpointEvery every;  // parsed by check()
+
+  /// Adds them to `opts`; `pass` names a pass over the data in the help ("epoch", "pass").
+  void add_to(boost::program_options::options_description& opts, const std::string& pass);
+  /// UsageError for a combination that cannot be (--checkpoint-every without --checkpoint, ...);
+  /// IoError when the checkpoint's directory does not exist.
+  void check(const std::string& output);
+};
+
+/// The locks of a job: MODEL.lock and, with --checkpoint, CHECKPOINT.lock, taken at once (a second
+/// job writing either is refused before any work) and held until the job ends.
+struct JobLocks {
+  JobLocks(const std::string& output, const std::string& checkpoint);
+  io::FileLock model;
+  std::optional<io::FileLock> checkpoint;
+};
+
+/// `--validation DATA` scored with a finished model (in data order): accuracy, AUC and margins
+/// for a binary model (metrics_json), rows, accuracy and errors for a multiclass one. DataError
+/// for a label the model does not know.
+struct Validation {
+  nlohmann::ordered_json metrics;
+  std::string data_checksum;  // hex64 of io::data_checksum
+};
+Validation validate(const engine::Classifier& model, const std::vector<std::string>& data,
+                    int threads);
 
 }  // namespace polymargin::cli

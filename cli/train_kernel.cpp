@@ -333,9 +333,12 @@ void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& s
   report["model_checksum"] = model_file_checksum(o.output);
 
   phase = Clock::now();
-  std::optional<engine::BinaryMetrics> validated;
-  if (!o.validation.empty())
-    validated = validate_model(model, o.validation, resolve_threads(o.threads), report);
+  std::optional<Validation> validated;
+  if (!o.validation.empty()) {
+    validated = validate(model, o.validation, resolve_threads(o.threads));
+    report["validation_data"] = o.validation;
+    report["validation_data_checksum"] = validated->data_checksum;
+  }
   const double validation_seconds = seconds_since(phase);
 
   const engine::MarginStats margins = training_margins(scores, y);
@@ -349,7 +352,7 @@ void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& s
   summary["margin_mean"] = margins.mean();
   summary["margin_variance"] = margins.variance();
   summary["train_accuracy"] = margins.accuracy();
-  if (validated) summary["validation"] = metrics_json(*validated);
+  if (validated) summary["validation"] = validated->metrics;
   summary["open_seconds"] = phases.open;
   summary["gram_seconds"] = phases.gram;
   summary["setup_seconds"] = phases.setup;
@@ -366,7 +369,7 @@ void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& s
   report["objective"] = summary["objective"];
   report["converged"] = summary["converged"];
   report["train"] = metrics_json(engine::binary_metrics(train_scores, train_signs));
-  if (validated) report["validation"] = metrics_json(*validated);
+  if (validated) report["validation"] = validated->metrics;
 
   if (o.json) {
     std::cout << summary.dump(2) << "\n";
@@ -381,9 +384,9 @@ void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& s
               summary["objective"].get<double>(), margins.mean(), margins.variance(),
               margins.accuracy());
   if (validated)
-    std::printf("validation: %llu rows, accuracy %.4f, AUC %.4f\n",
-                static_cast<unsigned long long>(validated->rows), validated->accuracy,
-                validated->auc);
+    std::printf("validation: %s rows, accuracy %.4f, AUC %.4f\n",
+                validated->metrics["rows"].dump().c_str(),
+                validated->metrics["accuracy"].get<double>(), validated->metrics["auc"].get<double>());
   std::printf("model written to %s\n", o.output.c_str());
 }
 
@@ -789,13 +792,13 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
 }
 
 int run_kldm(const std::vector<std::string>& args) {
-  return run_training_job(args, [&](MetricsFile& metrics) { return train_kldm(args, metrics); });
+  return run_train_job(args, train_kldm);
 }
 int run_tldm(const std::vector<std::string>& args) {
-  return run_training_job(args, [&](MetricsFile& metrics) { return train_tldm(args, metrics); });
+  return run_train_job(args, train_tldm);
 }
 int run_cmm(const std::vector<std::string>& args) {
-  return run_training_job(args, [&](MetricsFile& metrics) { return train_cmm(args, metrics); });
+  return run_train_job(args, train_cmm);
 }
 
 const TrainAlgorithmRegistration kldm_registration(
