@@ -1,20 +1,24 @@
 // `polymargin train --algo cpm`: the Convex Polytope Machine (engine/cpm.h) over streamed, shuffled
 // shards. Binary labels give a (by default double-sided) CPM, more labels one double-sided CPM per
 // pair of classes. Every side of every machine learns from the same reader stream, in parallel.
-
+// A nightly job's options (checkpoint, resume, stop, locks, validation, metrics) as the linear
+// learner's (cli/train_jobs.h); the checkpoint file is cli/cpm_checkpoint.h's.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/cpm_checkpoint.h"
 #include "cli/train.h"
+#include "cli/train_jobs.h"
 #include "engine/cpm.h"
 #include "engine/errors.h"
 #include "io/cpm_model_file.h"
@@ -65,9 +69,10 @@ std::vector<double> parse_classes(const std::string& text) {
 // The scan stops early once every side has made its T steps (the last epoch is partial).
 struct StopScan {};
 
-int run_cpm(const std::vector<std::string>& args) {
+int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   std::vector<std::string> inputs;
-  std::string algo, output, scale, sides, precision, classes_text;
+  std::string algo, output, scale, sides, precision, classes_text, warm_start;
+  JobOptions job;
   engine::CpmConfig config;
   std::int64_t iterations = 0;
   int threads = 0;
@@ -109,14 +114,23 @@ int run_cpm(const std::vector<std::string>& args) {
       "threads (0: all cores); the model does not depend on it")(
       "window-blocks", po::value(&window_blocks)->default_value(8),
       "the reader shuffles rows within windows of this many blocks")(
-      "json", po::bool_switch(&json), "print the summary as JSON on stdout");
+      "json", po::bool_switch(&json), "print the summary as JSON on stdout")(
+      "warm-start", po::value(&warm_start),
+      "not for the CPM (refused): use --resume FILE to continue an interrupted run");
+  job.add_to(opts, "pass");
   po::positional_options_description positional;
   positional.add("data", -1);
   po::variables_map vm;
   if (!parse_options("train", "--algo cpm -d TRAIN... -o MODEL [options]", opts, positional, args,
                      vm))
-    return kExitOk;
+    return -1;  // --help
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
+  if (!warm_start.empty())
+    throw UsageError(
+        "train: --warm-start is not supported for --algo cpm: the CPM's state is more than its "
+        "weights (ASSIGN's history of each training row's face, and the Pegasos schedule "
+        "1/(lambda (t + 2)) with lambda = 1/(C T) of this run's T), and neither carries over to "
+        "new data; train afresh, or continue an interrupted run with --resume CHECKPOINT");
   if (scale != "maxabs" && scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
   if (precision != "auto" && precision != "double" && precision != "float")
@@ -137,9 +151,20 @@ int run_cpm(const std::vector<std::string>& args) {
     throw UsageError(std::string("train: ") + e.what());
   }
   check_output_directory(output);
+  job.check(output);
+  // Two jobs never write the same model or checkpoint: the second stops here, before any work.
+  const JobLocks locks(output, job.checkpoint);
+  std::optional<CpmCheckpoint> resumed;
+  if (!job.resume.empty()) resumed = read_cpm_checkpoint(job.resume);
+  const StopSignals stop_signals;
   threads = resolve_threads(threads);
   const std::string data = data_name(inputs);
   const Clock::time_point start = Clock::now();
+  nlohmann::ordered_json& report = metrics.json();
+  report["command"] = "train";
+  report["algorithm"] = "cpm";
+  report["data"] = inputs;
+  report["model_path"] = output;
 
   io::ConvertOptions convert;
   convert.text.threads = threads;
@@ -149,6 +174,10 @@ int run_cpm(const std::vector<std::string>& args) {
   const double open_seconds = seconds_since(start);
   const io::ShardSet& shards = dataset.shards();
   const io::Manifest& manifest = shards.manifest();
+  report["data_checksum"] = hex64(io::data_checksum(manifest));
+  report["rows"] = manifest.rows;
+  report["features"] = manifest.features;
+  report["nnz"] = manifest.nnz;
   if (manifest.rows == 0) throw DataError(data, 0, 0, "no training rows");
   if (manifest.label_counts.size() < 2)
     throw DataError(data, 0, 0,
@@ -176,6 +205,10 @@ int run_cpm(const std::vector<std::string>& args) {
   const std::uint64_t need_float =
       engine::cpm_training_bytes(config, problem, engine::CpmPrecision::kFloat) + kOverheadBytes;
   const auto fits = [&](std::uint64_t need) { return available == 0 || need <= available; };
+  // A resumed run keeps the precision its checkpoint was written in, whatever memory says now.
+  if (precision == "auto" && resumed && resumed->config.contains("precision") &&
+      resumed->config["precision"].is_string())
+    precision = resumed->config["precision"].get<std::string>();
   if (precision == "double" || (precision == "auto" && fits(need_double)))
     config.precision = engine::CpmPrecision::kDouble;
   else
@@ -202,6 +235,33 @@ int run_cpm(const std::vector<std::string>& args) {
 
   engine::CpmTrainer trainer(config, problem);
   const bool multi = trainer.multiclass();
+
+  // What decides the model besides the data: a resumed run must have exactly this.
+  nlohmann::json run_config = config.json();
+  run_config["algorithm"] = "cpm";
+  run_config["scale"] = scale;
+  run_config["window_blocks"] = window_blocks;
+  const nlohmann::json run_data = data_identity(manifest);
+  report["config"] = run_config;
+  const std::uint64_t windows = io::window_count(manifest, window_blocks);
+  CpmPosition position;  // where training starts: the start, or the checkpoint's position
+  if (resumed) {
+    check_resumable(job.resume, resumed->config, resumed->data, run_config, run_data);
+    if (resumed->position.batches > windows)
+      throw DataError(job.resume, 0, 0, "checkpoint position lies beyond a pass over the data");
+    position = resumed->position;
+    std::vector<std::string_view> weights(resumed->weights.begin(), resumed->weights.end());
+    try {
+      trainer.restore(resumed->batches, resumed->sides, weights);
+    } catch (const std::invalid_argument& e) {
+      throw DataError(job.resume, 0, 0, std::string("checkpoint does not fit the run: ") + e.what());
+    }
+    resumed.reset();  // U is in the trainer now: the checkpoint's copy goes
+    report["resumed_from"] = {{"checkpoint", job.resume},
+                              {"pass", position.pass},
+                              {"batches", position.batches},
+                              {"rows", position.rows}};
+  }
   std::fprintf(stderr, "train cpm: %s: %llu rows, %llu features, %llu non-zeros%s\n", data.c_str(),
                static_cast<unsigned long long>(manifest.rows),
                static_cast<unsigned long long>(manifest.features),
@@ -220,29 +280,68 @@ int run_cpm(const std::vector<std::string>& args) {
                config.precision == engine::CpmPrecision::kDouble ? "double" : "float",
                gib(need - kOverheadBytes).c_str(),
                available ? gib(available).c_str() : "unknown");
+  if (report.contains("resumed_from"))
+    std::fprintf(stderr, "resuming from %s: pass %llu, %llu of its %llu windows done, %llu rows\n",
+                 job.resume.c_str(), static_cast<unsigned long long>(position.pass + 1),
+                 static_cast<unsigned long long>(position.batches),
+                 static_cast<unsigned long long>(windows),
+                 static_cast<unsigned long long>(position.rows));
 
   io::ReadOptions read;
   read.seed = config.seed;
   read.threads = threads;
   read.window_blocks = window_blocks;
   read.scale_maxabs = scale == "maxabs";
-  std::uint64_t epochs_read = 0;
+  CheckpointSchedule schedule(job.every);
+  auto save_checkpoint = [&](CpmPosition at) {
+    write_cpm_checkpoint(job.checkpoint, run_config, run_data, at, trainer);
+    schedule.written();
+  };
+  // Called between batches while there is learning left: on SIGTERM/SIGINT (or
+  // --stop-after-rows), save and stop.
+  auto stop_if_signalled = [&](CpmPosition at) {
+    const int signal = stop_requested(at.rows, job.stop_after_rows);
+    if (signal == 0) return;
+    Interrupted stop{signal, ""};
+    if (!job.checkpoint.empty()) {
+      save_checkpoint(at);
+      stop.checkpoint = job.checkpoint;
+    }
+    report["interrupted"] = {
+        {"signal", stop_name(signal)},
+        {"pass", at.pass},
+        {"batches", at.batches},
+        {"rows", at.rows},
+        {"checkpoint", stop.checkpoint.empty() ? nlohmann::json() : nlohmann::json(stop.checkpoint)}};
+    throw stop;
+  };
   double learn_seconds = 0, wait_seconds = 0;
   const Clock::time_point train_start = Clock::now();
-  while (!trainer.done()) {
-    read.epoch = epochs_read++;
+  if (!trainer.done()) stop_if_signalled(position);
+  for (; !trainer.done(); position = {position.pass + 1, 0, position.rows}) {
+    read.epoch = position.pass;
+    read.first_window = position.batches;  // a resumed pass: the windows learnt are not read
     const Clock::time_point epoch_start = Clock::now();
     // Timed here too: the last pass stops early (StopScan), and its ScanStats are lost with it.
     double pass_learn = 0;
+    std::uint64_t pass_batches = 0;
     try {
       const io::ScanStats stats = shards.scan(read, [&](const CsrView& batch) {
         const Clock::time_point learn_start = Clock::now();
         trainer.learn(batch);
         pass_learn += seconds_since(learn_start);
+        ++position.batches;
+        ++pass_batches;
+        position.rows += batch.rows;
+        schedule.learnt(batch.rows);
         if (trainer.done()) throw StopScan{};
+        stop_if_signalled(position);
+        if (!job.checkpoint.empty() && schedule.due()) save_checkpoint(position);
       });
       learn_seconds += stats.sink_seconds;
       wait_seconds += stats.wait_seconds;
+      if (!job.checkpoint.empty() && schedule.per_pass() && pass_batches > 0)
+        save_checkpoint({position.pass + 1, 0, position.rows});
     } catch (const StopScan&) {
       learn_seconds += pass_learn;
       wait_seconds += seconds_since(epoch_start) - pass_learn;  // the pass's time not learning
@@ -253,9 +352,11 @@ int run_cpm(const std::vector<std::string>& args) {
       total += s.iterations;
     }
     std::fprintf(stderr, "pass %llu: %.2f s, %llu of %llu steps\n",
-                 static_cast<unsigned long long>(epochs_read), seconds_since(epoch_start),
+                 static_cast<unsigned long long>(position.pass + 1), seconds_since(epoch_start),
                  static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total));
+    if (trainer.done()) break;  // the pass the run ended in stays in `position`
   }
+  const std::uint64_t passes = position.pass + 1;
   const double train_seconds = seconds_since(train_start);
 
   const Clock::time_point save_start = Clock::now();
@@ -276,6 +377,24 @@ int run_cpm(const std::vector<std::string>& args) {
   const std::size_t machines = model.machines.size();
   io::save_cpm_model(std::move(model), output);
   const double save_seconds = seconds_since(save_start);  // the model built, written and synced
+  if (!job.checkpoint.empty()) {  // its run is complete; a checkpoint that cannot go is only noted
+    std::error_code error;
+    std::filesystem::remove(job.checkpoint, error);
+    if (error)
+      std::fprintf(stderr, "warning: cannot remove the checkpoint %s: %s\n",
+                   job.checkpoint.c_str(), error.message().c_str());
+  }
+  report["model_checksum"] = model_file_checksum(output);
+
+  const Clock::time_point validation_start = Clock::now();
+  std::optional<Validation> validated;
+  if (!job.validation.empty()) {
+    // The file just written, read back: the model as it will serve, one copy in memory at a time.
+    validated = validate(io::load_cpm_model(output), job.validation, threads);
+    report["validation_data"] = job.validation;
+    report["validation_data_checksum"] = validated->data_checksum;
+  }
+  const double validation_seconds = seconds_since(validation_start);
   const double total_seconds = seconds_since(start);
 
   nlohmann::ordered_json side_list = nlohmann::ordered_json::array();
@@ -311,7 +430,7 @@ int run_cpm(const std::vector<std::string>& args) {
       {"machines", machines},
       {"faces", config.faces},
       {"iterations", status.front().iterations},
-      {"passes", epochs_read},
+      {"passes", passes},
       {"c", config.c},
       {"entropy_perplexity", config.perplexity},
       {"entropy_nats", std::log(config.perplexity)},
@@ -333,6 +452,14 @@ int run_cpm(const std::vector<std::string>& args) {
       {"total_seconds", total_seconds},
       {"side_details", side_list},
       {"model_path", output}};
+  if (validated) summary["validation"] = validated->metrics;
+  report["passes"] = passes;
+  report["seconds"] = {{"open", open_seconds},     {"train", train_seconds},
+                       {"learn", learn_seconds},   {"read_wait", wait_seconds},
+                       {"save", save_seconds},     {"validation", validation_seconds},
+                       {"total", total_seconds}};
+  report["checkpoints_written"] = schedule.count();
+  if (validated) report["validation"] = validated->metrics;
   if (json) {
     std::cout << summary.dump(2) << "\n";
     return kExitOk;
@@ -351,9 +478,18 @@ int run_cpm(const std::vector<std::string>& args) {
                   static_cast<unsigned long long>(s["updates"].get<std::uint64_t>()),
                   s["assignment_perplexity"].get<double>(),
                   static_cast<unsigned long long>(s["adjusted_assignments"].get<std::uint64_t>()));
+  if (validated) {
+    const nlohmann::ordered_json& v = validated->metrics;
+    std::printf("validation: %llu rows, accuracy %.4f", static_cast<unsigned long long>(v["rows"].get<std::uint64_t>()),
+                v["accuracy"].get<double>());
+    if (v.contains("auc")) std::printf(", AUC %.4f", v["auc"].get<double>());
+    std::printf("\n");
+  }
   std::printf("model written to %s\n", output.c_str());
   return kExitOk;
 }
+
+int run_cpm(const std::vector<std::string>& args) { return run_train_job(args, train_cpm); }
 
 const TrainAlgorithmRegistration cpm_registration(
     "cpm", "Convex Polytope Machine: K faces, SGD, double-sided, one-vs-one", run_cpm);

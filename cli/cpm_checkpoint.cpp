@@ -1,0 +1,98 @@
+#include "cli/cpm_checkpoint.h"
+
+#include "engine/errors.h"
+
+namespace polymargin::cli {
+namespace {
+
+std::string array_name(const char* what, std::size_t side) {
+  return std::string(what) + "_" + std::to_string(side);
+}
+
+}  // namespace
+
+void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
+                          const nlohmann::json& data, CpmPosition position,
+                          const engine::CpmTrainer& trainer) {
+  const bool dbl = trainer.config().precision == engine::CpmPrecision::kDouble;
+  const auto faces = static_cast<std::uint64_t>(trainer.config().faces);
+  // The side states own the small arrays while the views below point into them.
+  std::vector<engine::CpmTrainer::SideState> states;
+  for (std::size_t i = 0; i < trainer.sides(); ++i) states.push_back(trainer.side_state(i));
+  nlohmann::json sides = nlohmann::json::array();
+  std::vector<io::ModelArrayView> arrays;
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    const engine::CpmTrainer::SideState& s = states[i];
+    sides.push_back({{"steps", s.steps},
+                     {"updates", s.updates},
+                     {"adjusted", s.adjusted},
+                     {"seconds", s.seconds},
+                     {"history_capacity", s.history_capacity}});
+    const std::string_view u = trainer.side_weights(i);
+    arrays.push_back({array_name("weights", i), dbl ? "f64" : "f32",
+                      {u.size() / (dbl ? 8 : 4) / faces, faces}, u});
+    arrays.push_back(io::view_of(array_name("intercept_sums", i), s.intercept_sums));
+    arrays.push_back(io::view_of(array_name("face_counts", i), s.face_counts));
+    arrays.push_back(io::view_of(array_name("history_keys", i), s.history_keys));
+    arrays.push_back(io::view_of(array_name("history_faces", i), s.history_faces));
+  }
+  const nlohmann::json header = {
+      {"kind", "cpm_checkpoint"},
+      {"checkpoint_version", kCpmCheckpointVersion},
+      {"algorithm", "cpm"},
+      {"config", config},
+      {"data", data},
+      {"position",
+       {{"pass", position.pass}, {"batches", position.batches}, {"rows", position.rows}}},
+      {"batches", trainer.batches()},
+      {"sides", sides}};
+  io::write_model_container(path, header, arrays);
+}
+
+CpmCheckpoint read_cpm_checkpoint(const std::string& path) {
+  io::ModelContainer file = io::read_model_container(path);
+  const nlohmann::json& h = file.header;
+  auto fail = [&](const std::string& message) { throw DataError(path, 0, 0, message); };
+  const std::string kind = h.value("kind", std::string("?"));
+  if (kind != "cpm_checkpoint")
+    fail("not a CPM training checkpoint (a file of kind '" + kind +
+         "'); --resume takes the file that --checkpoint wrote");
+  const int version = h.value("checkpoint_version", 0);
+  if (version != kCpmCheckpointVersion)
+    fail("checkpoint version " + std::to_string(version) + " is not supported (this build reads " +
+         std::to_string(kCpmCheckpointVersion) + ")");
+  CpmCheckpoint c;
+  try {
+    c.config = h.at("config");
+    c.data = h.at("data");
+    const nlohmann::json& p = h.at("position");
+    c.position = {p.at("pass").get<std::uint64_t>(), p.at("batches").get<std::uint64_t>(),
+                  p.at("rows").get<std::uint64_t>()};
+    c.batches = h.at("batches").get<std::uint64_t>();
+    for (const nlohmann::json& js : h.at("sides")) {
+      engine::CpmTrainer::SideState s;
+      s.steps = js.at("steps").get<std::uint64_t>();
+      s.updates = js.at("updates").get<std::uint64_t>();
+      s.adjusted = js.at("adjusted").get<std::uint64_t>();
+      s.seconds = js.at("seconds").get<double>();
+      s.history_capacity = js.at("history_capacity").get<std::uint64_t>();
+      c.sides.push_back(std::move(s));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string("malformed checkpoint header: ") + e.what());
+  }
+  for (std::size_t i = 0; i < c.sides.size(); ++i) {
+    engine::CpmTrainer::SideState& s = c.sides[i];
+    s.intercept_sums = file.array(array_name("intercept_sums", i), path).as<double>(path);
+    s.face_counts = file.array(array_name("face_counts", i), path).as<std::int64_t>(path);
+    s.history_keys = file.array(array_name("history_keys", i), path).as<std::uint64_t>(path);
+    s.history_faces = file.array(array_name("history_faces", i), path).as<std::int32_t>(path);
+    // U is the largest array by far: moved out of the container, not copied.
+    for (io::ModelArray& a : file.arrays)
+      if (a.name == array_name("weights", i)) c.weights.push_back(std::move(a.data));
+    if (c.weights.size() != i + 1) fail("checkpoint lacks the weights of side " + std::to_string(i));
+  }
+  return c;
+}
+
+}  // namespace polymargin::cli
