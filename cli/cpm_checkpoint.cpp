@@ -1,5 +1,6 @@
 #include "cli/cpm_checkpoint.h"
 
+#include "cli/train_jobs.h"
 #include "engine/errors.h"
 
 namespace polymargin::cli {
@@ -50,17 +51,10 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
 }
 
 CpmCheckpoint read_cpm_checkpoint(const std::string& path) {
-  io::ModelContainer file = io::read_model_container(path);
+  io::ModelContainer file =
+      read_checkpoint_file(path, "cpm_checkpoint", kCpmCheckpointVersion, "CPM training checkpoint");
   const nlohmann::json& h = file.header;
   auto fail = [&](const std::string& message) { throw DataError(path, 0, 0, message); };
-  const std::string kind = h.value("kind", std::string("?"));
-  if (kind != "cpm_checkpoint")
-    fail("not a CPM training checkpoint (a file of kind '" + kind +
-         "'); --resume takes the file that --checkpoint wrote");
-  const int version = h.value("checkpoint_version", 0);
-  if (version != kCpmCheckpointVersion)
-    fail("checkpoint version " + std::to_string(version) + " is not supported (this build reads " +
-         std::to_string(kCpmCheckpointVersion) + ")");
   CpmCheckpoint c;
   try {
     c.config = h.at("config");

@@ -50,16 +50,10 @@ void write_linear_checkpoint(const std::string& path, const nlohmann::json& conf
 }
 
 LinearCheckpoint read_linear_checkpoint(const std::string& path) {
-  const io::ModelContainer file = io::read_model_container(path);
+  const io::ModelContainer file =
+      read_checkpoint_file(path, "checkpoint", kCheckpointVersion, "training checkpoint");
   const nlohmann::json& h = file.header;
   auto fail = [&](const std::string& message) { throw DataError(path, 0, 0, message); };
-  if (h.value("kind", std::string()) != "checkpoint")
-    fail("not a training checkpoint (a model file of kind '" + h.value("kind", std::string("?")) +
-         "'); --resume takes the file that --checkpoint wrote");
-  const int version = h.value("checkpoint_version", 0);
-  if (version != kCheckpointVersion)
-    fail("checkpoint version " + std::to_string(version) + " is not supported (this build reads " +
-         std::to_string(kCheckpointVersion) + ")");
   LinearCheckpoint c;
   std::vector<double> scalars;
   try {

@@ -198,6 +198,22 @@ void check_resumable(const std::string& path, const nlohmann::json& saved_config
                      "); resume with the options of the interrupted run");
 }
 
+io::ModelContainer read_checkpoint_file(const std::string& path, const std::string& kind,
+                                        int version, const std::string& what) {
+  io::ModelContainer file = io::read_model_container(path);
+  const std::string found = file.header.value("kind", std::string("?"));
+  if (found != kind)
+    throw DataError(path, 0, 0,
+                    "not a " + what + " (a file of kind '" + found +
+                        "'); --resume takes the file that --checkpoint wrote");
+  const int saved = file.header.value("checkpoint_version", 0);
+  if (saved != version)
+    throw DataError(path, 0, 0,
+                    "checkpoint version " + std::to_string(saved) +
+                        " is not supported (this build reads " + std::to_string(version) + ")");
+  return file;
+}
+
 void JobOptions::add_to(po::options_description& opts, const std::string& pass) {
   opts.add_options()(
       "checkpoint", po::value(&checkpoint),

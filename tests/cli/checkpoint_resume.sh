@@ -103,14 +103,10 @@ cmp -s "$work/hold.ref" "$work/big.m" || fail "SIGTERM and resume: other model"
 # A run long enough to be signalled while it learns, however fast the machine: wait for its first
 # epoch line, then stop it.
 long=(-d "$work/big.shards" --seed 2 --epochs 2000 --window-blocks 2 --threads 2)
-"$bin" train "${long[@]}" -o "$work/big.n" > /dev/null 2> "$work/term.err" &
-pid=$!
-for _ in $(seq 400); do grep -q "^epoch 1/" "$work/term.err" && break; sleep 0.05; done
-kill -TERM $pid
-rc=0
-wait $pid || rc=$?
+"$bin" train "${long[@]}" -o "$work/big.n" > /dev/null 2> "$work/term2.err" &
+term_when_logged $! "$work/term2.err" "^epoch 1/"
 [ $rc -eq 143 ] || fail "SIGTERM without --checkpoint: exit $rc, expected 143"
-grep -q "no checkpoint written" "$work/term.err" || fail "message: $(cat "$work/term.err")"
+grep -q "no checkpoint written" "$work/term2.err" || fail "message: $(cat "$work/term2.err")"
 [ ! -e "$work/big.n" ] && [ ! -e "$work/big.n.lock" ] || fail "files left: $(ls "$work")"
 
 # --- locks: the second writer of a model or checkpoint is refused ------------------------------
@@ -126,9 +122,7 @@ cmp -s "$work/hold.ref" "$work/big.m2" || fail "the first job's model was distur
 [ ! -e "$work/big.m2.lock" ] || fail "lock file left after the job"
 # Another process holding the lock the same way (flock(1) on fd 9, then that process becomes
 # `sleep`); once it is killed, the lock file it leaves behind blocks nothing.
-bash -c 'exec 9> "$1"; flock -n 9; exec sleep 5' _ "$work/m.lock" &
-holder=$!
-sleep 0.2
+hold_lock "$work/m.lock"
 expect 4 "being written by another job" train "${common[@]}" -o "$work/m"
 kill -KILL $holder
 { wait $holder; } 2> /dev/null || true

@@ -16,3 +16,30 @@ expect() {
   [ "$rc" -eq "$code" ] || fail "$* exited $rc, expected $code: $(cat "$work/stderr")"
   grep -qF -- "$fragment" "$work/stderr" || fail "$*: stderr lacks '$fragment': $(cat "$work/stderr")"
 }
+
+# has_keys FILE FILTER KEY...: the object that the jq FILTER picks in the JSON FILE has every KEY.
+has_keys() {
+  local file=$1 filter=$2 key
+  shift 2
+  for key in "$@"; do
+    jq -e "$filter | has(\"$key\")" "$file" > /dev/null || fail "$file: $filter lacks $key"
+  done
+}
+
+# hold_lock FILE: another process holds FILE's flock as train takes it (flock(1) on fd 9, then that
+# process becomes `sleep 5`); its pid is left in $holder, for the caller to kill.
+hold_lock() {
+  bash -c 'exec 9> "$1"; flock -n 9; exec sleep 5' _ "$1" &
+  holder=$!
+  for _ in $(seq 50); do [ -e "$1" ] && break; sleep 0.02; done
+  sleep 0.1
+}
+
+# term_when_logged PID LOG PATTERN: once LOG has a line matching PATTERN (at most 20 s), SIGTERM
+# the job PID and wait for it; its exit status is left in $rc.
+term_when_logged() {
+  for _ in $(seq 400); do grep -qs "$3" "$2" && break; sleep 0.05; done
+  kill -TERM "$1"
+  rc=0
+  wait "$1" || rc=$?
+}

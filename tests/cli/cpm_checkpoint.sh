@@ -117,10 +117,7 @@ rm -f "$work/m" "$work/ck"
 # --- locks: another process holding MODEL.lock or CHECKPOINT.lock (flock(1) on fd 9, then that
 # process becomes `sleep`) refuses the job before any work --------------------------------------
 for held in m ck; do
-  bash -c 'exec 9> "$1"; flock -n 9; exec sleep 5' _ "$work/$held.lock" &
-  holder=$!
-  for _ in $(seq 50); do [ -e "$work/$held.lock" ] && break; sleep 0.02; done
-  sleep 0.1
+  hold_lock "$work/$held.lock"
   what=$([ $held = m ] && echo "model $work/m" || echo "checkpoint $work/ck")
   expect 4 "$what is being written by another job" train "${common[@]}" -o "$work/m" \
     --checkpoint "$work/ck"
@@ -140,14 +137,10 @@ echo "refusals and locks: ok"
   --validation "$work/t.svm" --metrics-json "$work/v.json" --checkpoint "$work/v.ck" \
   > "$work/v.out" 2> /dev/null
 m="$work/v.json"
-for key in status exit_code command algorithm data data_checksum rows features nnz config \
+has_keys "$m" . status exit_code command algorithm data data_checksum rows features nnz config \
   model_path model_checksum validation_data validation_data_checksum seconds checkpoints_written \
-  passes validation; do
-  jq -e "has(\"$key\")" "$m" > /dev/null || fail "--metrics-json lacks $key: $(cat "$m")"
-done
-for key in open train learn read_wait save validation total; do
-  jq -e ".seconds | has(\"$key\")" "$m" > /dev/null || fail "seconds lacks $key"
-done
+  passes validation
+has_keys "$m" .seconds open train learn read_wait save validation total
 [ "$(jq -r .status "$m")" = ok ] && [ "$(jq .exit_code "$m")" = 0 ] || fail "status: $(cat "$m")"
 [ "$(jq .rows "$m")" = 6000 ] && [ "$(jq .validation.rows "$m")" = 1500 ] || fail "rows"
 [ "$(jq .checkpoints_written "$m")" = 2 ] || fail "a checkpoint after passes 1 and 2 expected"
@@ -187,11 +180,7 @@ echo "metrics: ok"
 long=(--algo cpm -d "$work/d.shards" --seed 3 -k 4 --entropy 2 -c 0.1 --iterations 400000000
   --window-blocks 2 --threads 2)
 "$bin" train "${long[@]}" -o "$work/l.m" --checkpoint "$work/l.ck" > /dev/null 2> "$work/term.err" &
-pid=$!
-for _ in $(seq 400); do grep -qs "^pass 1:" "$work/term.err" && break; sleep 0.05; done
-kill -TERM $pid
-rc=0
-wait $pid || rc=$?
+term_when_logged $! "$work/term.err" "^pass 1:"
 [ $rc -eq 6 ] || fail "SIGTERM: exit $rc, expected 6: $(cat "$work/term.err")"
 grep -q "interrupted by SIGTERM: checkpoint written to $work/l.ck" "$work/term.err" ||
   fail "SIGTERM message: $(cat "$work/term.err")"
@@ -202,11 +191,7 @@ expect 6 "resuming from $work/l.ck" train "${long[@]}" -o "$work/l.m" --resume "
 jq -e '.resumed_from.rows > 0 and .interrupted.rows == .resumed_from.rows' "$work/l.json" \
   > /dev/null || fail "the SIGTERM checkpoint's resume: $(cat "$work/l.json")"
 "$bin" train "${long[@]}" -o "$work/n.m" > /dev/null 2> "$work/term2.err" &
-pid=$!
-for _ in $(seq 400); do grep -qs "^pass 1:" "$work/term2.err" && break; sleep 0.05; done
-kill -TERM $pid
-rc=0
-wait $pid || rc=$?
+term_when_logged $! "$work/term2.err" "^pass 1:"
 [ $rc -eq 143 ] || fail "SIGTERM without --checkpoint: exit $rc, expected 143"
 grep -q "no checkpoint written" "$work/term2.err" || fail "message: $(cat "$work/term2.err")"
 [ ! -e "$work/n.m" ] && [ ! -e "$work/n.m.lock" ] || fail "files left: $(ls "$work")"

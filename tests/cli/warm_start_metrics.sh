@@ -22,14 +22,10 @@ le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
 "$bin" train -d "$work/a.svm" -o "$work/a.model" --validation "$work/t.svm" \
   --metrics-json "$work/a.json" > "$work/a.out" 2> /dev/null
 m="$work/a.json"
-for key in status exit_code command algorithm data data_checksum rows features nnz config \
+has_keys "$m" . status exit_code command algorithm data data_checksum rows features nnz config \
   model_path model_checksum validation_data validation_data_checksum seconds checkpoints_written \
-  objective objective_kind train validation; do
-  jq -e "has(\"$key\")" "$m" > /dev/null || fail "--metrics-json lacks $key: $(cat "$m")"
-done
-for key in open train learn read_wait final_pass validation total; do
-  jq -e ".seconds | has(\"$key\")" "$m" > /dev/null || fail "seconds lacks $key"
-done
+  objective objective_kind train validation
+has_keys "$m" .seconds open train learn read_wait final_pass validation total
 [ "$(jq -r .status "$m")" = ok ] && [ "$(jq .exit_code "$m")" = 0 ] || fail "status: $(cat "$m")"
 [ "$(jq .rows "$m")" = 8000 ] && [ "$(jq .validation.rows "$m")" = 3000 ] || fail "rows"
 jq -e '.train.auc > 0.8 and .train.auc <= 1 and .validation.auc > 0.5' "$m" > /dev/null ||
