@@ -228,7 +228,7 @@ void JobOptions::add_to(po::options_description& opts, const std::string& pass) 
       "bit-identical to an uninterrupted run's")(
       "stop-after-rows", po::value(&stop_after_rows),
       ("with --checkpoint: stop as on SIGTERM (checkpoint, exit 6) once the run has learnt this "
-       "many rows in all " + pass + "s together (time-boxed jobs; tests of --resume)").c_str())(
+       "many rows in all, every " + pass + " counted (time-boxed jobs; tests of --resume)").c_str())(
       "validation", po::value(&validation)->multitoken(),
       "data to evaluate the model on after training (accuracy, AUC; in --json and "
       "--metrics-json)")("metrics-json", po::value(&metrics),
