@@ -67,7 +67,7 @@ struct ModelArray {
   std::vector<T, Alloc> as(const std::string& file) const {
     check_dtype(dtype_of<T>(), file);
     std::vector<T, Alloc> values(data.size() / sizeof(T));
-    std::memcpy(values.data(), data.data(), values.size() * sizeof(T));
+    if (!values.empty()) std::memcpy(values.data(), data.data(), values.size() * sizeof(T));
     return values;
   }
 
