@@ -95,7 +95,7 @@ TEST_P(CpmState, RestoredTrainerContinuesAsTheUninterruptedOne) {
   config.precision = c.precision;
   config.seed = 9;
   const CpmProblem problem = problem_of(data);
-  for (const std::uint64_t at : {3u, 11u, 20u}) {  // saved after `at` batches, then restored
+  for (const std::uint64_t at : {0u, 3u, 11u, 20u}) {  // saved after `at` batches, then restored
     CpmTrainer whole(config, problem), first(config, problem);
     for (std::uint64_t i = 0; i < at; ++i) first.learn(batch(data, i));
     std::vector<CpmTrainer::SideState> states;
