@@ -173,7 +173,8 @@ class CpmTrainer {
   std::string_view side_weights(std::size_t side) const;
   /// Continues a run from its saved state (`sides` and `weights` one per side, as side_state and
   /// side_weights gave them): the following batches give what they gave the saved trainer, bit
-  /// for bit. std::invalid_argument when a size or count does not fit this trainer.
+  /// for bit. std::invalid_argument when a size or count does not fit this trainer (which is then
+  /// not to be used: sides checked before the misfit may be restored already).
   void restore(std::uint64_t batches, const std::vector<SideState>& sides,
                const std::vector<std::string_view>& weights);
 
