@@ -489,15 +489,23 @@ void CpmTrainer::restore(std::uint64_t batches, const std::vector<SideState>& si
     if (st.face_counts.size() != static_cast<std::size_t>(s.faces))
       throw std::invalid_argument(which + std::to_string(st.face_counts.size()) +
                                   " face counts for K = " + std::to_string(s.faces));
-    // The counts are the histogram of the history's faces: a saved state where they disagree is
-    // not one a run can reach.
+    // With an entropy floor the counts are the histogram of the history's faces; without one
+    // there is no history and they count outer-row steps. A saved state that disagrees is not
+    // one a run can reach.
     std::vector<std::int64_t> histogram(st.face_counts.size(), 0);
     for (const std::int32_t f : st.history_faces) {
       if (f < 0 || f >= s.faces) throw std::invalid_argument(which + "history face out of range");
       ++histogram[static_cast<std::size_t>(f)];
     }
-    if (histogram != st.face_counts)
+    if (s.keeps_history() ? histogram != st.face_counts : !st.history_faces.empty())
       throw std::invalid_argument(which + "face counts do not match the ASSIGN history");
+    std::int64_t counted = 0;
+    for (const std::int64_t n : st.face_counts) {
+      if (n < 0) throw std::invalid_argument(which + "negative face count");
+      counted += n;
+    }
+    if (static_cast<std::uint64_t>(counted) > st.steps)
+      throw std::invalid_argument(which + "more face counts than steps");
     try {
       s.history = AssignHistory::restore(st.history_capacity, st.history_keys, st.history_faces);
     } catch (const std::invalid_argument& e) {
