@@ -5,6 +5,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -152,8 +153,24 @@ std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
 ModelContainer read_model_container(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open model file " + path + ": " + std::strerror(errno));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw IoError("cannot read model file " + path);
+  // One read of the file's size (a KDD-size CPM or its checkpoint is GBs: a character-wise copy
+  // took seconds); a stream without a size (a pipe) is read to its end.
+  std::string bytes;
+  std::error_code error;
+  if (std::filesystem::is_regular_file(path, error)) {
+    bytes.resize(std::filesystem::file_size(path, error));
+    if (error || !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+      throw IoError("cannot read model file " + path);
+  } else if (std::filesystem::is_directory(path, error)) {
+    throw IoError("cannot read model file " + path + ": it is a directory");
+  } else {
+    try {
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure& e) {
+      throw IoError("cannot read model file " + path + ": " + e.what());
+    }
+    if (in.bad()) throw IoError("cannot read model file " + path);
+  }
 
   if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     corrupt(path, "not a polymargin model file (bad magic)");

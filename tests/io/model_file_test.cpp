@@ -3,6 +3,7 @@
 #include "io/model_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 
 #include "engine/errors.h"
 
@@ -173,6 +175,28 @@ TEST_F(ModelFileTest, RefusesCorruptedBytes) {
     write(path("bad.model"), bad);
     expect_refused(path("bad.model"), "corrupt");
   }
+}
+
+// A model given through a pipe (e.g. `-m <(zstdcat m.zst)`) has no size to read at once: it is
+// read to its end, the same container.
+TEST_F(ModelFileTest, ContainerReadsFromAPipe) {
+  ModelContainer c;
+  c.header = {{"kind", "cpm"}};
+  c.arrays.push_back(ModelArray::of("weights", std::vector<double>(5000, 0.25)));
+  write_model_container(path("p.model"), c);
+  std::ifstream in(path("p.model"), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string fifo = path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << bytes; });
+  const ModelContainer r = read_model_container(fifo);
+  writer.join();
+  EXPECT_EQ(r.header, c.header);
+  EXPECT_EQ(r.array("weights", "x").as<double>("x"), std::vector<double>(5000, 0.25));
+}
+
+TEST_F(ModelFileTest, ADirectoryIsAnIoError) {
+  EXPECT_THROW(read_model_container(dir_.string()), IoError);
 }
 
 TEST_F(ModelFileTest, MissingFileIsAnIoError) {
