@@ -166,7 +166,7 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   po::variables_map vm;
   if (!parse_options("train", "--algo ldm|svm -d TRAIN... -o MODEL [options]", opts, positional,
                      args, vm))
-    return -1;  // --help
+    return kHelpShown;
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   if (scale != "maxabs" && scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");

@@ -123,7 +123,7 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   po::variables_map vm;
   if (!parse_options("train", "--algo cpm -d TRAIN... -o MODEL [options]", opts, positional, args,
                      vm))
-    return -1;  // --help
+    return kHelpShown;
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   if (!warm_start.empty())
     throw UsageError(

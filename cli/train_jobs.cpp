@@ -142,7 +142,7 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
   MetricsFile metrics(peek_option(args, "metrics-json", ""));
   try {
     const int code = job(args, metrics);
-    if (code < 0) return kExitOk;  // --help: nothing ran
+    if (code == kHelpShown) return kExitOk;
     metrics.finish(code, "ok");
     return code;
   } catch (const Interrupted& stop) {

@@ -77,7 +77,10 @@ nlohmann::ordered_json metrics_json(const engine::BinaryMetrics& m);
 /// (io/model_file.h), read without loading the file. IoError when unreadable.
 std::string model_file_checksum(const std::string& path);
 
-/// A learner's entry point that reports into --metrics-json; returns the exit code, or -1 for --help.
+/// What a learner's entry point returns when it only printed --help: nothing ran, nothing is
+/// recorded, and the command exits 0.
+inline constexpr int kHelpShown = -1;
+/// A learner's entry point that reports into --metrics-json; returns the exit code, or kHelpShown.
 using TrainJob = int (*)(const std::vector<std::string>& args, MetricsFile& metrics);
 /// Runs `job` with the outcome recorded in --metrics-json whatever it is: on Interrupted it says
 /// so on stderr and returns interrupted_exit_code; errors are recorded and rethrown.

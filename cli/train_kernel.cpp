@@ -418,7 +418,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   positional.add("data", -1);
   po::variables_map vm;
   if (!parse_options("train", "--algo kldm -d TRAIN -o MODEL [options]", opts, positional, args, vm))
-    return -1;  // --help
+    return kHelpShown;
   check_common(o);
   config.shrinking = !no_shrinking;
   config.seed = o.seed;
@@ -535,7 +535,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   positional.add("data", -1);
   po::variables_map vm;
   if (!parse_options("train", "--algo tldm -d TRAIN -o MODEL [options]", opts, positional, args, vm))
-    return -1;  // --help
+    return kHelpShown;
   check_common(o);
   if (engine::parse_kernel(o.kernel) == engine::KernelType::kPolynomial)
     throw UsageError("train: --algo tldm takes --kernel linear or rbf (got 'poly')");
@@ -699,7 +699,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   po::variables_map vm;
   if (!parse_options("train", "--algo cmm -d TRAIN -o MODEL [--unlabeled FILE] [options]", opts,
                      positional, args, vm))
-    return -1;  // --help
+    return kHelpShown;
   check_common(o);
   engine::parse_kernel(o.kernel);
   if (variant != "cmm" && variant != "rmm")
