@@ -1,7 +1,8 @@
 // One epoch scan of a shard directory, the way training reads it (seeded shuffle, windows of
 // blocks, decode on worker threads) with no learning: the reader's own ceiling.
-// usage: scan_bench DIR [--threads N] [--no-shuffle] [--scale] [--epochs E]
-// (--scale: values divided by their feature's max |value|, as train --scale maxabs reads them)
+// usage: scan_bench DIR [--threads N] [--no-shuffle] [--scale] [--lockstep] [--epochs E]
+// (--scale: values divided by their feature's max |value|, as train --scale maxabs reads them;
+// --lockstep: one window at a time, decoded by all threads, as the CPM reads)
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -13,7 +14,7 @@
 int main(int argc, char** argv) {
   using namespace polymargin;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: scan_bench DIR [--threads N] [--no-shuffle] [--scale] [--epochs E]\n");
+    std::fprintf(stderr, "usage: scan_bench DIR [--threads N] [--no-shuffle] [--scale] [--lockstep] [--epochs E]\n");
     return 2;
   }
   io::ReadOptions options;
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--epochs") && i + 1 < argc) epochs = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-shuffle")) options.shuffle = false;
     else if (!std::strcmp(argv[i], "--scale")) options.scale_maxabs = true;
+    else if (!std::strcmp(argv[i], "--lockstep")) options.lockstep = true;
   }
   try {
     const io::ShardSet shards = io::ShardSet::open(argv[1], /*check_sources=*/false);

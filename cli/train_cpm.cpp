@@ -292,6 +292,9 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   read.threads = threads;
   read.window_blocks = window_blocks;
   read.scale_maxabs = scale == "maxabs";
+  // With a side per thread or more, the sides keep every thread busy: a window is then decoded by
+  // all threads between windows (lockstep) rather than by one of them ahead of its side.
+  read.lockstep = trainer.sides() >= static_cast<std::size_t>(threads);
   CheckpointSchedule schedule(job.every);
   auto save_checkpoint = [&](CpmPosition at) {
     write_cpm_checkpoint(job.checkpoint, run_config, run_data, at, trainer);

@@ -396,6 +396,58 @@ TEST_P(ShardScan, FirstWindowSkipsWholeWindowsAndKeepsTheRestAsInAFullScan) {
   EXPECT_THROW(set.scan(read, [](const CsrView&) {}), UsageError);
 }
 
+// Lockstep (one window at a time, its blocks decoded and its rows gathered by all threads) hands
+// over the same windows as the pipelined scan: rows, order, values and scaling, both scaling paths
+// (the decoder's, on data within [-1, 1], and the pass after the gather), any thread count.
+TEST_P(ShardScan, LockstepGivesTheSameWindowsAsThePipeline) {
+  CsrBuffer unit = numbered_rows(3000, Values::kMostlyOnes);
+  for (float& v : unit.values) v = v == 1.0f ? 1.0f : v / 5;
+  const std::string unit_dir = (root_ / "unit.shards").string();
+  write_shards(unit, unit_dir, GetParam(), 64, 2);
+  for (const std::string& dir : {(root_ / "s.shards").string(), unit_dir}) {
+    const ShardSet set = ShardSet::open(dir);
+    for (const bool shuffle : {true, false}) {
+      for (const bool scale : {false, true}) {
+        ReadOptions read;
+        read.shuffle = shuffle;
+        read.scale_maxabs = scale;
+        read.seed = 11;
+        read.epoch = 1;
+        read.window_blocks = 5;
+        for (const std::uint64_t first : {std::uint64_t{0}, std::uint64_t{2}}) {
+          read.first_window = first;
+          read.lockstep = false;
+          read.threads = 2;
+          std::vector<std::vector<Row>> piped;
+          set.scan(read, [&](const CsrView& batch) { piped.push_back(rows_of(batch)); });
+          ASSERT_GT(piped.size(), 3u);
+          read.lockstep = true;
+          for (const int threads : {1, 2, 4}) {
+            read.threads = threads;
+            std::vector<std::vector<Row>> locked;
+            const ScanStats stats =
+                set.scan(read, [&](const CsrView& batch) { locked.push_back(rows_of(batch)); });
+            EXPECT_EQ(locked, piped) << dir << ": shuffle " << shuffle << ", scale " << scale
+                                     << ", " << threads << " threads, first window " << first;
+            if (first == 0) EXPECT_EQ(stats.blocks, set.manifest().total_blocks);
+          }
+        }
+      }
+    }
+  }
+  // And a sink's exception ends a lockstep scan too.
+  ReadOptions read;
+  read.lockstep = true;
+  read.threads = 2;
+  int calls = 0;
+  EXPECT_THROW(open().scan(read,
+                           [&](const CsrView&) {
+                             if (++calls == 2) throw std::runtime_error("learner failed");
+                           }),
+               std::runtime_error);
+  EXPECT_EQ(calls, 2);
+}
+
 TEST_P(ShardScan, AnExceptionInTheSinkPropagates) {
   const ShardSet set = open();
   int calls = 0;
