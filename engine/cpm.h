@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -112,8 +113,9 @@ struct CpmProblem {
   std::vector<std::pair<double, std::uint64_t>> label_counts;  // ascending labels, rows each
 };
 
-/// Bytes the trainer will hold at most: U of every side, the ASSIGN histories, and the float model
-/// of one side (finish() builds each side's model before giving its U back).
+/// Bytes the trainer holds: U of every side and the ASSIGN histories. A model saved from
+/// export_weights (as `train` does) needs nothing more; finish() adds one side's float model at a
+/// time (it gives each side's U back once that side's model is built).
 std::uint64_t cpm_training_bytes(const CpmConfig& config, const CpmProblem& problem,
                                  CpmPrecision precision);
 std::string sides_name(CpmSides sides);
@@ -123,6 +125,8 @@ std::string sides_name(CpmSides sides);
 /// depends on the data, the configuration and the seed only, never on the thread count.
 class CpmTrainer {
  public:
+  /// Allocates every side's U and maps all of its pages, in parallel over the caller's task arena
+  /// (run it inside an arena of --threads threads).
   CpmTrainer(const CpmConfig& config, const CpmProblem& problem);
   ~CpmTrainer();
   CpmTrainer(const CpmTrainer&) = delete;
@@ -181,6 +185,15 @@ class CpmTrainer {
   /// The model (weights rounded to float); `maxabs` (or nullptr) is stored for raw-data scoring.
   /// Gives each side's U back as soon as its model is built: the trainer cannot learn afterwards.
   CpmModel finish(const std::vector<float>* maxabs);
+  /// The model as finish() gives it but with every side's weights left empty (slots and faces
+  /// set): for writing the weights straight from U with export_weights. The trainer is unchanged.
+  CpmModel model_without_weights(const std::vector<float>* maxabs) const;
+  /// Floats [first, first + out.size()) of side `side`'s model weights W = σU (feature-major, as
+  /// CpmFaces::weights), rounded to float: a model file is written a chunk at a time from U, with
+  /// no second copy of the weights in memory.
+  void export_weights(std::size_t side, std::uint64_t first, std::span<float> out) const;
+  /// Gives side `side`'s U (and ASSIGN history) back: it cannot learn or export afterwards.
+  void release_weights(std::size_t side);
 
   struct Side;  // one CPM being trained (engine/cpm_train.cpp)
 
@@ -190,6 +203,8 @@ class CpmTrainer {
   std::vector<double> classes_;
   std::vector<std::unique_ptr<Side>> sides_;
   std::uint64_t batches_ = 0;
+
+  void commit_weights();
 };
 
 }  // namespace polymargin::engine

@@ -117,8 +117,12 @@ struct alignas(64) CpmTrainer::Side {
   virtual double u(std::uint64_t i) const = 0;
   virtual double b(int k) const = 0;
   virtual void release() = 0;
-  virtual void export_weights(float* out, double scale) const = 0;
+  /// out[i] = U[first + i] · scale, rounded to float.
+  virtual void export_weights(std::uint64_t first, std::span<float> out, double scale) const = 0;
   virtual std::string_view weight_bytes() const = 0;
+  /// Writes U's pages in bytes [begin, end) once (zeros over zeros: no value changes), so that the
+  /// kernel maps them now rather than at a step.
+  virtual void commit_pages(std::size_t begin, std::size_t end) = 0;
   virtual void restore_accumulators(std::string_view weights, const std::vector<double>& b) = 0;
 
   double sigma() const { return 1.0 / (static_cast<double>(steps) + 1.0); }
@@ -211,6 +215,13 @@ class WeightBuffer {
   }
   T* data() { return data_; }
   const T* data() const { return data_; }
+  // One write per page of bytes [begin, end): a fault here maps (and zeroes) the page, a read would
+  // only map the shared zero page.
+  void commit_pages(std::size_t begin, std::size_t end) {
+    volatile char* p = reinterpret_cast<char*>(data_);
+    for (std::size_t o = begin; o < std::min(end, bytes()); o += kPage) p[o] = 0;
+  }
+  static constexpr std::size_t kPage = 4096;
   T& operator[](std::size_t i) { return data_[i]; }
   const T& operator[](std::size_t i) const { return data_[i]; }
   std::size_t size() const { return size_; }
@@ -236,13 +247,19 @@ struct SideOf : CpmTrainer::Side {
       __builtin_prefetch(w + K - 1, 1);
     }
   }
-  void export_weights(float* out, double scale) const override {
-    for (std::size_t i = 0; i < weights.size(); ++i)
-      out[i] = static_cast<float>(static_cast<double>(weights[i]) * scale);
+  void export_weights(std::uint64_t first, std::span<float> out, double scale) const override {
+    if (first > weights.size() || out.size() > weights.size() - first)
+      throw std::out_of_range("export_weights past the end of U");
+    const Acc* u = weights.data() + first;
+    for (std::size_t i = 0; i < out.size(); ++i)
+      out[i] = static_cast<float>(static_cast<double>(u[i]) * scale);
   }
 
   std::string_view weight_bytes() const override {
     return {reinterpret_cast<const char*>(weights.data()), weights.size() * sizeof(Acc)};
+  }
+  void commit_pages(std::size_t begin, std::size_t end) override {
+    weights.commit_pages(begin, end);
   }
   void restore_accumulators(std::string_view w, const std::vector<double>& b) override {
     if (w.size() != weights.size() * sizeof(Acc) || b.size() != bias.size())
@@ -355,8 +372,7 @@ std::uint64_t cpm_training_bytes(const CpmConfig& config, const CpmProblem& prob
                                  CpmPrecision precision) {
   const std::uint64_t acc = precision == CpmPrecision::kDouble ? 8 : 4;
   const std::uint64_t per_side = slots_of(config, problem) * std::uint64_t(config.faces) * acc;
-  // finish() builds one side's float model while the sides' U are still held.
-  std::uint64_t total = slots_of(config, problem) * std::uint64_t(config.faces) * sizeof(float);
+  std::uint64_t total = 0;
   const bool history = config.perplexity > 1;  // Side::keeps_history
   for (const auto& [pos, neg] : machines_of(problem))
     for (const int outer : outers_of(config.sides))
@@ -420,6 +436,24 @@ CpmTrainer::CpmTrainer(const CpmConfig& config, const CpmProblem& problem)
       sides_.push_back(std::move(side));
     }
   }
+  commit_weights();
+}
+
+// Every page of U is written once here, in parallel over the caller's arena, before the first
+// step. Training touches nearly every page anyway (a 4 KiB page holds 51 features at K = 10), but a
+// fault taken inside a step stalls that side with the page's zeroing, one page at a time and at
+// random moments, and the other side then waits for it at the end of the window. At KDD size the
+// faults were ~9 CPU-s of a double-sided run (17 % of its samples in the kernel's clear_page), most
+// of them in the first pass. Zeros over zeros: no value changes.
+void CpmTrainer::commit_weights() {
+  constexpr std::size_t kChunk = std::size_t{32} << 20;
+  std::vector<std::pair<std::size_t, std::size_t>> chunks;  // (side, first byte)
+  for (std::size_t i = 0; i < sides_.size(); ++i)
+    for (std::size_t o = 0; o < sides_[i]->weight_bytes().size(); o += kChunk) chunks.emplace_back(i, o);
+  tbb::parallel_for(std::size_t{0}, chunks.size(), [&](std::size_t c) {
+    const auto [side, begin] = chunks[c];
+    sides_[side]->commit_pages(begin, begin + kChunk);
+  });
 }
 
 CpmTrainer::~CpmTrainer() = default;
@@ -535,7 +569,7 @@ std::vector<double> CpmTrainer::intercepts(std::size_t side) const {
   return b;
 }
 
-CpmModel CpmTrainer::finish(const std::vector<float>* maxabs) {
+CpmModel CpmTrainer::model_without_weights(const std::vector<float>* maxabs) const {
   CpmModel model;
   model.algorithm = "cpm";
   model.config = config_.json();
@@ -555,21 +589,41 @@ CpmModel CpmTrainer::finish(const std::vector<float>* maxabs) {
     model.machines[m].positive = machines[m].first;
     model.machines[m].negative = machines[m].second;
   }
-  // The histories are done with (0.3 GB at KDD size): freed first, the first model can reuse
-  // their pages instead of faulting in fresh ones.
-  for (auto& s : sides_) s->history = AssignHistory(0);
   for (std::size_t i = 0; i < sides_.size(); ++i) {
     const Side& s = *sides_[i];
     CpmFaces f;
     f.outer = s.outer;
     f.faces = s.faces;
     f.slots = s.slots;
-    const double sigma = s.sigma();
-    f.weights.resize(s.slots * std::uint64_t(s.faces));
-    s.export_weights(f.weights.data(), sigma);
     f.intercepts = intercepts(i);
-    sides_[i]->release();  // before the next side's model is built: peak = U + one side's model
     model.machines[s.machine].sides.push_back(std::move(f));
+  }
+  return model;
+}
+
+void CpmTrainer::export_weights(std::size_t side, std::uint64_t first, std::span<float> out) const {
+  const Side& s = *sides_.at(side);
+  s.export_weights(first, out, s.sigma());
+}
+
+void CpmTrainer::release_weights(std::size_t side) {
+  Side& s = *sides_.at(side);
+  s.history = AssignHistory(0);
+  s.release();
+}
+
+CpmModel CpmTrainer::finish(const std::vector<float>* maxabs) {
+  CpmModel model = model_without_weights(maxabs);
+  // The histories are done with (0.3 GB at KDD size): freed first, the first model can reuse
+  // their pages instead of faulting in fresh ones.
+  for (auto& s : sides_) s->history = AssignHistory(0);
+  std::vector<std::size_t> next_side(model.machines.size(), 0);
+  for (std::size_t i = 0; i < sides_.size(); ++i) {
+    Side& s = *sides_[i];
+    CpmFaces& f = model.machines[s.machine].sides[next_side[s.machine]++];
+    f.weights.resize(s.slots * std::uint64_t(s.faces));
+    export_weights(i, 0, f.weights);
+    s.release();  // before the next side's model is built: peak = U + one side's model
   }
   return model;
 }

@@ -17,6 +17,10 @@ std::string array_name(const char* what, std::size_t machine, std::size_t side) 
 }  // namespace
 
 void save_cpm_model(engine::CpmModel model, const std::string& path) {
+  save_cpm_model(std::move(model), path, nullptr);
+}
+
+void save_cpm_model(engine::CpmModel model, const std::string& path, const CpmWeightSource& weights) {
   nlohmann::json header = model_header("cpm", model);
   header["hash_bits"] = model.hash.bits;
   header["vote_seed"] = model.vote_seed;
@@ -27,14 +31,31 @@ void save_cpm_model(engine::CpmModel model, const std::string& path) {
   };
   std::vector<ModelArrayView> arrays;
   nlohmann::json machines = nlohmann::json::array();
+  std::size_t side_index = 0;  // over all machines
   for (std::size_t m = 0; m < model.machines.size(); ++m) {
     const engine::CpmModel::Binary& b = model.machines[m];
     nlohmann::json sides = nlohmann::json::array();
-    for (std::size_t s = 0; s < b.sides.size(); ++s) {
+    for (std::size_t s = 0; s < b.sides.size(); ++s, ++side_index) {
       const engine::CpmFaces& f = b.sides[s];
       sides.push_back({{"outer", f.outer}, {"faces", f.faces}, {"slots", f.slots}});
-      arrays.push_back({array_name("weights", m, s), "f32",
-                        {f.slots, static_cast<std::uint64_t>(f.faces)}, bytes(f.weights)});
+      const std::uint64_t count = f.slots * static_cast<std::uint64_t>(f.faces);
+      const std::vector<std::uint64_t> shape{f.slots, static_cast<std::uint64_t>(f.faces)};
+      if (weights && f.weights.empty() && count > 0) {
+        arrays.emplace_back(
+            array_name("weights", m, s), "f32", shape, count * sizeof(float),
+            [&weights, side_index](std::uint64_t offset, std::span<char> out) {
+              // Whole floats: the writer's chunks are multiples of 4 bytes.
+              weights(side_index, offset / sizeof(float),
+                      std::span<float>(reinterpret_cast<float*>(out.data()),
+                                       out.size() / sizeof(float)));
+            });
+      } else if (f.weights.size() != count) {
+        throw std::invalid_argument("CPM side " + std::to_string(side_index) + " has " +
+                                    std::to_string(f.weights.size()) + " weights for " +
+                                    std::to_string(count) + " slots x faces");
+      } else {
+        arrays.emplace_back(array_name("weights", m, s), "f32", shape, bytes(f.weights));
+      }
       arrays.push_back({array_name("intercepts", m, s), "f64", {f.intercepts.size()},
                         bytes(f.intercepts)});
     }

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -121,15 +122,15 @@ std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
                         {"dtype", a.dtype},
                         {"shape", a.shape},
                         {"offset", offset},
-                        {"bytes", a.data.size()}});
-      offset += padded(a.data.size());
+                        {"bytes", a.size()}});
+      offset += padded(a.size());
     }
     header["arrays"] = arrays;
     text = header.dump();
     if (padded(text.size()) == assumed) break;
   }
   std::uint64_t file_bytes = kPreambleBytes + padded(text.size());
-  for (const ModelArrayView& a : model_arrays) file_bytes += padded(a.data.size());
+  for (const ModelArrayView& a : model_arrays) file_bytes += padded(a.size());
   file_bytes += kChecksumBytes;
 
   HashedWriter out(path);
@@ -142,9 +143,20 @@ std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
   out.write(text);
   std::uint64_t position = kPreambleBytes + text.size();
   out.pad_to(position, padded(position));
+  std::vector<char> chunk;  // a produced array's next bytes
   for (const ModelArrayView& a : model_arrays) {
-    out.write(a.data);
-    position += a.data.size();
+    if (a.fill) {
+      constexpr std::uint64_t kChunkBytes = std::uint64_t{8} << 20;
+      chunk.resize(std::min(kChunkBytes, a.bytes));
+      for (std::uint64_t o = 0; o < a.bytes; o += kChunkBytes) {
+        const std::span<char> part(chunk.data(), std::min(kChunkBytes, a.bytes - o));
+        a.fill(o, part);
+        out.write(std::string_view(part.data(), part.size()));
+      }
+    } else {
+      out.write(a.data);
+    }
+    position += a.size();
     out.pad_to(position, padded(position));
   }
   return out.finish();

@@ -17,11 +17,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "engine/classifier.h"
@@ -87,12 +90,31 @@ struct ModelContainer {
 /// Writes atomically; throws IoError.
 void write_model_container(const std::string& path, const ModelContainer& model);
 
-/// An array written straight from memory, without a copy (a checkpoint's weights).
+/// An array written straight from memory, without a copy (a checkpoint's weights), or, when `fill`
+/// is set, produced a chunk at a time as it is written (a CPM's float weights from its training
+/// accumulators): `fill(offset, out)` writes the array's bytes [offset, offset + out.size()) into
+/// `out`, and `bytes` is the array's length.
 struct ModelArrayView {
+  using Fill = std::function<void(std::uint64_t offset, std::span<char> out)>;
+  ModelArrayView(std::string name, std::string dtype, std::vector<std::uint64_t> shape,
+                 std::string_view data)
+      : name(std::move(name)), dtype(std::move(dtype)), shape(std::move(shape)), data(data) {}
+  ModelArrayView(std::string name, std::string dtype, std::vector<std::uint64_t> shape,
+                 std::uint64_t bytes, Fill fill)
+      : name(std::move(name)),
+        dtype(std::move(dtype)),
+        shape(std::move(shape)),
+        bytes(bytes),
+        fill(std::move(fill)) {}
+
   std::string name;
   std::string dtype;  // as ModelArray::dtype
   std::vector<std::uint64_t> shape;
   std::string_view data;
+  std::uint64_t bytes = 0;  // with fill only
+  Fill fill;
+
+  std::uint64_t size() const { return fill ? bytes : data.size(); }
 };
 /// A view of `values` as the array `name`.
 template <typename T, typename Alloc>

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 
 #include "engine/cpm.h"
@@ -136,6 +137,49 @@ TEST_F(CpmCommand, ModelFileRoundTrip) {
     // Another kind of loader refuses it by kind.
     EXPECT_THROW(io::load_model(file), DataError);
   }
+}
+
+// `train` writes each side's weights straight from U, a chunk at a time (no float copy of the
+// model): the file is byte for byte the one saved from finish()'s model. U of 2^20 slots × 4 faces
+// is 16 MiB of floats a side, so each side spans two of the writer's 8 MiB chunks; one-vs-one
+// over 3 classes gives 6 sides, each given back as soon as it is written.
+TEST_F(CpmCommand, StreamedWeightsWriteTheSameFile) {
+  const CsrBuffer data = random_rows(300, 40, 5, 3);
+  engine::CpmConfig config;
+  config.faces = 4;
+  config.epochs = 1;
+  config.hash_bits = 20;
+  std::map<double, std::uint64_t> counts;
+  for (const float l : data.labels) ++counts[l];
+  engine::CpmProblem problem;
+  for (const auto& [l, n] : counts) problem.label_counts.emplace_back(l, n);
+  problem.max_index = *std::max_element(data.indices.begin(), data.indices.end());
+  engine::CpmTrainer held(config, problem), streamed(config, problem);
+  while (!held.done()) held.learn(data.view());
+  while (!streamed.done()) streamed.learn(data.view());
+  io::save_cpm_model(held.finish(nullptr), path("held.cpm"));
+
+  engine::CpmModel shell = streamed.model_without_weights(nullptr);
+  ASSERT_EQ(shell.machines.size(), 3u);
+  std::vector<std::size_t> chunks(streamed.sides(), 0);
+  io::save_cpm_model(std::move(shell), path("streamed.cpm"),
+                     [&](std::size_t side, std::uint64_t first, std::span<float> out) {
+                       ++chunks.at(side);
+                       streamed.export_weights(side, first, out);
+                     });
+  for (std::size_t s = 0; s < chunks.size(); ++s) EXPECT_EQ(chunks[s], 2u) << "side " << s;
+  const auto bytes = [](const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string a = bytes(path("held.cpm")), b = bytes(path("streamed.cpm"));
+  EXPECT_GT(a.size(), std::size_t{6} * (16u << 20));
+  EXPECT_TRUE(a == b) << "streamed file differs (" << a.size() << " vs " << b.size() << " bytes)";
+
+  // A model whose sides have neither weights nor a source is refused, and nothing is written.
+  EXPECT_THROW(io::save_cpm_model(streamed.model_without_weights(nullptr), path("none.cpm")),
+               std::invalid_argument);
+  EXPECT_FALSE(fs::exists(path("none.cpm")));
 }
 
 TEST_F(CpmCommand, CorruptOrInconsistentFilesAreRefused) {

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
 #include <vector>
@@ -323,6 +325,32 @@ TEST(Cpm, HistoryOnlyWithAnEntropyFloor) {
   config.perplexity = 2;
   const std::uint64_t with = cpm_training_bytes(config, problem, CpmPrecision::kDouble);
   EXPECT_EQ(with - without, AssignHistory::bytes_for(outer_rows) - AssignHistory::bytes_for(0));
+}
+
+// U is mapped in full when the trainer is built (no page fault inside a step): the resident set
+// grows by both sides' U before the first batch. 2^20 slots × 8 faces × 8 bytes = 64 MiB a side.
+TEST(Cpm, WeightsAreMappedBeforeTheFirstStep) {
+  const auto resident_bytes = [] {
+    std::ifstream statm("/proc/self/statm");
+    std::uint64_t size = 0, resident = 0;
+    statm >> size >> resident;
+    return resident * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  };
+  const CsrBuffer data = random_rows(50, 30, 4, 3);
+  CpmConfig config;
+  config.faces = 8;
+  config.iterations = 10;
+  config.hash_bits = 20;
+  const std::uint64_t u_bytes = 2 * (std::uint64_t{1} << 20) * 8 * sizeof(double);
+  const std::uint64_t before = resident_bytes();
+  CpmTrainer trainer(config, problem_of(data));
+  const std::uint64_t after = resident_bytes();
+  EXPECT_GE(after, before + u_bytes * 9 / 10) << "resident " << before << " -> " << after;
+  trainer.learn(data.view());  // and it learns as before (the step-by-step tests check values)
+  for (std::size_t side = 0; side < trainer.sides(); ++side) {
+    std::vector<double> w = trainer.weights(side);
+    EXPECT_TRUE(std::any_of(w.begin(), w.end(), [](double x) { return x != 0; }));
+  }
 }
 
 TEST(Cpm, ModelDoesNotDependOnThreads) {
