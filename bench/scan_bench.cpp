@@ -14,7 +14,9 @@
 int main(int argc, char** argv) {
   using namespace polymargin;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: scan_bench DIR [--threads N] [--no-shuffle] [--scale] [--lockstep] [--epochs E]\n");
+    std::fprintf(
+        stderr,
+        "usage: scan_bench DIR [--threads N] [--no-shuffle] [--scale] [--lockstep] [--epochs E]\n");
     return 2;
   }
   io::ReadOptions options;

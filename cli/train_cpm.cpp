@@ -397,7 +397,8 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   io::save_cpm_model(std::move(model), output,
                      [&](std::size_t side, std::uint64_t first, std::span<float> out) {
                        trainer.export_weights(side, first, out);
-                       if (first + out.size() == side_floats.at(side)) trainer.release_weights(side);
+                       if (first + out.size() == side_floats.at(side))
+                         trainer.release_weights(side);
                      });
   const double save_seconds = seconds_since(save_start);  // the model built, written and synced
   if (!job.checkpoint.empty()) {  // its run is complete; a checkpoint that cannot go is only noted

@@ -186,8 +186,9 @@ struct alignas(64) CpmTrainer::Side {
 
 namespace {
 
-// U: K × slots accumulators (up to gigabytes) read at random. Anonymous memory comes zeroed and
-// is touched only where rows land; transparent huge pages spare a TLB miss on almost every access.
+// U: K × slots accumulators (up to gigabytes) read at random. Anonymous memory comes zeroed (the
+// trainer maps every page up front, commit_pages); transparent huge pages spare a TLB miss on
+// almost every access.
 template <typename T>
 class WeightBuffer {
  public:
@@ -449,7 +450,8 @@ void CpmTrainer::commit_weights() {
   constexpr std::size_t kChunk = std::size_t{32} << 20;
   std::vector<std::pair<std::size_t, std::size_t>> chunks;  // (side, first byte)
   for (std::size_t i = 0; i < sides_.size(); ++i)
-    for (std::size_t o = 0; o < sides_[i]->weight_bytes().size(); o += kChunk) chunks.emplace_back(i, o);
+    for (std::size_t o = 0; o < sides_[i]->weight_bytes().size(); o += kChunk)
+      chunks.emplace_back(i, o);
   tbb::parallel_for(std::size_t{0}, chunks.size(), [&](std::size_t c) {
     const auto [side, begin] = chunks[c];
     sides_[side]->commit_pages(begin, begin + kChunk);

@@ -20,7 +20,8 @@ void save_cpm_model(engine::CpmModel model, const std::string& path) {
   save_cpm_model(std::move(model), path, nullptr);
 }
 
-void save_cpm_model(engine::CpmModel model, const std::string& path, const CpmWeightSource& weights) {
+void save_cpm_model(engine::CpmModel model, const std::string& path,
+                    const CpmWeightSource& weights) {
   nlohmann::json header = model_header("cpm", model);
   header["hash_bits"] = model.hash.bits;
   header["vote_seed"] = model.vote_seed;

@@ -413,9 +413,9 @@ struct ShardSet::Impl {
   }
 
   // prepare() with every thread of the arena: a shuffled window of zstd blocks is decoded a block
-  // per task, each into its own buffer (a block's decoder uses its destination's offsets as scratch,
-  // so blocks cannot share one buffer), then gathered in the seeded order as prepare() does; the
-  // gathered rows are the same. Other windows go to prepare().
+  // per task, each into its own buffer (a block's decoder uses its destination's offsets as
+  // scratch, so blocks cannot share one buffer), then gathered in the seeded order as prepare()
+  // does; the gathered rows are the same. Other windows go to prepare().
   void prepare_lockstep(Window& w, std::vector<CsrBuffer>& parts,
                         tbb::enumerable_thread_specific<Scratch>& scratch, const ReadOptions& o,
                         const Scaling* scale) const {
@@ -464,8 +464,8 @@ struct ShardSet::Impl {
   static constexpr std::size_t kGatherGrain = 2048;  // rows a gather task copies (≈ 600 KB)
 
   ScanStats scan_lockstep(const ReadOptions& o, const RowSink& sink, int threads,
-                          const std::vector<std::uint32_t>& order,
-                          std::uint64_t window_count, const Scaling* scale) const {
+                          const std::vector<std::uint32_t>& order, std::uint64_t window_count,
+                          const Scaling* scale) const {
     Window w;
     std::vector<CsrBuffer> parts;  // one per block of the window
     tbb::enumerable_thread_specific<Scratch> scratch;
@@ -475,7 +475,8 @@ struct ShardSet::Impl {
       for (std::uint64_t n = o.first_window; n < window_count; ++n) {
         w.number = n;
         w.blocks = order.data() + n * o.window_blocks;
-        w.block_count = std::min<std::uint64_t>(o.window_blocks, order.size() - n * o.window_blocks);
+        w.block_count =
+            std::min<std::uint64_t>(o.window_blocks, order.size() - n * o.window_blocks);
         const Clock::time_point begin = Clock::now();
         prepare_lockstep(w, parts, scratch, o, scale);
         const Clock::time_point ready = Clock::now();
