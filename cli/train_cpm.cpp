@@ -84,8 +84,8 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   po::options_description opts(
       "train --algo cpm options\n"
       "Memory: K x (features + 1) weights per side in double (8 bytes; float, 4 bytes, when\n"
-      "double does not fit), two sides per machine, plus 24-48 bytes per outer-class row for\n"
-      "ASSIGN's history, one side's float model, and 256 MiB. It is computed before anything is\n"
+      "double does not fit), two sides per machine, plus (with --entropy above 1) 32-64 bytes\n"
+      "per outer-class row for ASSIGN's history, and 256 MiB. It is computed before anything is\n"
       "allocated; a run that would not fit is refused: use --hash-bits B (2^B slots per face)");
   opts.add_options()("algo", po::value(&algo)->default_value("cpm"), "cpm")(
       "data,d", po::value(&inputs)->multitoken(),
