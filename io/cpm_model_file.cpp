@@ -73,8 +73,8 @@ engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
   read_model_info(file, path, model);
   const std::uint64_t features_slots = std::uint64_t{model.max_index} + 1;
   try {
-    model.hash.bits = file.header.at("hash_bits").get<int>();
-    model.vote_seed = file.header.at("vote_seed").get<std::uint64_t>();
+    model.hash.bits = header_integer<int>(file.header.at("hash_bits"), path, "hash_bits");
+    model.vote_seed = header_integer<std::uint64_t>(file.header.at("vote_seed"), path, "vote_seed");
     if (model.hash.bits < 0 || model.hash.bits > 31)
       corrupt(path, "hash_bits out of range: " + std::to_string(model.hash.bits));
     const std::uint64_t slots =
@@ -85,9 +85,9 @@ engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
       b.negative = jm.at("negative").get<double>();
       for (const nlohmann::json& js : jm.at("sides")) {
         engine::CpmFaces f;
-        f.outer = js.at("outer").get<int>();
-        f.faces = js.at("faces").get<int>();
-        f.slots = js.at("slots").get<std::uint64_t>();
+        f.outer = header_integer<int>(js.at("outer"), path, "outer");
+        f.faces = header_integer<int>(js.at("faces"), path, "faces");
+        f.slots = header_integer<std::uint64_t>(js.at("slots"), path, "slots");
         const std::size_t m = model.machines.size(), s = b.sides.size();
         f.weights = file.array(array_name("weights", m, s), path).as<float>(path);
         f.intercepts = file.array(array_name("intercepts", m, s), path).as<double>(path);

@@ -1,9 +1,11 @@
 #include "io/kernel_model_file.h"
 
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 #include "engine/errors.h"
+#include "io/json_integer.h"
 
 namespace polymargin::io {
 
@@ -19,7 +21,9 @@ engine::KernelSpec kernel_from(const nlohmann::json& j) {
   k.bias = j.at("bias").get<double>();
   if (k.type != engine::KernelType::kLinear) k.gamma = j.at("gamma").get<double>();
   if (k.type == engine::KernelType::kPolynomial) {
-    k.degree = j.at("degree").get<int>();
+    const std::optional<int> degree = json_integer<int>(j.at("degree"));
+    if (!degree) throw UsageError("degree is not an integer in range (" + j.at("degree").dump() + ")");
+    k.degree = *degree;
     k.coef0 = j.at("coef0").get<double>();
   }
   k.validate();

@@ -213,9 +213,11 @@ ModelContainer read_model_container(const std::string& path) {
       ModelArray array;
       array.name = a.at("name").get<std::string>();
       array.dtype = a.at("dtype").get<std::string>();
-      array.shape = a.at("shape").get<std::vector<std::uint64_t>>();
-      const auto offset = a.at("offset").get<std::uint64_t>();
-      const auto size = a.at("bytes").get<std::uint64_t>();
+      if (!a.at("shape").is_array()) corrupt(path, "array '" + array.name + "' has no shape list");
+      for (const nlohmann::json& n : a.at("shape"))
+        array.shape.push_back(header_integer<std::uint64_t>(n, path, "a shape"));
+      const auto offset = header_integer<std::uint64_t>(a.at("offset"), path, "offset");
+      const auto size = header_integer<std::uint64_t>(a.at("bytes"), path, "bytes");
       std::uint64_t elements = 1;
       for (const std::uint64_t n : array.shape) elements *= n;
       if (dtype_size(array.dtype) == 0 || elements * dtype_size(array.dtype) != size ||
@@ -251,9 +253,9 @@ void read_model_info(const ModelContainer& file, const std::string& path, engine
     info.labels.negative = h.at("labels").at("negative").get<double>();
     info.labels.positive = h.at("labels").at("positive").get<double>();
     if (h.contains("classes")) info.classes = h.at("classes").get<std::vector<double>>();
-    info.index_base = h.at("index_base").get<int>();
-    info.max_index = h.at("max_index").get<std::uint32_t>();
-    info.features = h.at("features").get<std::uint64_t>();
+    info.index_base = header_integer<int>(h.at("index_base"), path, "index_base");
+    info.max_index = header_integer<std::uint32_t>(h.at("max_index"), path, "max_index");
+    info.features = header_integer<std::uint64_t>(h.at("features"), path, "features");
   } catch (const nlohmann::json::exception& e) {
     corrupt(path, std::string("malformed model header: ") + e.what());
   }

@@ -10,10 +10,13 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+#include <type_traits>
 
 #include "engine/errors.h"
 #include "io/atomic_file.h"
+#include "io/json_integer.h"
 #include "io/shard_format.h"
 
 namespace polymargin::io {
@@ -53,10 +56,15 @@ class Fields {
   T get(const Json& object, const char* key) const {
     const auto it = object.find(key);
     if (it == object.end()) fail(std::string("field '") + key + "' is missing");
-    try {
-      return it->template get<T>();
-    } catch (const nlohmann::json::exception&) {
-      fail(std::string("field '") + key + "' has the wrong type");
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (const std::optional<T> v = json_integer<T>(*it)) return *v;
+      fail(std::string("field '") + key + "' is not an integer in range");
+    } else {
+      try {
+        return it->template get<T>();
+      } catch (const nlohmann::json::exception&) {
+        fail(std::string("field '") + key + "' has the wrong type");
+      }
     }
   }
   template <class T>

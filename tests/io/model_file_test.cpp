@@ -179,6 +179,23 @@ TEST_F(ModelFileTest, RefusesCorruptedBytes) {
 
 // A model given through a pipe (e.g. `-m <(zstdcat m.zst)`) has no size to read at once: it is
 // read to its end, the same container.
+// Integer fields of the header must be JSON integers within range: a float far out of range
+// (what the model-loader fuzzer found, as an array's byte count) was converted with a cast, which
+// is undefined behaviour; an integer too large for its field was wrapped.
+TEST_F(ModelFileTest, HeaderIntegersOutOfRangeOrNotIntegersAreRefused) {
+  save_model(sample_model(), path("good.model"));
+  const ModelContainer good = read_model_container(path("good.model"));
+  const std::vector<std::pair<std::string, nlohmann::json>> bad = {
+      {"max_index", 6.5e19}, {"max_index", 4294967296ull}, {"features", 2.5},
+      {"features", -1},      {"index_base", "1"},          {"max_index", 1e300}};
+  for (const auto& [field, value] : bad) {
+    ModelContainer c = good;
+    c.header[field] = value;
+    write_model_container(path("bad.model"), c);
+    expect_refused(path("bad.model"), field + " is not an integer in range");
+  }
+}
+
 TEST_F(ModelFileTest, ContainerReadsFromAPipe) {
   ModelContainer c;
   c.header = {{"kind", "cpm"}};

@@ -206,6 +206,17 @@ TEST_F(ShardRefusal, MissingOrUnparseableManifestIsRefused) {
   EXPECT_FALSE(is_shard_dir(dir_));
 }
 
+// A count that is not an integer in range (a float far beyond 2^64 would be undefined behaviour
+// to convert) is refused by name.
+TEST_F(ShardRefusal, ManifestCountsMustBeIntegersInRange) {
+  edit_manifest("\"rows\": 50", "\"rows\": 6.5e19");
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }),
+                       "field 'rows' is not an integer in range"));
+  edit_manifest("\"rows\": 6.5e19", "\"rows\": -50");
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }),
+                       "field 'rows' is not an integer in range"));
+}
+
 TEST_F(ShardRefusal, ShardSizeDifferentFromManifestIsRefused) {
   std::ofstream(fs::path(dir_) / "shard-00000.pms", std::ios::app) << "extra";
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "the manifest says"));
