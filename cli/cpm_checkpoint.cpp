@@ -60,16 +60,18 @@ CpmCheckpoint read_cpm_checkpoint(const std::string& path) {
     c.config = h.at("config");
     c.data = h.at("data");
     const nlohmann::json& p = h.at("position");
-    c.position = {p.at("pass").get<std::uint64_t>(), p.at("batches").get<std::uint64_t>(),
-                  p.at("rows").get<std::uint64_t>()};
-    c.batches = h.at("batches").get<std::uint64_t>();
+    c.position = {io::header_integer<std::uint64_t>(p.at("pass"), path, "pass"),
+                  io::header_integer<std::uint64_t>(p.at("batches"), path, "batches"),
+                  io::header_integer<std::uint64_t>(p.at("rows"), path, "rows")};
+    c.batches = io::header_integer<std::uint64_t>(h.at("batches"), path, "batches");
     for (const nlohmann::json& js : h.at("sides")) {
       engine::CpmTrainer::SideState s;
-      s.steps = js.at("steps").get<std::uint64_t>();
-      s.updates = js.at("updates").get<std::uint64_t>();
-      s.adjusted = js.at("adjusted").get<std::uint64_t>();
+      s.steps = io::header_integer<std::uint64_t>(js.at("steps"), path, "steps");
+      s.updates = io::header_integer<std::uint64_t>(js.at("updates"), path, "updates");
+      s.adjusted = io::header_integer<std::uint64_t>(js.at("adjusted"), path, "adjusted");
       s.seconds = js.at("seconds").get<double>();
-      s.history_capacity = js.at("history_capacity").get<std::uint64_t>();
+      s.history_capacity =
+          io::header_integer<std::uint64_t>(js.at("history_capacity"), path, "history_capacity");
       c.sides.push_back(std::move(s));
     }
   } catch (const nlohmann::json::exception& e) {

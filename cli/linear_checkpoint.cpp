@@ -59,16 +59,20 @@ LinearCheckpoint read_linear_checkpoint(const std::string& path) {
   try {
     c.config = h.at("config");
     c.data = h.at("data");
-    c.position.epoch = h.at("position").at("epoch").get<std::uint64_t>();
-    c.position.rows = h.at("position").at("rows").get<std::uint64_t>();
+    c.position.epoch =
+        io::header_integer<std::uint64_t>(h.at("position").at("epoch"), path, "epoch");
+    c.position.rows = io::header_integer<std::uint64_t>(h.at("position").at("rows"), path, "rows");
     const nlohmann::json& s = h.at("state");
-    c.state.t = s.at("steps").get<std::uint64_t>();
-    c.state.rng = s.at("rng").get<std::uint64_t>();
-    c.state.renorms = s.at("renormalisations").get<std::uint64_t>();
+    c.state.t = io::header_integer<std::uint64_t>(s.at("steps"), path, "steps");
+    c.state.rng = io::header_integer<std::uint64_t>(s.at("rng"), path, "rng");
+    c.state.renorms =
+        io::header_integer<std::uint64_t>(s.at("renormalisations"), path, "renormalisations");
     c.state.avg_is_zero = s.at("average_is_zero").get<bool>();
     c.eta0_clamped = s.at("eta0_clamped").get<bool>();
-    c.progress.rows = s.at("progress_rows").get<std::uint64_t>();
-    c.progress.correct = s.at("progress_correct").get<std::uint64_t>();
+    c.progress.rows =
+        io::header_integer<std::uint64_t>(s.at("progress_rows"), path, "progress_rows");
+    c.progress.correct =
+        io::header_integer<std::uint64_t>(s.at("progress_correct"), path, "progress_correct");
   } catch (const nlohmann::json::exception& e) {
     fail(std::string("malformed checkpoint header: ") + e.what());
   }

@@ -136,14 +136,13 @@ std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
 /// naming the file for a foreign, other-version, truncated or corrupt file, IoError if unreadable.
 ModelContainer read_model_container(const std::string& path);
 
-/// An integer field of a model header: DataError naming `path` and `field` unless `j` is a JSON
-/// integer within T's range.
+/// An integer field of a model or checkpoint header: DataError naming `path` and `field` unless
+/// `j` is a JSON integer within T's range.
 template <typename T>
 T header_integer(const nlohmann::json& j, const std::string& path, const std::string& field) {
   if (const std::optional<T> v = json_integer<T>(j)) return *v;
   throw DataError(path, 0, 0,
-                  "malformed model header: " + field + " is not an integer in range (" + j.dump() +
-                      ")");
+                  "malformed header: " + field + " is not an integer in range (" + j.dump() + ")");
 }
 
 /// The header fields every model kind shares (engine::ModelInfo), under the given kind.

@@ -440,7 +440,9 @@ TEST_P(ShardScan, LockstepGivesTheSameWindowsAsThePipeline) {
                 set.scan(read, [&](const CsrView& batch) { locked.push_back(rows_of(batch)); });
             EXPECT_EQ(locked, piped) << dir << ": shuffle " << shuffle << ", scale " << scale
                                      << ", " << threads << " threads, first window " << first;
-            if (first == 0) EXPECT_EQ(stats.blocks, set.manifest().total_blocks);
+            if (first == 0) {
+              EXPECT_EQ(stats.blocks, set.manifest().total_blocks);
+            }
           }
         }
       }
