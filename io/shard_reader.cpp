@@ -412,16 +412,20 @@ struct ShardSet::Impl {
     for (std::size_t i = 0; i < w.block_count; ++i) release(w.blocks[i]);
   }
 
-  // prepare() with every thread of the arena: a shuffled window of zstd blocks is decoded a block
-  // per task, each into its own buffer (a block's decoder uses its destination's offsets as
-  // scratch, so blocks cannot share one buffer), then gathered in the seeded order as prepare()
-  // does; the gathered rows are the same. Other windows go to prepare().
+  // prepare() with every thread of the arena, for a shuffled window: its blocks are checked (and
+  // zstd blocks decoded, each into its own buffer: a block's decoder uses its destination's offsets
+  // as scratch, so blocks cannot share one) a block per task, then the rows are gathered in the
+  // seeded order in parallel ranges; the rows are those prepare() gives. Raw blocks are gathered
+  // straight from the map. An unshuffled window goes to prepare().
   void prepare_lockstep(Window& w, std::vector<CsrBuffer>& parts,
                         tbb::enumerable_thread_specific<Scratch>& scratch, const ReadOptions& o,
                         const Scaling* scale) const {
-    if (manifest.codec != Codec::kZstd || !o.shuffle) return prepare(w, scratch.local(), o, scale);
-    const float* divide_by = scale ? scale->decoder_table() : nullptr;
-    if (parts.size() < w.block_count) parts.resize(w.block_count);
+    if (!o.shuffle) return prepare(w, scratch.local(), o, scale);
+    const bool raw = manifest.codec == Codec::kRaw;
+    const float* divide_by = scale && !raw ? scale->decoder_table() : nullptr;
+    Scratch& s = scratch.local();
+    s.parts.assign(w.block_count, CsrView{});
+    if (!raw && parts.size() < w.block_count) parts.resize(w.block_count);
     std::atomic<bool> any_values{false};
     tbb::parallel_for(std::size_t{0}, w.block_count, [&](std::size_t i) {
       const std::uint32_t b = w.blocks[i];
@@ -430,20 +434,22 @@ struct ShardSet::Impl {
           shard::check_block(data(b), blocks[b].entry, manifest.codec, name(b));
       const bool values = (h.flags & shard::kBlockHasValues) != 0;
       if (values) any_values.store(true, std::memory_order_relaxed);
+      if (raw) {
+        s.parts[i] = shard::raw_block_view(data(b), name(b));
+        return;
+      }
       CsrBuffer& part = parts[i];
       size_buffer(part, h.rows, h.nnz, values);
       scratch.local().decoder.decode(data(b), manifest.codec, name(b),
                                      {part.labels.data(), part.offsets.data(), part.indices.data(),
                                       values ? part.values.data() : nullptr, 0, divide_by});
       release(b);
+      s.parts[i] = part.view();
     });
     std::uint64_t rows = 0, nnz = 0;
-    Scratch& s = scratch.local();
-    s.parts.clear();
-    for (std::size_t i = 0; i < w.block_count; ++i) {
-      rows += parts[i].rows();
-      nnz += parts[i].indices.size();
-      s.parts.push_back(parts[i].view());
+    for (const CsrView& v : s.parts) {
+      rows += v.rows;
+      nnz += v.nnz();
     }
     if (nnz > std::numeric_limits<std::uint32_t>::max())
       throw UsageError("a window of " + std::to_string(w.block_count) +
@@ -457,6 +463,8 @@ struct ShardSet::Impl {
                       [&](const tbb::blocked_range<std::size_t>& range) {
                         gather_entries(s.parts, s.order.data(), range.begin(), range.end(), w.out);
                       });
+    if (raw)
+      for (std::size_t i = 0; i < w.block_count; ++i) release(w.blocks[i]);
     if (scale && !divide_by) scale->apply(w.out, s.scale_todo);
     w.views.push_back(w.out.view());
   }
