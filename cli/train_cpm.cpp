@@ -300,8 +300,9 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   read.threads = threads;
   read.window_blocks = window_blocks;
   read.scale_maxabs = scale == "maxabs";
-  // With a side per thread or more, the sides keep every thread busy: a window is then decoded by
-  // all threads between windows (lockstep) rather than by one of them ahead of its side.
+  // With a side per thread or more, the sides keep every thread busy: a window is then read by all
+  // threads (lockstep), its reading started by those whose sides finished the window before first
+  // (scan_lending), rather than by one of them ahead of its side.
   read.lockstep = trainer.sides() >= static_cast<std::size_t>(threads);
   CheckpointSchedule schedule(job.every);
   auto save_checkpoint = [&](CpmPosition at) {
@@ -337,18 +338,19 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
     double pass_learn = 0;
     std::uint64_t pass_batches = 0;
     try {
-      const io::ScanStats stats = shards.scan(read, [&](const CsrView& batch) {
-        const Clock::time_point learn_start = Clock::now();
-        trainer.learn(batch);
-        pass_learn += seconds_since(learn_start);
-        ++position.batches;
-        ++pass_batches;
-        position.rows += batch.rows;
-        schedule.learnt(batch.rows);
-        if (trainer.done()) throw StopScan{};
-        stop_if_signalled(position);
-        if (!job.checkpoint.empty() && schedule.due()) save_checkpoint(position);
-      });
+      const io::ScanStats stats =
+          shards.scan_lending(read, [&](const CsrView& batch, const io::SpareWork& spare) {
+            const Clock::time_point learn_start = Clock::now();
+            trainer.learn(batch, spare);
+            pass_learn += seconds_since(learn_start);
+            ++position.batches;
+            ++pass_batches;
+            position.rows += batch.rows;
+            schedule.learnt(batch.rows);
+            if (trainer.done()) throw StopScan{};
+            stop_if_signalled(position);
+            if (!job.checkpoint.empty() && schedule.due()) save_checkpoint(position);
+          });
       learn_seconds += stats.sink_seconds;
       wait_seconds += stats.wait_seconds;
       if (!job.checkpoint.empty() && schedule.per_pass() && pass_batches > 0)

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -134,6 +135,9 @@ class CpmTrainer {
 
   /// One batch (e.g. a reader window). Sides that have made their T steps skip it.
   void learn(const CsrView& batch);
+  /// learn(), where a thread with no side left to train calls `spare` until it returns false
+  /// (io::SpareWork: the reading of the next batch) instead of waiting for the other sides.
+  void learn(const CsrView& batch, const std::function<bool()>& spare);
   /// True once every side has made its T steps.
   bool done() const;
 

@@ -2,9 +2,11 @@
 
 #include <sys/mman.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -467,6 +469,23 @@ void CpmTrainer::learn(const CsrView& batch) {
   // Sides are independent: one task each (two for a double-sided binary CPM, more for pairs).
   tbb::parallel_for(std::size_t{0}, sides_.size(),
                     [&](std::size_t i) { sides_[i]->learn(batch, number); });
+}
+
+void CpmTrainer::learn(const CsrView& batch, const std::function<bool()>& spare) {
+  const std::uint64_t number = batches_++;
+  // One task per thread (at most one per side), each taking the next side left until none is,
+  // then spare work until none is: a thread whose sides are done reads the next batch meanwhile.
+  // Which thread trains a side does not matter to its result.
+  const std::size_t workers = std::min<std::size_t>(
+      sides_.size(), static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()));
+  std::atomic<std::size_t> next{0};
+  tbb::parallel_for(std::size_t{0}, workers, [&](std::size_t) {
+    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < sides_.size();)
+      sides_[i]->learn(batch, number);
+    if (spare)
+      while (spare()) {
+      }
+  });
 }
 
 bool CpmTrainer::done() const {

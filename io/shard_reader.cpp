@@ -10,6 +10,9 @@
 //   serial_in_order  hand the window to the sink, give the mapped pages back, recycle the buffer
 // A fixed pool of Window buffers (one per pipeline token) bounds memory; the order of rows is a
 // function of (data, seed, epoch, window_blocks) only, never of the thread count or timing.
+// Lockstep scan (ReadOptions::lockstep, for sinks that keep every thread busy): one window at a
+// time, read by all threads; the next window's reading is lent to the sink as spare work
+// (scan_lending) and what it leaves is done once the sink returns. The same windows.
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/info.h>
@@ -125,12 +128,13 @@ void gather_entries(const std::vector<CsrView>& parts, const RowRef* order, std:
 }
 
 // The rows of a window's parts in reading order, then shuffled in place: the order is a function
-// of (seed, epoch, window number) and of the window's rows only.
-void shuffled_rows(const std::vector<CsrView>& parts, const ReadOptions& o, std::uint64_t window,
+// of (seed, epoch, window number) and of the window's row count only (rows_of(p): part p's rows).
+template <class RowsOf>
+void shuffled_rows(std::size_t parts, RowsOf rows_of, const ReadOptions& o, std::uint64_t window,
                    std::vector<RowRef>& order) {
   order.clear();
-  for (std::uint32_t p = 0; p < parts.size(); ++p)
-    for (std::uint32_t r = 0; r < parts[p].rows; ++r) order.push_back({p, r});
+  for (std::uint32_t p = 0; p < parts; ++p)
+    for (std::uint32_t r = 0, n = rows_of(p); r < n; ++r) order.push_back({p, r});
   SplitMix64 rng(derive_seed(o.seed, o.epoch, window));
   seeded_shuffle(order.data(), order.size(), rng);
 }
@@ -404,7 +408,8 @@ struct ShardSet::Impl {
         scaled = divide_by != nullptr;
         s.parts.push_back(s.concat.view());
       }
-      shuffled_rows(s.parts, o, w.number, s.order);
+      shuffled_rows(
+          s.parts.size(), [&](std::size_t p) { return s.parts[p].rows; }, o, w.number, s.order);
       gather(s.parts, s.order.data(), rows, w.out);
     }
     if (scale && !scaled) scale->apply(w.out, s.scale_todo);
@@ -412,89 +417,162 @@ struct ShardSet::Impl {
     for (std::size_t i = 0; i < w.block_count; ++i) release(w.blocks[i]);
   }
 
-  // prepare() with every thread of the arena, for a shuffled window: its blocks are checked (and
-  // zstd blocks decoded, each into its own buffer: a block's decoder uses its destination's offsets
-  // as scratch, so blocks cannot share one) a block per task, then the rows are gathered in the
-  // seeded order in parallel ranges; the rows are those prepare() gives. Raw blocks are gathered
-  // straight from the map. An unshuffled window goes to prepare().
-  void prepare_lockstep(Window& w, std::vector<CsrBuffer>& parts,
-                        tbb::enumerable_thread_specific<Scratch>& scratch, const ReadOptions& o,
-                        const Scaling* scale) const {
-    if (!o.shuffle) return prepare(w, scratch.local(), o, scale);
-    const bool raw = manifest.codec == Codec::kRaw;
-    const float* divide_by = scale && !raw ? scale->decoder_table() : nullptr;
-    Scratch& s = scratch.local();
-    s.parts.assign(w.block_count, CsrView{});
-    if (!raw && parts.size() < w.block_count) parts.resize(w.block_count);
+  // The reading of a shuffled window in a lockstep scan, in tasks that any thread may take, in any
+  // order: task i < block_count checks block i (a zstd block is also decoded, into its own buffer:
+  // a block's decoder uses its destination's offsets as scratch, so blocks cannot share one), task
+  // block_count draws the window's row order (from the block index's row counts, which
+  // check_block holds the blocks to). finish_reading() then gathers the rows. The sink of the
+  // window before takes tasks as spare work (SpareWork), finish_reading() what it left.
+  struct Reading {
+    std::uint64_t number = 0;
+    const std::uint32_t* blocks = nullptr;
+    std::size_t block_count = 0;
+    std::vector<CsrBuffer> buffers;  // zstd: one per block
+    std::vector<CsrView> parts;      // per block: its decoded rows, or its rows in the map (raw)
+    std::vector<RowRef> order;
+    std::atomic<std::size_t> next{0};  // the next task to take
     std::atomic<bool> any_values{false};
-    tbb::parallel_for(std::size_t{0}, w.block_count, [&](std::size_t i) {
-      const std::uint32_t b = w.blocks[i];
+    std::mutex error_mutex;
+    std::size_t error_task = 0;  // the failed task of lowest number: the error reported
+    std::exception_ptr error;
+    std::size_t tasks() const { return block_count + 1; }
+  };
+
+  void start_reading(Reading& r, const ReadOptions& o, const std::vector<std::uint32_t>& order,
+                     std::uint64_t n) const {
+    r.number = n;
+    r.blocks = order.data() + n * o.window_blocks;
+    r.block_count = std::min<std::uint64_t>(o.window_blocks, order.size() - n * o.window_blocks);
+    r.parts.assign(r.block_count, CsrView{});
+    if (manifest.codec != Codec::kRaw && r.buffers.size() < r.block_count)
+      r.buffers.resize(r.block_count);
+    r.any_values.store(false, std::memory_order_relaxed);
+    r.error = nullptr;
+    r.error_task = r.tasks();
+    r.next.store(0, std::memory_order_relaxed);
+  }
+
+  void read_task(Reading& r, std::size_t i, Scratch& s, const ReadOptions& o,
+                 const float* divide_by) const {
+    try {
+      if (i == r.block_count) {
+        shuffled_rows(
+            r.block_count, [&](std::size_t p) { return blocks[r.blocks[p]].entry.rows; }, o,
+            r.number, r.order);
+        return;
+      }
+      const std::uint32_t b = r.blocks[i];
       populate(b);
       const shard::BlockHeader h =
           shard::check_block(data(b), blocks[b].entry, manifest.codec, name(b));
       const bool values = (h.flags & shard::kBlockHasValues) != 0;
-      if (values) any_values.store(true, std::memory_order_relaxed);
-      if (raw) {
-        s.parts[i] = shard::raw_block_view(data(b), name(b));
+      if (values) r.any_values.store(true, std::memory_order_relaxed);
+      if (manifest.codec == Codec::kRaw) {
+        r.parts[i] = shard::raw_block_view(data(b), name(b));
         return;
       }
-      CsrBuffer& part = parts[i];
+      CsrBuffer& part = r.buffers[i];
       size_buffer(part, h.rows, h.nnz, values);
-      scratch.local().decoder.decode(data(b), manifest.codec, name(b),
-                                     {part.labels.data(), part.offsets.data(), part.indices.data(),
-                                      values ? part.values.data() : nullptr, 0, divide_by});
+      s.decoder.decode(data(b), manifest.codec, name(b),
+                       {part.labels.data(), part.offsets.data(), part.indices.data(),
+                        values ? part.values.data() : nullptr, 0, divide_by});
       release(b);
-      s.parts[i] = part.view();
-    });
+      r.parts[i] = part.view();
+    } catch (...) {
+      std::lock_guard lock(r.error_mutex);
+      if (i < r.error_task) {
+        r.error_task = i;
+        r.error = std::current_exception();
+      }
+    }
+  }
+
+  // One task of `r` for whichever thread asks (SpareWork); false when all are taken.
+  bool lend(Reading& r, tbb::enumerable_thread_specific<Scratch>& scratch, const ReadOptions& o,
+            const float* divide_by) const {
+    const std::size_t i = r.next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= r.tasks()) return false;
+    read_task(r, i, scratch.local(), o, divide_by);
+    return true;
+  }
+
+  // The tasks of `r` nobody took, by every thread of the arena; then the window's rows gathered
+  // into w.out in parallel ranges. The rows are those prepare() gives; raw blocks are gathered
+  // straight from the map.
+  void finish_reading(Reading& r, Window& w, tbb::enumerable_thread_specific<Scratch>& scratch,
+                      const ReadOptions& o, const Scaling* scale, const float* divide_by) const {
+    const std::size_t from = std::min(r.next.exchange(r.tasks()), r.tasks());
+    tbb::parallel_for(from, r.tasks(),
+                      [&](std::size_t i) { read_task(r, i, scratch.local(), o, divide_by); });
+    if (r.error) std::rethrow_exception(r.error);
     std::uint64_t rows = 0, nnz = 0;
-    for (const CsrView& v : s.parts) {
+    for (const CsrView& v : r.parts) {
       rows += v.rows;
       nnz += v.nnz();
     }
     if (nnz > std::numeric_limits<std::uint32_t>::max())
-      throw UsageError("a window of " + std::to_string(w.block_count) +
+      throw UsageError("a window of " + std::to_string(r.block_count) +
                        " blocks holds more than 2^32 non-zeros: use a smaller window");
+    w.number = r.number;
+    w.blocks = r.blocks;
+    w.block_count = r.block_count;
     w.views.clear();
     w.release_after_sink = false;
-    size_buffer(w.out, rows, nnz, any_values.load() || scale != nullptr);
-    shuffled_rows(s.parts, o, w.number, s.order);
-    gather_offsets(s.parts, s.order.data(), rows, w.out);
+    size_buffer(w.out, rows, nnz, r.any_values.load() || scale != nullptr);
+    gather_offsets(r.parts, r.order.data(), rows, w.out);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows, kGatherGrain),
                       [&](const tbb::blocked_range<std::size_t>& range) {
-                        gather_entries(s.parts, s.order.data(), range.begin(), range.end(), w.out);
+                        gather_entries(r.parts, r.order.data(), range.begin(), range.end(), w.out);
                       });
-    if (raw)
-      for (std::size_t i = 0; i < w.block_count; ++i) release(w.blocks[i]);
-    if (scale && !divide_by) scale->apply(w.out, s.scale_todo);
+    if (manifest.codec == Codec::kRaw)
+      for (std::size_t i = 0; i < r.block_count; ++i) release(r.blocks[i]);
+    if (scale && !divide_by) scale->apply(w.out, scratch.local().scale_todo);
     w.views.push_back(w.out.view());
   }
 
   static constexpr std::size_t kGatherGrain = 2048;  // rows a gather task copies (≈ 600 KB)
 
-  ScanStats scan_lockstep(const ReadOptions& o, const RowSink& sink, int threads,
+  // One window at a time, read by every thread of the arena. A shuffled window's reading starts
+  // while the sink has the window before: the sink's threads take its tasks as they run out of
+  // their own work (SpareWork), and the rest are done once the sink returns. An unshuffled window
+  // is read by prepare() after the sink returns.
+  ScanStats scan_lockstep(const ReadOptions& o, const LendingRowSink& sink, int threads,
                           const std::vector<std::uint32_t>& order, std::uint64_t window_count,
                           const Scaling* scale) const {
     Window w;
-    std::vector<CsrBuffer> parts;  // one per block of the window
+    Reading reading;
     tbb::enumerable_thread_specific<Scratch> scratch;
+    const float* divide_by =
+        scale && manifest.codec != Codec::kRaw ? scale->decoder_table() : nullptr;
+    const SpareWork lent = [&] { return lend(reading, scratch, o, divide_by); };
+    const SpareWork none = [] { return false; };
     ScanStats stats;
     tbb::task_arena arena(threads);
     arena.execute([&] {
+      Clock::time_point begin = Clock::now();
+      if (o.shuffle && o.first_window < window_count)
+        start_reading(reading, o, order, o.first_window);
       for (std::uint64_t n = o.first_window; n < window_count; ++n) {
-        w.number = n;
-        w.blocks = order.data() + n * o.window_blocks;
-        w.block_count =
-            std::min<std::uint64_t>(o.window_blocks, order.size() - n * o.window_blocks);
-        const Clock::time_point begin = Clock::now();
-        prepare_lockstep(w, parts, scratch, o, scale);
+        if (o.shuffle) {
+          finish_reading(reading, w, scratch, o, scale, divide_by);
+        } else {
+          w.number = n;
+          w.blocks = order.data() + n * o.window_blocks;
+          w.block_count =
+              std::min<std::uint64_t>(o.window_blocks, order.size() - n * o.window_blocks);
+          prepare(w, scratch.local(), o, scale);
+        }
         const Clock::time_point ready = Clock::now();
         stats.wait_seconds += seconds(ready - begin);
+        const bool ahead = o.shuffle && n + 1 < window_count;
+        if (ahead) start_reading(reading, o, order, n + 1);
         for (const CsrView& v : w.views) {
-          sink(v);
+          sink(v, ahead ? lent : none);
           stats.rows += v.rows;
           stats.nnz += v.nnz();
         }
-        stats.sink_seconds += seconds(Clock::now() - ready);
+        begin = Clock::now();
+        stats.sink_seconds += seconds(begin - ready);
         stats.blocks += w.block_count;
         if (w.release_after_sink)
           for (std::size_t i = 0; i < w.block_count; ++i) release(w.blocks[i]);
@@ -503,7 +581,7 @@ struct ShardSet::Impl {
     return stats;
   }
 
-  ScanStats scan(const ReadOptions& o, const RowSink& sink) const {
+  ScanStats scan(const ReadOptions& o, const LendingRowSink& sink) const {
     if (o.window_blocks == 0) throw UsageError("window_blocks must be at least 1");
     const int threads = resolve(o.threads);
     const Scaling* scale = o.scale_maxabs ? maxabs_scaling() : nullptr;
@@ -535,6 +613,7 @@ struct ShardSet::Impl {
     }
     tbb::enumerable_thread_specific<Scratch> scratch;
 
+    const SpareWork no_spare = [] { return false; };
     ScanStats stats;
     std::uint64_t next = o.first_window;
     Clock::time_point last = Clock::now();
@@ -571,7 +650,7 @@ struct ShardSet::Impl {
                 const Clock::time_point begin = Clock::now();
                 stats.wait_seconds += seconds(begin - last);
                 for (const CsrView& v : w->views) {
-                  sink(v);
+                  sink(v, no_spare);
                   stats.rows += v.rows;
                   stats.nnz += v.nnz();
                 }
@@ -676,6 +755,10 @@ std::uint64_t window_count(const Manifest& manifest, std::uint32_t window_blocks
 }
 
 ScanStats ShardSet::scan(const ReadOptions& options, const RowSink& sink) const {
+  return impl_->scan(options, [&](const CsrView& rows, const SpareWork&) { sink(rows); });
+}
+
+ScanStats ShardSet::scan_lending(const ReadOptions& options, const LendingRowSink& sink) const {
   return impl_->scan(options, sink);
 }
 

@@ -130,6 +130,14 @@ struct ReadOptions {
   bool lockstep = false;
 };
 
+/// Reading a lockstep scan lends its sink while the sink has the window: each call does one piece
+/// of reading the next window (a block checked and decoded, or its row order drawn) and returns
+/// false once none is left. A sink whose threads would otherwise wait for each other at its end
+/// (a CPM side done before the others) calls it there; what it leaves is done after it returns.
+/// Valid during the sink's call only; safe to call from several threads at once.
+using SpareWork = std::function<bool()>;
+using LendingRowSink = std::function<void(const CsrView& rows, const SpareWork& spare)>;
+
 struct ScanStats {
   std::uint64_t rows = 0;
   std::uint64_t nnz = 0;
@@ -162,6 +170,9 @@ class ShardSet {
   /// A shuffled scan hands each window over as one batch. UsageError when options.first_window
   /// lies beyond the last window.
   ScanStats scan(const ReadOptions& options, const RowSink& sink) const;
+  /// scan() whose sink may do the reading of the next window (SpareWork) while it has this one. The
+  /// windows are the same as scan()'s; only a shuffled lockstep scan lends work, others none.
+  ScanStats scan_lending(const ReadOptions& options, const LendingRowSink& sink) const;
 
   /// Decodes and checks every block checksum; throws DataError naming shard and block on mismatch.
   VerifyReport verify(int threads = 0) const;

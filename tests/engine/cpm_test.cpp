@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "engine/cpm.h"
@@ -280,7 +282,10 @@ TEST(CpmAssign, HistoryKeepsOneEntryPerKey) {
   EXPECT_EQ(history.face_of(12345), -1);
 }
 
-CpmModel train_with_threads(const CsrBuffer& data, const CpmConfig& config, int threads) {
+// With `lend`, every batch comes with 5 pieces of spare work (as a lockstep scan lends the next
+// window's reading), which the trainer's threads must all take.
+CpmModel train_with_threads(const CsrBuffer& data, const CpmConfig& config, int threads,
+                            bool lend = false) {
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
   CpmTrainer trainer(config, problem_of(data));
   const CsrView all = data.view();
@@ -290,7 +295,13 @@ CpmModel train_with_threads(const CsrBuffer& data, const CpmConfig& config, int 
       batch.rows = std::min<std::size_t>(97, data.rows() - first);
       batch.labels += first;
       batch.offsets += first;
-      trainer.learn(batch);
+      if (!lend) {
+        trainer.learn(batch);
+        continue;
+      }
+      std::atomic<int> pieces{5};
+      trainer.learn(batch, [&] { return pieces.fetch_sub(1) > 0; });
+      EXPECT_LT(pieces.load(), 0);  // all 5 taken, and asked once more at least
     }
   }
   return trainer.finish(nullptr);
@@ -353,6 +364,8 @@ TEST(Cpm, WeightsAreMappedBeforeTheFirstStep) {
   }
 }
 
+// Bit for bit the same model on 1, 2 and 4 threads, and when the trainer's threads take spare work
+// between batches.
 TEST(Cpm, ModelDoesNotDependOnThreads) {
   for (const int classes : {2, 4}) {
     const CsrBuffer data = random_rows(1500, 200, 8, 5, classes);
@@ -362,8 +375,10 @@ TEST(Cpm, ModelDoesNotDependOnThreads) {
     config.perplexity = 3;
     config.c = 0.1;
     const CpmModel one = train_with_threads(data, config, 1);
-    for (const int threads : {2, 4}) {
-      const CpmModel other = train_with_threads(data, config, threads);
+    for (const auto& [threads, lend] :
+         {std::pair{2, false}, std::pair{4, false}, std::pair{1, true}, std::pair{2, true},
+          std::pair{4, true}}) {
+      const CpmModel other = train_with_threads(data, config, threads, lend);
       ASSERT_EQ(one.machines.size(), other.machines.size());
       for (std::size_t m = 0; m < one.machines.size(); ++m)
         for (std::size_t s = 0; s < one.machines[m].sides.size(); ++s) {

@@ -1,12 +1,16 @@
 // ShardSet: refusals (corrupt, truncated, stale, foreign), scan order and determinism, scaling.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <tbb/parallel_for.h>
 #include <utime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <mutex>
 #include <sstream>
 
 #include "engine/errors.h"
@@ -90,6 +94,29 @@ TEST_P(ShardCorruption, FlippedByteInABlockIsRefusedNamingTheBlock) {
   }
   const std::string e = error_of([&] { set.verify(2); });
   EXPECT_TRUE(contains(e, "shard-00001.pms: block 3 (global block 7)")) << e;
+}
+
+// The same block read as a lockstep scan's spare work (by the sink, while it has the window
+// before) or after the sink: the same refusal, from the scan.
+TEST_P(ShardCorruption, AFlippedByteReadAsSpareWorkIsRefusedNamingTheBlock) {
+  const auto index = block_index(shard(1));
+  flip_byte(shard(1), index[3].offset + index[3].bytes / 2);
+  const ShardSet set = ShardSet::open(dir_);
+  for (const bool take : {false, true}) {
+    ReadOptions read;
+    read.lockstep = true;
+    read.threads = 2;
+    read.window_blocks = 3;
+    const std::string e = error_of([&] {
+      set.scan_lending(read, [&](const CsrView&, const SpareWork& spare) {
+        if (take)
+          while (spare()) {
+          }
+      });
+    });
+    EXPECT_TRUE(contains(e, shard(1).string())) << e;
+    EXPECT_TRUE(contains(e, "block 3 (global block 7): checksum mismatch")) << e;
+  }
 }
 
 TEST_P(ShardCorruption, TruncatedShardIsRefusedAtOpen) {
@@ -459,6 +486,59 @@ TEST_P(ShardScan, LockstepGivesTheSameWindowsAsThePipeline) {
                            }),
                std::runtime_error);
   EXPECT_EQ(calls, 2);
+}
+
+// A lending sink (scan_lending) may take any share of the next window's reading, from any number
+// of threads at once: the windows are those of scan(), and every piece of reading is done once.
+// The last window has nothing to lend, nor has a pipelined scan.
+TEST_P(ShardScan, ALendingSinkGetsTheSameWindowsWhateverSpareWorkItTakes) {
+  constexpr std::size_t kAll = std::numeric_limits<std::size_t>::max();  // until spare says no
+  const ShardSet set = open();
+  ReadOptions read;
+  read.seed = 5;
+  read.epoch = 2;
+  read.window_blocks = 4;
+  read.threads = 2;
+  std::vector<std::vector<Row>> plain;
+  set.scan(read, [&](const CsrView& batch) { plain.push_back(rows_of(batch)); });
+  ASSERT_GT(plain.size(), 3u);
+  const std::uint64_t blocks = set.manifest().total_blocks;
+  ASSERT_GE(blocks, 4u);
+  read.lockstep = true;
+  for (const int threads : {1, 2, 4}) {
+    read.threads = threads;
+    for (const std::size_t wanted : {std::size_t{0}, std::size_t{1}, std::size_t{3}, kAll}) {
+      std::vector<std::vector<Row>> lent;
+      std::atomic<std::size_t> done{0};
+      bool last_lent = false;
+      set.scan_lending(read, [&](const CsrView& batch, const SpareWork& spare) {
+        std::atomic<std::size_t> asked{0};
+        std::size_t got = 0;
+        std::mutex m;
+        tbb::parallel_for(0, 4, [&](int) {
+          std::size_t mine = 0;
+          while (asked.fetch_add(1) < wanted && spare()) ++mine;
+          std::lock_guard lock(m);
+          got += mine;
+        });
+        done += got;
+        if (lent.size() + 1 == plain.size()) last_lent = got > 0 || spare();
+        lent.push_back(rows_of(batch));
+      });
+      EXPECT_EQ(lent, plain) << threads << " threads, " << wanted << " pieces a window";
+      EXPECT_FALSE(last_lent);
+      // Reading a window: a piece per block and one for its row order; all but the first lent.
+      if (wanted == kAll) {
+        EXPECT_EQ(done.load(), blocks - 4 + plain.size() - 1);
+      }
+    }
+  }
+  read.lockstep = false;
+  std::size_t lent_by_pipeline = 0;
+  set.scan_lending(read, [&](const CsrView&, const SpareWork& spare) {
+    while (spare()) ++lent_by_pipeline;
+  });
+  EXPECT_EQ(lent_by_pipeline, 0u);
 }
 
 TEST_P(ShardScan, AnExceptionInTheSinkPropagates) {
