@@ -130,6 +130,17 @@ for line in "${table[@]}"; do echo "$line"; done
 [ -n "${BASELINE:-}" ] && echo "model files of this build and the baseline identical: $same_baseline"
 if [ "${QUICK:-0}" != 1 ]; then
   echo "speed-up 2 vs 1 thread: $speedup (whole command), $train_speedup (training); target ≥ 1.8"
+  # Each round's own ratios (its 1- and 2-thread runs a few minutes apart): how much they spread.
+  read -r -a w1 <<< "${walls[double1]}"
+  read -r -a w2 <<< "${walls[double2]}"
+  read -r -a t1 <<< "${trains[double1]}"
+  read -r -a t2 <<< "${trains[double2]}"
+  rounds=""
+  for ((i = 0; i < repeats; ++i)); do
+    rounds+=$(awk -v a="${w1[i]}" -v b="${w2[i]}" -v c="${t1[i]}" -v d="${t2[i]}" \
+      'BEGIN { printf " %.2f/%.2f", a / b, c / d }')
+  done
+  echo "speed-up by round (whole command/training):$rounds"
   echo "model files of 1 and 2 threads identical: $same"
 fi
 echo "training accuracy (2 threads): $accuracy"
