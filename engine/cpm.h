@@ -133,11 +133,10 @@ class CpmTrainer {
   CpmTrainer(const CpmTrainer&) = delete;
   CpmTrainer& operator=(const CpmTrainer&) = delete;
 
-  /// One batch (e.g. a reader window). Sides that have made their T steps skip it.
-  void learn(const CsrView& batch);
-  /// learn(), where a thread with no side left to train calls `spare` until it returns false
-  /// (io::SpareWork: the reading of the next batch) instead of waiting for the other sides.
-  void learn(const CsrView& batch, const std::function<bool()>& spare);
+  /// One batch (e.g. a reader window). Sides that have made their T steps skip it. With `spare`,
+  /// a thread with no side left to train calls it until it returns false (io::SpareWork: the
+  /// reading of the next batch) instead of waiting for the other sides.
+  void learn(const CsrView& batch, const std::function<bool()>& spare = {});
   /// True once every side has made its T steps.
   bool done() const;
 

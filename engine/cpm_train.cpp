@@ -464,18 +464,12 @@ CpmTrainer::~CpmTrainer() = default;
 
 bool CpmTrainer::multiclass() const { return classes_.size() > 2; }
 
-void CpmTrainer::learn(const CsrView& batch) {
-  const std::uint64_t number = batches_++;
-  // Sides are independent: one task each (two for a double-sided binary CPM, more for pairs).
-  tbb::parallel_for(std::size_t{0}, sides_.size(),
-                    [&](std::size_t i) { sides_[i]->learn(batch, number); });
-}
-
 void CpmTrainer::learn(const CsrView& batch, const std::function<bool()>& spare) {
   const std::uint64_t number = batches_++;
-  // One task per thread (at most one per side), each taking the next side left until none is,
-  // then spare work until none is: a thread whose sides are done reads the next batch meanwhile.
-  // Which thread trains a side does not matter to its result.
+  // Sides are independent (two for a double-sided binary CPM, more for pairs). One task per thread
+  // (at most one per side), each taking the next side left until none is, then spare work until
+  // none is: a thread whose sides are done reads the next batch meanwhile. Which thread trains a
+  // side does not matter to its result.
   const std::size_t workers = std::min<std::size_t>(
       sides_.size(), static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()));
   std::atomic<std::size_t> next{0};

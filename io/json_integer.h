@@ -4,6 +4,7 @@
 // model-loader fuzzer), and it wraps an integer that does not fit without a word.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "engine/classifier.h"
-#include "engine/linear_model.h"
 #include "engine/errors.h"
+#include "engine/linear_model.h"
 #include "io/atomic_file.h"
 #include "io/json_integer.h"
 

@@ -209,11 +209,30 @@ struct Scaling {
   }
 };
 
-// One pipeline token: a window of blocks and the buffer its rows are delivered in.
-struct Window {
+// Which blocks a window holds.
+struct WindowPlace {
   std::uint64_t number = 0;
   const std::uint32_t* blocks = nullptr;  // global block numbers, in reading order
   std::size_t block_count = 0;
+
+  // Window n of an epoch's block order, `window_blocks` blocks a window (the last may be short).
+  void place(const std::vector<std::uint32_t>& order, std::uint32_t window_blocks,
+             std::uint64_t n) {
+    number = n;
+    blocks = order.data() + n * window_blocks;
+    block_count = std::min<std::uint64_t>(window_blocks, order.size() - n * window_blocks);
+  }
+};
+
+// Rows are addressed by 32-bit offsets within a window.
+void check_window_nnz(std::size_t block_count, std::uint64_t nnz) {
+  if (nnz > std::numeric_limits<std::uint32_t>::max())
+    throw UsageError("a window of " + std::to_string(block_count) +
+                     " blocks holds more than 2^32 non-zeros: use a smaller window");
+}
+
+// One pipeline token: a window of blocks and the buffer its rows are delivered in.
+struct Window : WindowPlace {
   CsrBuffer out;
   std::vector<CsrView> views;  // what the sink gets: views into `out`, or into the map
   bool release_after_sink = false;
@@ -377,9 +396,7 @@ struct ShardSet::Impl {
       nnz += h.nnz;
       any_values |= (h.flags & shard::kBlockHasValues) != 0;
     }
-    if (nnz > std::numeric_limits<std::uint32_t>::max())
-      throw UsageError("a window of " + std::to_string(w.block_count) +
-                       " blocks holds more than 2^32 non-zeros: use a smaller window");
+    check_window_nnz(w.block_count, nnz);
     w.views.clear();
     w.release_after_sink = false;
     if (raw && !o.shuffle && !scale) {  // zero copy: the sink reads the map itself
@@ -423,10 +440,7 @@ struct ShardSet::Impl {
   // block_count draws the window's row order (from the block index's row counts, which
   // check_block holds the blocks to). finish_reading() then gathers the rows. The sink of the
   // window before takes tasks as spare work (SpareWork), finish_reading() what it left.
-  struct Reading {
-    std::uint64_t number = 0;
-    const std::uint32_t* blocks = nullptr;
-    std::size_t block_count = 0;
+  struct Reading : WindowPlace {
     std::vector<CsrBuffer> buffers;  // zstd: one per block
     std::vector<CsrView> parts;      // per block: its decoded rows, or its rows in the map (raw)
     std::vector<RowRef> order;
@@ -440,9 +454,7 @@ struct ShardSet::Impl {
 
   void start_reading(Reading& r, const ReadOptions& o, const std::vector<std::uint32_t>& order,
                      std::uint64_t n) const {
-    r.number = n;
-    r.blocks = order.data() + n * o.window_blocks;
-    r.block_count = std::min<std::uint64_t>(o.window_blocks, order.size() - n * o.window_blocks);
+    r.place(order, o.window_blocks, n);
     r.parts.assign(r.block_count, CsrView{});
     if (manifest.codec != Codec::kRaw && r.buffers.size() < r.block_count)
       r.buffers.resize(r.block_count);
@@ -510,12 +522,8 @@ struct ShardSet::Impl {
       rows += v.rows;
       nnz += v.nnz();
     }
-    if (nnz > std::numeric_limits<std::uint32_t>::max())
-      throw UsageError("a window of " + std::to_string(r.block_count) +
-                       " blocks holds more than 2^32 non-zeros: use a smaller window");
-    w.number = r.number;
-    w.blocks = r.blocks;
-    w.block_count = r.block_count;
+    check_window_nnz(r.block_count, nnz);
+    static_cast<WindowPlace&>(w) = r;
     w.views.clear();
     w.release_after_sink = false;
     size_buffer(w.out, rows, nnz, r.any_values.load() || scale != nullptr);
@@ -556,10 +564,7 @@ struct ShardSet::Impl {
         if (o.shuffle) {
           finish_reading(reading, w, scratch, o, scale, divide_by);
         } else {
-          w.number = n;
-          w.blocks = order.data() + n * o.window_blocks;
-          w.block_count =
-              std::min<std::uint64_t>(o.window_blocks, order.size() - n * o.window_blocks);
+          w.place(order, o.window_blocks, n);
           prepare(w, scratch.local(), o, scale);
         }
         const Clock::time_point ready = Clock::now();
@@ -633,12 +638,7 @@ struct ShardSet::Impl {
                                               w = free_windows.back();
                                               free_windows.pop_back();
                                             }
-                                            w->number = next;
-                                            w->blocks = order.data() + next * o.window_blocks;
-                                            w->block_count = std::min<std::uint64_t>(
-                                                o.window_blocks,
-                                                order.size() - next * o.window_blocks);
-                                            ++next;
+                                            w->place(order, o.window_blocks, next++);
                                             return w;
                                           }) &
               tbb::make_filter<Window*, Window*>(tbb::filter_mode::parallel,

@@ -123,10 +123,11 @@ struct ReadOptions {
   // numbered (and shuffled) as in a full scan. A resumed run skips those it has learnt.
   std::uint64_t first_window = 0;
   // One window at a time: its blocks decoded (and its rows gathered) by all `threads` at once, then
-  // the window handed to the sink, and nothing read while the sink runs. For a sink that keeps
-  // every thread busy itself (a CPM with as many sides as threads): the pipelined scan would give
-  // each window's decoding to one thread, which then starts its side that much later, while
-  // lockstep splits it between them. The rows and their order are the same in both modes.
+  // the window handed to the sink; while the sink runs, the next window is read only as spare work
+  // the sink takes (scan_lending). For a sink that keeps every thread busy itself (a CPM with as
+  // many sides as threads): the pipelined scan would give each window's decoding to one thread,
+  // which then starts its side that much later, while lockstep splits it between them. The rows
+  // and their order are the same in both modes.
   bool lockstep = false;
 };
 

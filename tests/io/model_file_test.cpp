@@ -177,8 +177,6 @@ TEST_F(ModelFileTest, RefusesCorruptedBytes) {
   }
 }
 
-// A model given through a pipe (e.g. `-m <(zstdcat m.zst)`) has no size to read at once: it is
-// read to its end, the same container.
 // Integer fields of the header must be JSON integers within range: a float far out of range
 // (what the model-loader fuzzer found, as an array's byte count) was converted with a cast, which
 // is undefined behaviour; an integer too large for its field was wrapped.
@@ -196,6 +194,8 @@ TEST_F(ModelFileTest, HeaderIntegersOutOfRangeOrNotIntegersAreRefused) {
   }
 }
 
+// A model given through a pipe (e.g. `-m <(zstdcat m.zst)`) has no size to read at once: it is
+// read to its end, the same container.
 TEST_F(ModelFileTest, ContainerReadsFromAPipe) {
   ModelContainer c;
   c.header = {{"kind", "cpm"}};
