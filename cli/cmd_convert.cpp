@@ -58,6 +58,7 @@ int run_convert(const std::vector<std::string>& args) {
   if (!parse_options("convert", "INPUT... -o DATA.shards [options]", opts, positional, args, vm))
     return kExitOk;
   if (inputs.empty()) throw UsageError("convert: no INPUT given (see polymargin convert --help)");
+  io::check_outputs(input_paths(vm, {"input"}), {{"--output", output, true, ""}});
 
   io::ConvertOptions options;
   options.codec = io::parse_codec(codec);

@@ -132,6 +132,7 @@ int run_predict(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   po::variables_map vm;
   if (!parse_options("predict", "-m MODEL -d DATA [-o SCORES]", opts, pos, args, vm)) return 0;
+  io::check_outputs(input_paths(vm, {"model", "data"}), {{"--output", output, false, ""}});
   threads = resolve_threads(threads);
 
   const std::unique_ptr<Classifier> loaded = io::load_classifier(model_path);
@@ -181,6 +182,9 @@ nlohmann::json metrics_json(const engine::BinaryMetrics& m) {
           {"margin_variance", m.margin_variance}};
 }
 
+// Thresholds of --margins/--plot: far more than a plot can show, and a bounded table.
+constexpr int kMaxPoints = 100000;
+
 int run_eval(const std::vector<std::string>& args) {
   std::vector<std::string> model_paths, data;
   std::string margins_csv, plot_svg;
@@ -195,14 +199,19 @@ int run_eval(const std::vector<std::string>& args) {
       "margins", po::value(&margins_csv),
       "write the cumulative margin distribution (one column per model) to FILE.csv")(
       "plot", po::value(&plot_svg), "draw the cumulative margin distribution to FILE.svg")(
-      "points", po::value(&points)->default_value(201), "thresholds in --margins/--plot")(
+      "points", po::value(&points)->default_value(201),
+      "thresholds in --margins/--plot (2 to 100000)")(
       "threads", po::value(&threads)->default_value(0), "reader threads (0 = all cores)");
   po::positional_options_description pos;
   po::variables_map vm;
   if (!parse_options("eval", "-m MODEL [-m MODEL2 ...] -d DATA [--json] [--margins F.csv] [--plot F.svg]",
                      opts, pos, args, vm))
     return 0;
-  if (points < 2) throw UsageError("eval: --points must be at least 2");
+  if (points < 2 || points > kMaxPoints)
+    throw UsageError("eval: --points must be in [2, " + std::to_string(kMaxPoints) + "] (got " +
+                     std::to_string(points) + ")");
+  io::check_outputs(input_paths(vm, {"model", "data"}), {{"--margins", margins_csv, false, ""},
+                                                          {"--plot", plot_svg, false, ""}});
   threads = resolve_threads(threads);
 
   struct Result {

@@ -699,6 +699,10 @@ int run_experiment(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_options("experiment", "CONFIG -o DIR [--jobs N]", opts, positional, args, vm))
     return kExitOk;
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    throw UsageError("experiment: -o " + out + " exists and is not a directory (the report, the "
+                     "cell cache and the split files go in a directory)");
   ExperimentConfig config = read_config(config_path);
   if (repeats < 0 || folds < 0 || jobs < 0)
     throw UsageError("experiment: --repeats, --folds and --jobs must not be negative");

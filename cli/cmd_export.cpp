@@ -24,6 +24,7 @@ int run_export(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_options("export", "-m MODEL [--format text|json] [-o FILE]", opts, pos, args, vm))
     return 0;
+  io::check_outputs(input_paths(vm, {"model"}), {{"--output", output, false, ""}});
   if (format != "text" && format != "json")
     throw UsageError("export: --format must be text or json, not '" + format + "'");
   const std::unique_ptr<engine::Classifier> model = io::load_classifier(model_path);

@@ -122,6 +122,11 @@ int run_gen(const std::vector<std::string>& args) {
   shard_options.codec = io::parse_codec(vm["codec"].as<std::string>());
   shard_options.block_rows = vm["block-rows"].as<std::uint32_t>();
   if (shard_options.block_rows == 0) throw UsageError("gen: --block-rows must be at least 1");
+  const auto output = [&](const char* name) {
+    const std::string path = vm.count(name) ? vm[name].as<std::string>() : "";
+    return io::OutputPath{std::string("--") + name, path, is_shards_path(path), ""};
+  };
+  io::check_outputs(input_paths(vm, {}), {output("output"), output("test-output")});
   io::GenRunOptions run;
   run.threads = resolve_threads(vm["threads"].as<int>());
 

@@ -48,6 +48,10 @@ int run_split(const std::vector<std::string>& args) {
     throw UsageError(std::string("split: ") + e.what());
   }
 
+  std::vector<io::OutputPath> outputs;
+  for (const std::string& path : io::split_output_paths(vm["output"].as<std::string>(), split))
+    outputs.push_back({"-o", path, false, ""});
+  io::check_outputs(input_paths(vm, {"input"}), outputs);
   io::TextOptions text;
   text.threads = resolve_threads(vm["threads"].as<int>());
   io::Splitter splitter(vm["output"].as<std::string>(), split);

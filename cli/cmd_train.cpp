@@ -183,8 +183,8 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   } catch (const UsageError& e) {
     throw UsageError(std::string("train: ") + e.what());
   }
-  check_output_directory(output);
-  job.check(output);
+  check_train_paths(vm);
+  job.check();
   const std::string& checkpoint = job.checkpoint;
   const std::string& resume = job.resume;
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -24,6 +25,79 @@ CommandRegistration::CommandRegistration(std::string name, std::string summary, 
             [](const Command& a, const Command& b) { return a.name < b.name; });
 }
 
+namespace {
+
+// Boost parses "-1" into an unsigned option as 2^32 - 1 (or 2^64 - 1): a negative number given to
+// an unsigned option is refused here, naming the option, before it wraps.
+bool is_unsigned(const std::type_info& type) {
+  return type == typeid(unsigned short) || type == typeid(unsigned) ||
+         type == typeid(unsigned long) || type == typeid(unsigned long long);
+}
+
+void refuse_negative_unsigned(const std::string& command, const po::options_description& options,
+                              const po::parsed_options& parsed, const std::string& where) {
+  for (const po::option& o : parsed.options) {
+    const po::option_description* d = options.find_nothrow(o.string_key, false);
+    if (!d) continue;
+    const auto* typed = dynamic_cast<const po::typed_value_base*>(d->semantic().get());
+    if (!typed || !is_unsigned(typed->value_type())) continue;
+    for (const std::string& token : o.value) {
+      const std::size_t first = token.find_first_not_of(" \t");
+      if (first != std::string::npos && token[first] == '-')
+        throw UsageError(command + ": --" + d->long_name() + " must not be negative (got '" +
+                         token + "'" + where + ")");
+    }
+  }
+}
+
+// The config file: its lines checked first, so an unknown key or a line that is not `key = value`
+// is refused naming the file and line; then parsed as Boost does.
+void store_config_file(const std::string& command, const std::string& path,
+                       const po::options_description& options, po::variables_map& vm) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(command + ": --config " + path + " is a directory, not a config file");
+  std::ifstream in(path);
+  if (!in) throw IoError("cannot open config file " + path);
+  std::string line;
+  for (std::uint64_t number = 1; std::getline(in, line); ++number) {
+    const std::size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#' || line[first] == '[') continue;
+    const std::size_t equals = line.find('=');
+    std::string key = line.substr(first, equals == std::string::npos ? std::string::npos
+                                                                     : equals - first);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t' || key.back() == '\r'))
+      key.pop_back();
+    if (equals == std::string::npos)
+      throw UsageError(path + ":" + std::to_string(number) + ": '" + key +
+                       "' is not a 'key = value' line");
+    if (!options.find_nothrow(key, false))
+      throw UsageError(path + ":" + std::to_string(number) + ": unknown key '" + key + "' (" +
+                       command + " takes the long option names as keys: polymargin " + command +
+                       " --help)");
+  }
+  in.clear();
+  in.seekg(0);
+  const po::parsed_options parsed = po::parse_config_file(in, options, false);
+  refuse_negative_unsigned(command, options, parsed, " in " + path);
+  po::store(parsed, vm);
+}
+
+// --threads and --jobs: 0 (all cores) up to kMaxThreads; a larger count only exhausts the process.
+constexpr int kMaxThreads = 1024;
+
+void check_thread_counts(const std::string& command, const po::variables_map& vm) {
+  for (const char* name : {"threads", "jobs"}) {
+    if (!vm.count(name)) continue;
+    const auto* value = boost::any_cast<int>(&vm[name].value());
+    if (value && (*value < 0 || *value > kMaxThreads))
+      throw UsageError(command + ": --" + name + " must be between 0 (all cores) and " +
+                       std::to_string(kMaxThreads) + " (got " + std::to_string(*value) + ")");
+  }
+}
+
+}  // namespace
+
 bool parse_options(const std::string& command, const std::string& usage,
                    po::options_description& options, const po::positional_options_description& positional,
                    const std::vector<std::string>& args, po::variables_map& vm) {
@@ -33,22 +107,38 @@ bool parse_options(const std::string& command, const std::string& usage,
   po::options_description all;
   all.add(options).add(common);
   try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    const po::parsed_options parsed =
+        po::command_line_parser(args).options(all).positional(positional).run();
+    refuse_negative_unsigned(command, all, parsed, "");
+    po::store(parsed, vm);
     if (vm.count("help")) {
       std::cout << "usage: polymargin " << command << " " << usage << "\n\n" << all << "\n";
       return false;
     }
-    if (vm.count("config")) {
-      const std::string path = vm["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in) throw IoError("cannot open config file " + path);
-      po::store(po::parse_config_file(in, options, /*allow_unregistered=*/false), vm);
-    }
+    if (vm.count("config"))
+      store_config_file(command, vm["config"].as<std::string>(), options, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw UsageError(command + ": " + e.what() + " (see polymargin " + command + " --help)");
   }
+  check_thread_counts(command, vm);
   return true;
+}
+
+std::vector<io::NamedPath> input_paths(const po::variables_map& vm,
+                                       const std::vector<std::string>& names) {
+  std::vector<io::NamedPath> paths;
+  std::vector<std::string> all = names;
+  all.push_back("config");
+  for (const std::string& name : all) {
+    if (!vm.count(name)) continue;
+    const std::string option = name == "input" ? "INPUT" : "--" + name;
+    const boost::any& value = vm[name].value();
+    if (const auto* one = boost::any_cast<std::string>(&value)) paths.push_back({option, *one});
+    if (const auto* many = boost::any_cast<std::vector<std::string>>(&value))
+      for (const std::string& path : *many) paths.push_back({option, path});
+  }
+  return paths;
 }
 
 namespace {

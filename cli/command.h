@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "io/output_path.h"
+
 namespace polymargin::cli {
 
 namespace po = boost::program_options;
@@ -31,10 +33,16 @@ struct CommandRegistration {
 /// Parses a subcommand's arguments. Adds --help and --config FILE; options in the config file use
 /// the long flag names (`key = value` lines, `#` comments) and the command line wins over the file.
 /// Returns false after printing the help text when --help was given. Throws UsageError on a bad
-/// option, naming it.
+/// option, naming it: an unknown config key or malformed line (naming the file and line), a
+/// negative number for an unsigned option, --threads or --jobs outside [0, 1024].
 bool parse_options(const std::string& command, const std::string& usage,
                    po::options_description& options, const po::positional_options_description& positional,
                    const std::vector<std::string>& args, po::variables_map& vm);
+
+/// The paths that the options `names` (string or list valued; "input" is the positional INPUT) and
+/// --config hold in `vm`, for io::check_outputs.
+std::vector<io::NamedPath> input_paths(const po::variables_map& vm,
+                                       const std::vector<std::string>& names);
 
 /// Shards and plain-text inputs are memory-mapped: a file cut short by another program while it is
 /// read raises SIGBUS at the next page touched. After this call that ends the process with a

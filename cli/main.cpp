@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/signals.h"
 #include "engine/errors.h"
 
 namespace {
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
     std::cout << "polymargin 0.1.0\n";
     return kExitOk;
   }
+  cli::start_signal_thread();
   cli::report_sigbus_as_io_error();
   const std::vector<std::string> args(argv + 2, argv + argc);
   for (const auto& c : cli::commands()) {

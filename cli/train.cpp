@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/errors.h"
+#include "io/model_file.h"
 
 namespace polymargin::cli {
 namespace {
@@ -89,10 +90,25 @@ engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& 
   return labels;
 }
 
-void check_output_directory(const std::string& output) {
-  const std::filesystem::path dir = std::filesystem::absolute(output).parent_path();
-  if (!std::filesystem::is_directory(dir))
-    throw IoError("cannot write " + output + ": directory " + dir.string() + " does not exist");
+void check_train_paths(const po::variables_map& vm) {
+  const auto value = [&](const char* name) {
+    return vm.count(name) ? vm[name].as<std::string>() : std::string();
+  };
+  const std::string checkpoint = value("checkpoint");
+  io::check_outputs(
+      input_paths(vm, {"data", "validation", "unlabeled", "warm-start", "resume"}),
+      {{"--output", value("output"), false, ""},
+       {"--checkpoint", checkpoint, false, "--resume"},
+       {"--metrics-json", value("metrics-json"), false, ""}});
+  std::error_code ec;
+  if (checkpoint.empty() || !std::filesystem::is_regular_file(checkpoint, ec)) return;
+  const std::string kind = io::model_file_kind(checkpoint);
+  if (kind != "checkpoint" && kind != "cpm_checkpoint")
+    throw UsageError("train: --checkpoint " + checkpoint + " exists and is not a checkpoint (" +
+                     (kind.empty() ? std::string("not a polymargin file")
+                                   : "a model file of kind '" + kind + "'") +
+                     "): it would be overwritten, then removed once the model is written; choose "
+                     "another name");
 }
 
 void EpochProgress::batch(int epoch, std::uint64_t rows_done_in_epoch) {

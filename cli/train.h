@@ -43,9 +43,11 @@ std::string number(double x);
 /// becomes +1 (so ±1, 0/1 and any other pair work).
 engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& data);
 
-/// Throws IoError when the directory `output` would be written in does not exist (checked before
-/// any work, so a typo does not cost a training run).
-void check_output_directory(const std::string& output);
+/// io::check_outputs for `train`, before any work: the data, --validation, --unlabeled,
+/// --warm-start, --resume and --config files are inputs; -o, --checkpoint (which may be the --resume
+/// file) and --metrics-json are outputs. An existing --checkpoint file must be a checkpoint (a model
+/// or any other file would be overwritten, then removed once the model is written).
+void check_train_paths(const po::variables_map& vm);
 
 /// Epoch progress: on a terminal a line rewritten at most four times a second (epoch, share,
 /// rows/s, ETA); elsewhere nothing until the per-epoch log line.

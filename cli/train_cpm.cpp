@@ -153,8 +153,8 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   } catch (const UsageError& e) {
     throw UsageError(std::string("train: ") + e.what());
   }
-  check_output_directory(output);
-  job.check(output);
+  check_train_paths(vm);
+  job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
   const JobLocks locks(output, job.checkpoint);
   std::optional<CpmCheckpoint> resumed;

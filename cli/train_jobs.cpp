@@ -2,7 +2,6 @@
 
 #include <signal.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,16 +12,10 @@
 #include "cli/train.h"
 #include "engine/errors.h"
 #include "io/atomic_file.h"
+#include "io/output_path.h"
 
 namespace polymargin::cli {
 namespace {
-
-std::atomic<int> g_received{0};
-static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free flag");
-
-void on_stop_signal(int signal) { g_received.store(signal, std::memory_order_relaxed); }
-
-struct sigaction g_previous_term, g_previous_int;
 
 std::string differences(const nlohmann::json& saved, const nlohmann::json& now) {
   std::string out;
@@ -37,23 +30,6 @@ std::string differences(const nlohmann::json& saved, const nlohmann::json& now) 
 }
 
 }  // namespace
-
-StopSignals::StopSignals() {
-  g_received.store(0);
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESETHAND;  // the second signal kills as usual
-  sigaction(SIGTERM, &action, &g_previous_term);
-  sigaction(SIGINT, &action, &g_previous_int);
-}
-
-StopSignals::~StopSignals() {
-  sigaction(SIGTERM, &g_previous_term, nullptr);
-  sigaction(SIGINT, &g_previous_int, nullptr);
-}
-
-int StopSignals::received() { return g_received.load(std::memory_order_relaxed); }
 
 int interrupted_exit_code(const Interrupted& stop) {
   return stop.checkpoint.empty() ? 128 + stop.signal : kExitInterrupted;
@@ -71,11 +47,37 @@ std::string stop_name(int signal) {
 std::string signal_name(int signal) {
   if (signal == SIGTERM) return "SIGTERM";
   if (signal == SIGINT) return "SIGINT";
+  if (signal == SIGHUP) return "SIGHUP";
   return "signal " + std::to_string(signal);
 }
 
+namespace {
+
+// True when `path` may be written by --metrics-json: it does not exist, is written in place, is
+// empty, or holds an earlier run's metrics (a JSON object with a "status").
+bool metrics_may_replace(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) || io::writes_in_place(path)) return true;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec || size == 0) return !ec;
+  if (size > (std::uintmax_t{16} << 20)) return false;
+  std::ifstream in(path, std::ios::binary);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.contains("status");
+}
+
+}  // namespace
+
 void MetricsFile::finish(int exit_code, const std::string& status, const std::string& error) {
   if (!enabled()) return;
+  // Written whatever the outcome, also when the command was refused before any work: so never
+  // over a file that is not an earlier run's metrics (it may be the input that was refused).
+  if (!metrics_may_replace(path_)) {
+    std::fprintf(stderr, "warning: --metrics-json: not writing %s: it exists and is not a metrics "
+                 "file\n", path_.c_str());
+    return;
+  }
   json_["status"] = status;
   json_["exit_code"] = exit_code;
   if (!error.empty()) json_["error"] = error;
@@ -93,7 +95,8 @@ nlohmann::ordered_json metrics_json(const engine::BinaryMetrics& m) {
           {"margin_variance", m.margin_variance}};
 }
 
-std::string model_file_checksum(const std::string& path) {
+nlohmann::json model_file_checksum(const std::string& path) {
+  if (io::writes_in_place(path)) return nullptr;  // a stream or device: nothing to read back
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   std::uint64_t sum = 0;
   if (!in || in.tellg() < 8 || !in.seekg(-8, std::ios::end) ||
@@ -157,6 +160,10 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
     std::fprintf(stderr, "%s\n", message.c_str());
     metrics.finish(code, "interrupted", message);
     return code;
+  } catch (const io::OutputPathError& e) {
+    // Refused before any work; not written where the refusal says it must not go.
+    if (!e.involves("--metrics-json")) metrics.finish(e.exit_code(), "error", e.what());
+    throw;
   } catch (const Error& e) {
     metrics.finish(e.exit_code(), "error", e.what());
     throw;
@@ -235,17 +242,13 @@ void JobOptions::add_to(po::options_description& opts, const std::string& pass) 
                          "write a machine-readable summary of the run here, also when it fails");
 }
 
-void JobOptions::check(const std::string& output) {
+void JobOptions::check() {
   if (!checkpoint_every.empty()) {
     if (checkpoint.empty()) throw UsageError("train: --checkpoint-every needs --checkpoint FILE");
     every = parse_checkpoint_every(checkpoint_every);
   }
   if (stop_after_rows > 0 && checkpoint.empty())
     throw UsageError("train: --stop-after-rows needs --checkpoint FILE (to continue from)");
-  if (!checkpoint.empty() &&
-      std::filesystem::absolute(checkpoint) == std::filesystem::absolute(output))
-    throw UsageError("train: --checkpoint and --output must be different files");
-  if (!checkpoint.empty()) check_output_directory(checkpoint);
 }
 
 JobLocks::JobLocks(const std::string& output, const std::string& checkpoint_path)

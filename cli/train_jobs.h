@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/signals.h"
 #include "engine/classifier.h"
 #include "engine/metrics.h"
 #include "io/file_lock.h"
@@ -20,19 +21,6 @@
 #include "io/shards.h"
 
 namespace polymargin::cli {
-
-/// While one lives, the first SIGTERM or SIGINT only sets a flag, which the learner polls between
-/// batches (it then finishes the batch, writes its checkpoint and stops); a second signal of the
-/// same kind acts as usual (kills). The previous handlers come back on destruction.
-class StopSignals {
- public:
-  StopSignals();
-  ~StopSignals();
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-  /// The signal received (SIGTERM, SIGINT), or 0.
-  static int received();
-};
 
 /// Thrown by a learner that stopped on a signal, after saving what it could.
 struct Interrupted {
@@ -62,7 +50,9 @@ class MetricsFile {
   bool enabled() const { return !path_.empty(); }
   nlohmann::ordered_json& json() { return json_; }
   /// Records the outcome and writes the file; a failure to write it is reported on stderr and
-  /// does not change the command's exit code (the metrics describe the run, they are not it).
+  /// does not change the command's exit code (the metrics describe the run, they are not it). An
+  /// existing file that is not an earlier run's metrics is never replaced (the command was then
+  /// refused: the path is an input, or some other file).
   void finish(int exit_code, const std::string& status, const std::string& error = "");
 
  private:
@@ -74,8 +64,9 @@ class MetricsFile {
 nlohmann::ordered_json metrics_json(const engine::BinaryMetrics& m);
 
 /// "xxh64:0123456789abcdef": the checksum a model or checkpoint file carries in its last 8 bytes
-/// (io/model_file.h), read without loading the file. IoError when unreadable.
-std::string model_file_checksum(const std::string& path);
+/// (io/model_file.h), read without loading the file; null for a model written to a device or a
+/// stream (io/output_path.h). IoError when unreadable.
+nlohmann::json model_file_checksum(const std::string& path);
 
 /// What a learner's entry point returns when it only printed --help: nothing ran, nothing is
 /// recorded, and the command exits 0.
@@ -140,9 +131,9 @@ struct JobOptions {
 
   /// Adds them to `opts`; `pass` names a pass over the data in the help ("epoch", "pass").
   void add_to(boost::program_options::options_description& opts, const std::string& pass);
-  /// UsageError for a combination that cannot be (--checkpoint-every without --checkpoint, ...);
-  /// IoError when the checkpoint's directory does not exist.
-  void check(const std::string& output);
+  /// UsageError for a combination that cannot be (--checkpoint-every without --checkpoint, ...).
+  /// The paths are check_train_paths' (cli/train.h).
+  void check();
 };
 
 /// The locks of a job: MODEL.lock and, with --checkpoint, CHECKPOINT.lock, taken at once (a second

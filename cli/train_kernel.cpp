@@ -427,7 +427,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   for (const std::string name : {"lambda1", "lambda2"})
     if (vm.count(name) && vm.count(name + "-rel"))
       throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
-  check_output_directory(o.output);
+  check_train_paths(vm);
   const io::FileLock model_lock(o.output, "model");  // a second job on this model stops here
   const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
                                     static_cast<std::size_t>(resolve_threads(o.threads)));
@@ -547,7 +547,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
     throw UsageError(std::string("train: ") + e.what());
   }
   const double max_memory = parse_bytes(o.max_memory_text);
-  check_output_directory(o.output);
+  check_train_paths(vm);
   const io::FileLock model_lock(o.output, "model");  // a second job on this model stops here
   const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
                                     static_cast<std::size_t>(resolve_threads(o.threads)));
@@ -713,7 +713,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
     throw UsageError(std::string("train: ") + e.what());
   }
   const double max_memory = parse_bytes(o.max_memory_text);
-  check_output_directory(o.output);
+  check_train_paths(vm);
   const io::FileLock model_lock(o.output, "model");  // a second job on this model stops here
   const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
                                     static_cast<std::size_t>(resolve_threads(o.threads)));

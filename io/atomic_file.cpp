@@ -1,5 +1,7 @@
 #include "io/atomic_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -8,6 +10,7 @@
 #include <stdexcept>
 
 #include "engine/errors.h"
+#include "io/output_path.h"
 
 namespace polymargin::io {
 
@@ -18,7 +21,23 @@ std::string errno_text() { return std::strerror(errno); }
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
-  temp_path_ = path_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
+  if (writes_in_place(path_)) {
+    const int stream = stream_descriptor(path_);
+    const int fd = stream >= 0 ? ::fcntl(stream, F_DUPFD_CLOEXEC, 3)
+                               : ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || !(file_ = ::fdopen(fd, "wb"))) {
+      const std::string error = errno_text();
+      if (fd >= 0) ::close(fd);
+      throw IoError("cannot write " + path_ + ": " + error);
+    }
+    return;
+  }
+  target_ = rename_target(path_);
+  struct stat s {};
+  if (::stat(target_.c_str(), &s) == 0 && S_ISDIR(s.st_mode))
+    throw IoError("cannot write " + path_ + ": it is a directory");
+  temp_path_ = target_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
+  temporary_ = TemporaryPath(temp_path_);
   file_ = std::fopen(temp_path_.c_str(), "wb");
   if (!file_) throw IoError("cannot create " + temp_path_ + ": " + errno_text());
   pending_ = true;
@@ -38,7 +57,10 @@ void AtomicFile::write(std::string_view bytes) {
 
 void AtomicFile::sync() {
   if (!file_) return;
-  if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0)
+  if (std::fflush(file_) != 0) throw IoError("cannot write " + path_ + ": " + errno_text());
+  // A stream written in place need not support fsync (a pipe, a terminal): its writes are what count.
+  const bool in_place = temp_path_.empty();
+  if (::fsync(::fileno(file_)) != 0 && !(in_place && (errno == EINVAL || errno == EROFS)))
     throw IoError("cannot write " + path_ + ": " + errno_text());
   const int closed = std::fclose(file_);
   file_ = nullptr;
@@ -47,8 +69,11 @@ void AtomicFile::sync() {
 
 void AtomicFile::commit() {
   sync();
-  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0)
-    throw IoError("cannot rename " + temp_path_ + " to " + path_ + ": " + errno_text());
+  if (!pending_) return;  // written in place, or already committed
+  temporary_.publish([&] {
+    if (std::rename(temp_path_.c_str(), target_.c_str()) != 0)
+      throw IoError("cannot rename " + temp_path_ + " to " + target_ + ": " + errno_text());
+  });
   pending_ = false;
 }
 

@@ -1,17 +1,22 @@
 // Files that appear whole or not at all: written under a temporary name in the target's directory,
 // flushed, fsync'ed and renamed into place by commit(). An uncommitted AtomicFile removes its
-// temporary file when destroyed, so an error never leaves a partial output behind.
+// temporary file when destroyed, so an error never leaves a partial output behind; the temporary is
+// registered (io/temporaries.h), so a signal does not leave it either. Paths that are not regular
+// files (devices, FIFOs, /dev/stdout: io/output_path.h) are written in place instead, never
+// renamed over; through a symbolic link the file it points to is replaced.
 #pragma once
 
 #include <cstdio>
 #include <string>
 #include <string_view>
 
+#include "io/temporaries.h"
+
 namespace polymargin::io {
 
 class AtomicFile {
  public:
-  /// Opens "<path>.tmp-<pid>-<n>" for writing; throws IoError.
+  /// Opens "<path>.tmp-<pid>-<n>" for writing (or the path itself, see above); throws IoError.
   explicit AtomicFile(std::string path);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
@@ -28,9 +33,11 @@ class AtomicFile {
 
  private:
   std::string path_;
-  std::string temp_path_;
+  std::string temp_path_;  // empty when written in place
+  std::string target_;     // what the temporary file is renamed to
   std::FILE* file_ = nullptr;
   bool pending_ = false;  // the temporary file exists and is not yet renamed
+  TemporaryPath temporary_;
 };
 
 /// Writes `content` to `path` atomically.

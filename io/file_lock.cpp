@@ -9,10 +9,13 @@
 #include <cstring>
 
 #include "engine/errors.h"
+#include "io/output_path.h"
 
 namespace polymargin::io {
 
-FileLock::FileLock(const std::string& path, const std::string& what) : lock_path_(path + ".lock") {
+FileLock::FileLock(const std::string& path, const std::string& what) {
+  if (writes_in_place(path)) return;  // a device or a stream: nothing is replaced, nothing to lock
+  lock_path_ = rename_target(path) + ".lock";
   // The holder unlinks the file when it releases the lock, so a lock taken on a file that has
   // since been unlinked (or replaced) is worthless: retake it until the locked inode is the one
   // the path names.

@@ -162,45 +162,101 @@ std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
   return out.finish();
 }
 
-ModelContainer read_model_container(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot open model file " + path + ": " + std::strerror(errno));
-  // One read of the file's size (a KDD-size CPM or its checkpoint is GBs: a character-wise copy
-  // took seconds); a stream without a size (a pipe) is read to its end.
-  std::string bytes;
-  std::error_code error;
-  if (std::filesystem::is_regular_file(path, error)) {
-    bytes.resize(std::filesystem::file_size(path, error));
-    if (error || !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
-      throw IoError("cannot read model file " + path);
-  } else if (std::filesystem::is_directory(path, error)) {
-    throw IoError("cannot read model file " + path + ": it is a directory");
-  } else {
-    try {
-      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    } catch (const std::ios_base::failure& e) {
-      throw IoError("cannot read model file " + path + ": " + e.what());
-    }
-    if (in.bad()) throw IoError("cannot read model file " + path);
-  }
+namespace {
 
+// The preamble of the model file `path` read from `in`, checked (magic, version, a declared length
+// that can hold a file): DataError naming the file otherwise. Nothing past it has been read.
+std::string read_preamble(std::istream& in, const std::string& path) {
+  std::string bytes(kPreambleBytes, '\0');
+  in.read(bytes.data(), kPreambleBytes);
+  bytes.resize(static_cast<std::size_t>(in.gcount()));
+  if (in.bad()) throw IoError("cannot read model file " + path);
   if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     corrupt(path, "not a polymargin model file (bad magic)");
-  if (bytes.size() < kPreambleBytes + kChecksumBytes)
+  if (bytes.size() < kPreambleBytes)
     corrupt(path, "model file is truncated (" + std::to_string(bytes.size()) + " bytes)");
   const auto version = get<std::uint32_t>(bytes, 8);
   if (version != kModelFormatVersion)
     corrupt(path, "model format version " + std::to_string(version) +
                       " is not supported (this build reads version " +
                       std::to_string(kModelFormatVersion) + ")");
+  if (get<std::uint64_t>(bytes, 24) < kPreambleBytes + kChecksumBytes)
+    corrupt(path, "model file is truncated (it declares " +
+                      std::to_string(get<std::uint64_t>(bytes, 24)) + " bytes)");
+  return bytes;
+}
+
+std::ifstream open_model_file(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw IoError("cannot read model file " + path + ": it is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot open model file " + path + ": " + std::strerror(errno));
+  return in;
+}
+
+}  // namespace
+
+std::string model_file_kind(const std::string& path) {
+  std::ifstream in = open_model_file(path);
+  std::string preamble;
+  try {
+    preamble = read_preamble(in, path);
+  } catch (const DataError&) {
+    return "";
+  }
+  const auto header_bytes = get<std::uint64_t>(preamble, 16);
+  if (header_bytes > get<std::uint64_t>(preamble, 24) - kPreambleBytes - kChecksumBytes)
+    corrupt(path, "model header length out of range");
+  std::string header(header_bytes, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(header_bytes)))
+    corrupt(path, "model file is truncated (in its header)");
+  try {
+    return nlohmann::json::parse(header).value("kind", std::string("?"));
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(path, std::string("malformed model header: ") + e.what());
+  }
+}
+
+ModelContainer read_model_container(const std::string& path) {
+  std::ifstream in = open_model_file(path);
+  // The preamble first: a stream that is not a model file (/dev/urandom) is refused after 32
+  // bytes, and no more than the declared length (plus one byte, to tell trailing bytes) is read.
+  std::string bytes = read_preamble(in, path);
   const auto header_bytes = get<std::uint64_t>(bytes, 16);
   const auto file_bytes = get<std::uint64_t>(bytes, 24);
-  if (bytes.size() < file_bytes)
-    corrupt(path, "model file is truncated: " + std::to_string(bytes.size()) + " of " +
-                      std::to_string(file_bytes) + " bytes");
-  if (bytes.size() != file_bytes)
-    corrupt(path, "model file has " + std::to_string(bytes.size() - file_bytes) +
-                      " unexpected trailing bytes");
+  std::error_code error;
+  if (std::filesystem::is_regular_file(path, error)) {
+    const std::uint64_t size = std::filesystem::file_size(path, error);
+    if (error) throw IoError("cannot read model file " + path + ": " + error.message());
+    if (size < file_bytes)
+      corrupt(path, "model file is truncated: " + std::to_string(size) + " of " +
+                        std::to_string(file_bytes) + " bytes");
+    if (size > file_bytes)
+      corrupt(path, "model file has " + std::to_string(size - file_bytes) +
+                        " unexpected trailing bytes");
+    // One read of the file's size (a KDD-size CPM or its checkpoint is GBs: a character-wise
+    // copy took seconds).
+    bytes.resize(file_bytes);
+    if (!in.read(bytes.data() + kPreambleBytes,
+                 static_cast<std::streamsize>(file_bytes - kPreambleBytes)))
+      throw IoError("cannot read model file " + path);
+  } else {
+    // A stream without a size (a pipe): read in pieces as they come, up to the declared length.
+    constexpr std::uint64_t kPiece = std::uint64_t{64} << 20;
+    while (bytes.size() <= file_bytes && in) {
+      const std::size_t at = bytes.size();
+      const std::uint64_t want = std::min<std::uint64_t>(kPiece, file_bytes + 1 - at);
+      bytes.resize(at + want);
+      in.read(bytes.data() + at, static_cast<std::streamsize>(want));
+      bytes.resize(at + static_cast<std::size_t>(in.gcount()));
+    }
+    if (in.bad()) throw IoError("cannot read model file " + path);
+    if (bytes.size() < file_bytes)
+      corrupt(path, "model file is truncated: " + std::to_string(bytes.size()) + " of " +
+                        std::to_string(file_bytes) + " bytes");
+    if (bytes.size() > file_bytes) corrupt(path, "model file has unexpected trailing bytes");
+  }
   const std::size_t body = bytes.size() - kChecksumBytes;
   if (XXH64(bytes.data(), body, 0) != get<std::uint64_t>(bytes, body))
     corrupt(path, "model file is corrupt (checksum mismatch)");

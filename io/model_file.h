@@ -134,7 +134,13 @@ std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
                                                   const std::vector<ModelArrayView>& arrays);
 /// Reads and validates (magic, version, length, checksum, header, array bounds); throws DataError
 /// naming the file for a foreign, other-version, truncated or corrupt file, IoError if unreadable.
+/// Reads no more than the preamble from a file or stream that is not a model file, and no more
+/// than the length the preamble declares (plus one byte) from one that is.
 ModelContainer read_model_container(const std::string& path);
+/// The "kind" of the model file `path` ("linear", "checkpoint", ...) read from its header alone,
+/// or "" when `path` is not a polymargin model file; DataError for a malformed header, IoError when
+/// it cannot be read.
+std::string model_file_kind(const std::string& path);
 
 /// An integer field of a model or checkpoint header: DataError naming `path` and `field` unless
 /// `j` is a JSON integer within T's range.

@@ -2,6 +2,7 @@
 // Kept apart from the writer and the reader so that code using only those does not pull in the
 // text parser.
 #include <stdlib.h>  // mkdtemp
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -103,12 +104,21 @@ Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptio
     data.shards_ = std::make_unique<ShardSet>(ShardSet::open(inputs[0]));
     return data;
   }
+  for (const std::string& input : inputs)
+    if (input != "-" && fs::is_directory(input, ec))
+      throw UsageError(
+          input + " is a directory among " + std::to_string(inputs.size()) +
+          " data inputs: give one shard directory alone, or text files only (several text files "
+          "make one shard directory with: polymargin convert FILE... -o DATA.shards)");
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern =
-      (fs::path(tmp && *tmp ? tmp : "/tmp") / "polymargin-convert-XXXXXX").string();
+  const fs::path tmp_dir = tmp && *tmp ? tmp : "/tmp";
+  const std::string prefix = "polymargin-";
+  sweep_dead_temporaries_in(tmp_dir.string(), prefix);
+  std::string pattern = (tmp_dir / (prefix + std::to_string(::getpid()) + "-XXXXXX")).string();
   if (!::mkdtemp(pattern.data()))
     throw IoError("cannot create a temporary directory like " + pattern + ": " +
                   std::strerror(errno));
+  data.temporary_ = TemporaryPath(pattern);
   data.temp_dir_ = pattern;  // from here on, the destructor removes it whatever happens
   const std::string dir = data.temp_dir_ + "/data.shards";
   ConvertOptions temporary = options;

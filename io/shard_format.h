@@ -3,7 +3,9 @@
 //
 // Shard file (little-endian; every section starts at a multiple of 8 bytes):
 //   FileHeader     64 bytes: "PMSHARD\0", format version, codec, shard index and count, block rows,
-//                  XXH3 of the header's other bytes
+//                  the content checksum (XXH3 of the blocks' checksums in order, also in the
+//                  manifest: a shard of another conversion is refused even when its size and block
+//                  index match), XXH3 of the header's other bytes
 //   block 0..n-1   BlockHeader (48 bytes) | payload, zero-padded to 8 | u64 XXH3 of header + padded
 //                  payload. A block is self-describing and self-checking, so a reader can verify it
 //                  alone, in any thread, without trusting anything else in the file.
@@ -59,7 +61,8 @@ struct FileHeader {
   std::uint32_t shard_count;
   std::uint32_t block_rows;
   std::uint32_t reserved0;
-  std::uint64_t reserved[3];
+  std::uint64_t content_checksum;  // ShardInfo::content_checksum, set once the blocks are written
+  std::uint64_t reserved[2];
   std::uint64_t checksum;  // XXH3 of the 56 bytes before it
 };
 static_assert(sizeof(FileHeader) == 64);

@@ -97,6 +97,11 @@ bool stat_source(const std::string& path, SourceInfo& info) {
     throw IoError("cannot examine " + path + ": " + std::strerror(errno));
   }
   info.path = path;
+  if (!S_ISREG(st.st_mode)) {  // a stream (a FIFO, /dev/stdin): nothing to compare later
+    info.size = 0;
+    info.mtime_ns = 0;
+    return true;
+  }
   info.size = static_cast<std::uint64_t>(st.st_size);
   info.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   return true;
@@ -153,7 +158,8 @@ std::string manifest_json(const Manifest& m) {
                       {"bytes", s.bytes},
                       {"rows", s.rows},
                       {"blocks", s.blocks},
-                      {"index_checksum", hex(s.index_checksum)}});
+                      {"index_checksum", hex(s.index_checksum)},
+                      {"content_checksum", hex(s.content_checksum)}});
   j["shards"] = shards;
   j["block_index_checksum"] = hex(combined_index_checksum(m.shards));
   return j.dump(2) + "\n";
@@ -215,7 +221,8 @@ Manifest read_manifest(const std::string& dir) {
   for (const auto& s : f.get<Json>("shards"))
     m.shards.push_back({f.get<std::string>(s, "file"), f.get<std::uint64_t>(s, "bytes"),
                         f.get<std::uint64_t>(s, "rows"), f.get<std::uint64_t>(s, "blocks"),
-                        f.get_hex(s, "index_checksum")});
+                        f.get_hex(s, "index_checksum"),
+                        s.contains("content_checksum") ? f.get_hex(s, "content_checksum") : 0});
 
   // Internal consistency: a hand-edited or spliced manifest is refused before any shard is read.
   std::uint64_t rows = 0, blocks = 0, labelled = 0;

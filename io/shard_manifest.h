@@ -14,7 +14,8 @@ namespace polymargin::io::shard {
 inline constexpr const char* kManifestFile = "manifest.json";
 inline constexpr const char* kMaxabsFile = "feature_maxabs.bin";
 
-/// The size and modification time of a file as recorded for a source; false when it does not exist.
+/// The size and modification time of a file as recorded for a source (0 and 0 for a stream: a FIFO,
+/// a device), false when it does not exist.
 /// Throws IoError when it exists but cannot be examined.
 bool stat_source(const std::string& path, SourceInfo& info);
 

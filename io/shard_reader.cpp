@@ -336,6 +336,8 @@ struct ShardSet::Impl {
     if (h.codec != (manifest.codec == Codec::kRaw ? 0u : 1u) || h.shard_index != s ||
         h.shard_count != manifest.shards.size())
       fail("file header does not match the manifest");
+    if (h.content_checksum != info.content_checksum)
+      fail("content checksum does not match the manifest's: a shard file of another conversion");
 
     shard::IndexTrailer t;
     const std::size_t trailer_at = file.size() - sizeof t;
@@ -672,6 +674,7 @@ struct ShardSet::Impl {
       CsrBuffer rows;
     };
     tbb::enumerable_thread_specific<Checker> checkers;
+    std::vector<std::uint64_t> block_checksums(blocks.size());  // each block's trailing checksum
     std::mutex mutex;
     std::uint64_t first_bad = std::numeric_limits<std::uint64_t>::max();
     std::exception_ptr error;
@@ -685,6 +688,9 @@ struct ShardSet::Impl {
                             try {
                               const shard::BlockHeader h = shard::check_block(
                                   data(b), blocks[b].entry, manifest.codec, name(b));
+                              std::memcpy(&block_checksums[b],
+                                          data(b) + blocks[b].entry.bytes - sizeof(std::uint64_t),
+                                          sizeof(std::uint64_t));
                               const bool values = h.flags & shard::kBlockHasValues;
                               size_buffer(c.rows, h.rows, h.nnz, values);
                               c.decoder.decode(data(b), manifest.codec, name(b),
@@ -704,6 +710,18 @@ struct ShardSet::Impl {
                         });
     });
     if (error) std::rethrow_exception(error);
+    // Each shard's blocks must be those its manifest entry was written with (blocks go round
+    // robin, so walking the global order gathers each shard's checksums in its own order).
+    std::vector<std::vector<std::uint64_t>> per_shard(manifest.shards.size());
+    for (std::uint64_t b = 0; b < blocks.size(); ++b)
+      per_shard[blocks[b].shard].push_back(block_checksums[b]);
+    for (std::size_t s = 0; s < per_shard.size(); ++s) {
+      const std::uint64_t expected = manifest.shards[s].content_checksum;
+      if (expected != 0 && shard::checksum(per_shard[s].data(), per_shard[s].size() * 8) != expected)
+        throw DataError(dir + "/" + manifest.shards[s].file, 0, 0,
+                        "the blocks do not match the manifest's content checksum: blocks of "
+                        "another conversion (re-run convert)");
+    }
     VerifyReport report;
     report.blocks_checked = blocks.size();
     for (const auto& b : blocks) report.bytes_checked += b.entry.bytes;

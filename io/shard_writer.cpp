@@ -39,6 +39,7 @@
 #include "io/shard_format.h"
 #include "io/shard_manifest.h"
 #include "io/shards.h"
+#include "io/temporaries.h"
 
 namespace polymargin::io {
 
@@ -99,6 +100,8 @@ struct ShardOut {
   std::uint64_t offset = 0;
   std::uint64_t rows = 0;
   std::vector<shard::IndexEntry> index;
+  std::vector<std::uint64_t> block_checksums;  // each block's trailing checksum, in order
+  shard::FileHeader header{};                  // as written first, without the content checksum
 };
 
 void write_all(int fd, const void* data, std::size_t size, const std::string& path) {
@@ -200,6 +203,7 @@ class MaxabsTable {
 struct ShardWriter::Impl {
   std::string dir;
   std::string temp_dir;
+  TemporaryPath temporary;  // temp_dir, removed on a signal
   ConvertOptions options;
   int threads = 1;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
@@ -239,6 +243,8 @@ struct ShardWriter::Impl {
     check_options();
     std::error_code ec;
     fs::remove_all(temp_dir, ec);  // left over by a crashed run that had our pid
+    sweep_dead_temporaries(dir);   // and those of runs that no longer exist
+    temporary = TemporaryPath(temp_dir);
     if (!fs::create_directories(temp_dir, ec) || ec)
       throw IoError("cannot create " + temp_dir + ": " + ec.message());
     try {
@@ -300,6 +306,7 @@ struct ShardWriter::Impl {
     h.block_rows = options.block_rows;
     h.checksum = shard::checksum(&h, offsetof(shard::FileHeader, checksum));
     write_all(shards.back().fd, &h, sizeof h, shards.back().path);
+    shards.back().header = h;
     shards.back().offset = sizeof h;
   }
 
@@ -378,6 +385,10 @@ struct ShardWriter::Impl {
   void write_block(const Slot& s) {
     ShardOut& out = shards[s.block_index % shards.size()];
     write_all(out.fd, s.bytes.data(), s.bytes.size(), out.path);
+    std::uint64_t block_checksum = 0;
+    std::memcpy(&block_checksum, s.bytes.data() + s.bytes.size() - sizeof block_checksum,
+                sizeof block_checksum);
+    out.block_checksums.push_back(block_checksum);
     const CsrView v = s.rows.view();
     out.index.push_back({out.offset, s.bytes.size(), static_cast<std::uint32_t>(v.rows),
                          static_cast<std::uint32_t>(v.nnz())});
@@ -480,6 +491,7 @@ struct ShardWriter::Impl {
       std::memcpy(bytes.data() + bytes.size() - sizeof t.checksum, &t.checksum, sizeof t.checksum);
       write_all(s.fd, bytes.data(), bytes.size(), s.path);
       s.offset += bytes.size();
+      content_checksums.push_back(write_content_checksum(s));
       if (::fsync(s.fd) != 0) throw IoError("cannot write " + s.path + ": " + std::strerror(errno));
       if (::close(s.fd) != 0) {
         s.fd = -1;
@@ -491,10 +503,26 @@ struct ShardWriter::Impl {
     }
   }
   std::vector<std::uint64_t> index_checksums;
+  std::vector<std::uint64_t> content_checksums;
+
+  // The file header again, now with the content checksum; returns it.
+  static std::uint64_t write_content_checksum(ShardOut& s) {
+    shard::FileHeader h = s.header;
+    h.content_checksum = shard::checksum(s.block_checksums.data(),
+                                         s.block_checksums.size() * sizeof(std::uint64_t));
+    h.checksum = shard::checksum(&h, offsetof(shard::FileHeader, checksum));
+    if (::pwrite(s.fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h))
+      throw IoError("cannot write " + s.path + ": " + std::strerror(errno));
+    s.block_checksums = {};
+    return h.content_checksum;
+  }
 
   // Puts the finished temporary directory where `dir` was; an old directory is removed only after
-  // the new one is in place.
+  // the new one is in place. A signal meanwhile waits until both are done.
   void move_into_place() {
+    temporary.publish([this] { replace_dir(); });
+  }
+  void replace_dir() {
     std::error_code ec;
     const std::string old = dir + ".old-" + std::to_string(::getpid());
     const bool replacing = fs::exists(dir);
@@ -568,7 +596,8 @@ Manifest ShardWriter::finish(int index_base, const std::vector<SourceInfo>& sour
   m.sources = sources;
   for (std::size_t s = 0; s < w.shards.size(); ++s)
     m.shards.push_back({shard::shard_file_name(static_cast<std::uint32_t>(s)), w.shards[s].offset,
-                        w.shards[s].rows, w.shards[s].index.size(), w.index_checksums[s]});
+                        w.shards[s].rows, w.shards[s].index.size(), w.index_checksums[s],
+                        w.content_checksums[s]});
   m.total_blocks = w.blocks_submitted;
   m.bad_lines_skipped = bad_lines_skipped;
   m.created_utc = utc_now();

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/csr.h"
+#include "io/temporaries.h"
 #include "io/text_reader.h"
 
 namespace polymargin::io {
@@ -48,6 +49,9 @@ struct ShardInfo {
   std::uint64_t rows = 0;
   std::uint64_t blocks = 0;
   std::uint64_t index_checksum = 0;  // XXH3 of the shard's block index, as in its trailer
+  /// XXH3 of the checksums of the shard's blocks, in order, as in its file header: binds the file
+  /// to this manifest whatever the codec (0: written before it was recorded, not checked).
+  std::uint64_t content_checksum = 0;
 };
 
 struct Manifest {
@@ -211,8 +215,10 @@ std::uint64_t available_memory();
 Codec temporary_codec(const std::vector<std::string>& inputs);
 
 /// Opens the data argument of train/eval/predict: a shard directory as is, or LIBSVM text converted on
-/// the fly (through convert_text, into a temporary directory removed when the returned handle dies;
-/// its codec is temporary_codec's choice, whatever options.codec says).
+/// the fly (through convert_text, into a temporary directory "$TMPDIR/polymargin-<pid>-XXXXXX"
+/// removed when the returned handle dies or the process is stopped by a signal, and swept by a later
+/// run once its process is gone; its codec is temporary_codec's choice, whatever options.codec
+/// says). A shard directory comes alone: with other inputs it is a UsageError.
 class Dataset {
  public:
   static Dataset open(const std::vector<std::string>& inputs, const ConvertOptions& options,
@@ -227,6 +233,7 @@ class Dataset {
   Dataset() = default;
   std::unique_ptr<ShardSet> shards_;
   std::string temp_dir_;
+  TemporaryPath temporary_;  // temp_dir_, registered for removal on a signal
 };
 
 }  // namespace polymargin::io

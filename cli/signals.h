@@ -1,0 +1,28 @@
+// Signals, handled the same way by every command. main() blocks SIGTERM, SIGINT and SIGHUP before
+// any other thread starts, and one thread waits for them:
+// - while a StopSignals lives (a training job), the first one only sets a flag, which the learner
+//   polls between batches (it then writes its checkpoint and stops);
+// - otherwise, and for a second signal, the temporaries the process registered (io/temporaries.h:
+//   unfinished outputs, on-the-fly conversions) are removed, a line on stderr says so, and the
+//   process dies of the signal as it would have (a shell reports 128 + N: 130 for SIGINT, 143 for
+//   SIGTERM). A finished output is renamed into place whole or not at all.
+#pragma once
+
+namespace polymargin::cli {
+
+/// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread (and so in every thread started after
+/// it) and starts the thread that handles them. Call first thing in main().
+void start_signal_thread();
+
+/// While one lives, the first SIGTERM, SIGINT or SIGHUP only sets a flag (see above).
+class StopSignals {
+ public:
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  /// The signal received (SIGTERM, SIGINT, SIGHUP), or 0.
+  static int received();
+};
+
+}  // namespace polymargin::cli

@@ -1,0 +1,135 @@
+#include "io/output_path.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string_view>
+
+#include "engine/errors.h"
+#include "io/temporaries.h"
+
+namespace polymargin::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::optional<struct stat> stat_of(const std::string& path) {
+  struct stat s {};
+  if (::stat(path.c_str(), &s) != 0) return std::nullopt;
+  return s;
+}
+
+bool same_file(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+std::string named(const std::string& option, const std::string& path) {
+  return option + " " + path;
+}
+
+// True when `inner` lies inside the directory `outer` (both existing paths).
+bool holds(const std::string& outer, const std::string& inner) {
+  std::error_code ec1, ec2;
+  const fs::path o = fs::canonical(outer, ec1), i = fs::canonical(inner, ec2);
+  if (ec1 || ec2) return false;
+  const fs::path rel = i.lexically_relative(o);
+  return !rel.empty() && *rel.begin() != ".." && rel != ".";
+}
+
+std::string spelled(const std::string& path) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(rename_target(path), ec);
+  return ec ? fs::absolute(path).lexically_normal().string() : p.string();
+}
+
+}  // namespace
+
+int stream_descriptor(const std::string& path) {
+  if (path == "/dev/stdout") return STDOUT_FILENO;
+  if (path == "/dev/stderr") return STDERR_FILENO;
+  for (const std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (path.size() <= prefix.size() || path.compare(0, prefix.size(), prefix) != 0) continue;
+    int fd = -1;
+    const char* first = path.data() + prefix.size();
+    const char* last = path.data() + path.size();
+    const auto [end, error] = std::from_chars(first, last, fd);
+    if (error == std::errc() && end == last && fd >= 0) return fd;
+  }
+  return -1;
+}
+
+bool writes_in_place(const std::string& path) {
+  if (stream_descriptor(path) >= 0) return true;
+  const std::optional<struct stat> s = stat_of(path);
+  return s && !S_ISREG(s->st_mode) && !S_ISDIR(s->st_mode);
+}
+
+std::string rename_target(const std::string& path) {
+  fs::path p = path;
+  for (int hops = 0; hops < 40; ++hops) {  // as the kernel's limit on a chain of links
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(p, ec)) || ec) break;
+    const fs::path to = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  return p.string();
+}
+
+void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<OutputPath>& outputs) {
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    const OutputPath& out = outputs[k];
+    if (out.path.empty() || out.path == "-") continue;
+    const std::optional<struct stat> o = stat_of(out.path);
+    if (!o) {
+      const fs::path dir = fs::absolute(rename_target(out.path)).parent_path();
+      std::error_code ec;
+      if (!fs::is_directory(dir, ec))
+        throw IoError("cannot write " + out.path + " (" + out.option + "): directory " +
+                      dir.string() + " does not exist");
+    }
+    if (o) {
+      for (const NamedPath& in : inputs) {
+        if (in.path.empty() || in.path == "-") continue;
+        if (!out.may_be_input.empty() && in.option == out.may_be_input) continue;
+        const std::optional<struct stat> i = stat_of(in.path);
+        if (!i) continue;
+        if (same_file(*o, *i) && !writes_in_place(out.path))
+          throw OutputPathError(named(out.option, out.path) + " is the input " +
+                                    named(in.option, in.path) +
+                                    ": writing it would destroy the input; choose another output",
+                                {out.option, in.option});
+        if (out.directory && S_ISDIR(o->st_mode) && holds(out.path, in.path))
+          throw OutputPathError(named(out.option, out.path) + " holds the input " +
+                                    named(in.option, in.path) +
+                                    ": replacing the directory would destroy it; choose another "
+                                    "output",
+                                {out.option, in.option});
+      }
+      if (!out.directory && S_ISDIR(o->st_mode))
+        throw OutputPathError(named(out.option, out.path) +
+                                  " is a directory: give the name of a file to write (e.g. " +
+                                  (fs::path(out.path) / "out").string() + ")",
+                              {out.option});
+    }
+    if (writes_in_place(out.path)) continue;  // devices may be named twice (-o /dev/null ...)
+    for (std::size_t j = 0; j < k; ++j) {
+      const OutputPath& other = outputs[j];
+      if (other.path.empty() || other.path == "-" || writes_in_place(other.path)) continue;
+      const std::optional<struct stat> b = stat_of(other.path);
+      if ((o && b && same_file(*o, *b)) || spelled(out.path) == spelled(other.path))
+        throw OutputPathError(named(other.option, other.path) + " and " + out.option +
+                                  " name the same file: they must be different files",
+                              {other.option, out.option});
+    }
+    sweep_dead_temporaries(out.directory ? out.path : rename_target(out.path));
+  }
+}
+
+}  // namespace polymargin::io

@@ -1,0 +1,124 @@
+#include "io/temporaries.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string_view>
+
+namespace polymargin::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::uint64_t, std::string> paths;
+  std::uint64_t next_id = 1;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: the signal thread may use it at exit
+  return *r;
+}
+
+// The pid of "<pid>" or "<pid>-<digits>" at the start of `rest` (whatever follows when `exact` is
+// false), or 0.
+pid_t leading_pid(std::string_view rest, bool exact) {
+  pid_t pid = 0;
+  std::size_t i = 0;
+  for (; i < rest.size() && i < 10 && rest[i] >= '0' && rest[i] <= '9'; ++i)
+    pid = pid * 10 + (rest[i] - '0');
+  if (i == 0 || (i < rest.size() && rest[i] != '-')) return 0;
+  if (exact && i < rest.size()) {
+    if (i + 1 == rest.size()) return 0;
+    for (std::size_t j = i + 1; j < rest.size(); ++j)
+      if (rest[j] < '0' || rest[j] > '9') return 0;
+  }
+  return pid;
+}
+
+bool dead(pid_t pid) {
+  return pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+void sweep(const fs::path& directory, const std::string& prefix, bool exact) {
+  std::error_code ec;
+  fs::directory_iterator it(directory.empty() ? fs::path(".") : directory, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (dead(leading_pid(std::string_view(name).substr(prefix.size()), exact))) {
+      std::error_code ignored;
+      fs::remove_all(it->path(), ignored);
+    }
+  }
+}
+
+}  // namespace
+
+TemporaryPath::TemporaryPath(std::string path) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  id_ = r.next_id++;
+  r.paths.emplace(id_, std::move(path));
+}
+
+TemporaryPath::~TemporaryPath() { release(); }
+
+TemporaryPath::TemporaryPath(TemporaryPath&& other) noexcept : id_(other.id_) { other.id_ = 0; }
+
+TemporaryPath& TemporaryPath::operator=(TemporaryPath&& other) noexcept {
+  if (this != &other) {
+    release();
+    id_ = other.id_;
+    other.id_ = 0;
+  }
+  return *this;
+}
+
+void TemporaryPath::publish(const std::function<void()>& rename_into_place) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  rename_into_place();
+  r.paths.erase(id_);
+  id_ = 0;
+}
+
+void TemporaryPath::release() {
+  if (id_ == 0) return;
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.paths.erase(id_);
+  id_ = 0;
+}
+
+int remove_temporaries() {
+  Registry& r = registry();
+  r.mutex.lock();  // never unlocked: the process is about to die, and nothing may publish first
+  int removed = 0;
+  for (const auto& [id, path] : r.paths) {
+    std::error_code ec;
+    if (fs::remove_all(path, ec) > 0) ++removed;
+  }
+  r.paths.clear();
+  return removed;
+}
+
+void sweep_dead_temporaries(const std::string& path) {
+  const fs::path p = fs::path(path).lexically_normal();
+  const fs::path name = p.has_filename() ? p.filename() : p.parent_path().filename();
+  if (name.empty()) return;
+  const fs::path parent = p.has_filename() ? p.parent_path() : p.parent_path().parent_path();
+  sweep(parent, name.string() + ".tmp-", true);
+}
+
+void sweep_dead_temporaries_in(const std::string& directory, const std::string& prefix) {
+  sweep(directory, prefix, false);
+}
+
+}  // namespace polymargin::io

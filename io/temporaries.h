@@ -1,0 +1,51 @@
+// Temporary files and directories that must not outlive the process that made them: an atomic
+// write's "<path>.tmp-<pid>-<n>", a conversion's "<dir>.tmp-<pid>", the shards of a text input
+// converted on the fly. Each is registered while it exists; the process's signal handler (cli/)
+// removes whatever is registered before the process dies of SIGTERM, SIGINT or SIGHUP. A process
+// killed outright (SIGKILL, a crash) cannot clean up: the next command that writes beside its
+// leftovers sweeps them (sweep_dead_temporaries).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace polymargin::io {
+
+/// A registered temporary path: while it lives, remove_temporaries() removes the path (a file, or
+/// a directory with everything in it). Destroying it only forgets the path; the owner removes or
+/// publishes the file itself.
+class TemporaryPath {
+ public:
+  TemporaryPath() = default;
+  explicit TemporaryPath(std::string path);
+  ~TemporaryPath();
+  TemporaryPath(TemporaryPath&& other) noexcept;
+  TemporaryPath& operator=(TemporaryPath&& other) noexcept;
+  TemporaryPath(const TemporaryPath&) = delete;
+  TemporaryPath& operator=(const TemporaryPath&) = delete;
+
+  /// Runs `rename_into_place` with the registry locked, then forgets the path: a signal handled
+  /// meanwhile sees either the temporary (removed whole) or the published output, never a part.
+  void publish(const std::function<void()>& rename_into_place);
+  /// Forgets the path (it was removed or published by other means).
+  void release();
+
+ private:
+  std::uint64_t id_ = 0;  // 0: nothing registered
+};
+
+/// Removes every registered temporary and keeps the registry locked for good, so that no
+/// publish() can follow: for the signal handler's thread, right before the process dies. Returns
+/// how many paths it removed.
+int remove_temporaries();
+
+/// Removes the temporaries that processes which no longer run left beside `path`: entries of its
+/// directory named "<name>.tmp-<pid>" or "<name>.tmp-<pid>-<n>" (name = the last component of
+/// `path`) whose pid is not a running process. Errors are ignored: a sweep is a courtesy.
+void sweep_dead_temporaries(const std::string& path);
+/// The same for entries "<prefix><pid>-..." of `directory` (the on-the-fly conversions'
+/// "polymargin-<pid>-XXXXXX" in $TMPDIR).
+void sweep_dead_temporaries_in(const std::string& directory, const std::string& prefix);
+
+}  // namespace polymargin::io

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# Hostile but realistic use of the command line (issue 22): an output that is an input, devices and
+# streams as outputs, shards of another conversion, signals and kills mid-write, streams that never
+# end, absurd counts and negative numbers. Every case exits with its documented code, says what to
+# do, destroys nothing and leaves nothing behind, in seconds.
+# Usage: tests/cli/hostile.sh BUILD/polymargin   (run from the repository root)
+set -euo pipefail
+
+bin=$(realpath "${1:?usage: $0 POLYMARGIN_BINARY}")
+work=$(mktemp -d "${TMPDIR:-/tmp}/pm_hostile.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+# shellcheck source=tests/cli/common.bash
+source "$(dirname "$0")/common.bash"
+cd "$work"
+# A small binary set of our own (270 rows, 13 features), so the test needs nothing outside the repo.
+"$bin" gen --like kdda --rows 270 --features 13 --nnz 8 --seed 5 -o in.svm > /dev/null
+cp in.svm in.orig
+"$bin" train -d in.svm -o m.model --epochs 3 > /dev/null 2>&1
+cp m.model m.orig
+# unchanged FILE...: each FILE still has its original bytes.
+unchanged() {
+  cmp -s in.svm in.orig || fail "in.svm was changed"
+  cmp -s m.model m.orig || fail "m.model was changed"
+}
+# no_temporaries DIR: nothing named *.tmp-* is left in DIR.
+no_temporaries() {
+  local left
+  left=$(find "$1" -maxdepth 1 \( -name '*.tmp-*' -o -name 'polymargin-*' \) | head -5)
+  [ -z "$left" ] || fail "temporaries left in $1: $left"
+}
+
+# --- 1. an output that is an input is refused before any work (exit 2), whatever its spelling ----
+ln -s in.svm link.svm
+ln in.svm hard.svm
+expect 2 "is the input" train -d in.svm -o in.svm
+expect 2 "is the input" train -d in.svm -o ./link.svm
+expect 2 "is the input" train -d in.svm -o hard.svm
+expect 2 "is the input" predict -m m.model -d in.svm -o in.svm
+expect 2 "is the input" predict -m m.model -d in.svm -o m.model
+expect 2 "is the input" export -m m.model -o m.model
+expect 2 "is the input" eval -m m.model -d in.svm --margins in.svm
+expect 2 "is the input" eval -m m.model -d in.svm --plot m.model
+expect 2 "is the input" train -d in.svm -o x.model --metrics-json in.svm
+expect 2 "is the input" train -d in.svm -o x.model --validation m.model --metrics-json m.model
+expect 2 "is the input" train --algo cpm -d in.svm -o in.svm
+expect 2 "is the input" train --algo kldm -d in.svm -o in.svm
+cp in.svm p.train.svm
+expect 2 "is the input" split p.train.svm -o p
+cmp -s p.train.svm in.orig || fail "split replaced its own input"
+expect 2 "not a checkpoint" train -d in.svm -o x.model --checkpoint m.model
+expect 2 "must be different files" train -d in.svm -o x.model --checkpoint x.model
+expect 2 "must be different files" train -d in.svm -o x.model --metrics-json x.model
+"$bin" convert in.svm -o d.shards > /dev/null
+expect 2 "holds the input" convert d.shards/manifest.json -o d.shards
+expect 2 "is the input" convert in.svm -o in.svm
+unchanged
+[ ! -e x.model ] || fail "a refused train wrote x.model"
+
+# --- 2. devices and streams are written in place, never replaced ------------------------------------
+"$bin" export -m m.model -o /dev/null
+"$bin" export -m m.model -o /dev/stdout > exported.txt
+"$bin" export -m m.model > expected.txt
+cmp -s exported.txt expected.txt || fail "export -o /dev/stdout did not reach the redirection"
+"$bin" predict -m m.model -d in.svm -o /dev/fd/1 > scores.txt
+[ "$(wc -l < scores.txt)" -eq 270 ] || fail "predict -o /dev/fd/1 wrote $(wc -l < scores.txt) lines"
+mkfifo pipe
+cat pipe > from_pipe.txt &
+reader=$!
+"$bin" export -m m.model -o pipe
+wait $reader
+cmp -s from_pipe.txt expected.txt || fail "export into a FIFO lost its text"
+[ -p pipe ] || fail "the FIFO was replaced"
+"$bin" train -d in.svm -o /dev/null --epochs 3 > /dev/null 2>&1 || fail "train -o /dev/null failed"
+if [ "$(id -u)" -eq 0 ]; then
+  mknod full c 1 7  # a /dev/full of our own: a regression must not replace the machine's
+  expect 4 "No space left" export -m m.model -o full
+  expect 4 "No space left" train -d in.svm -o full --epochs 3
+  expect 4 "No space left" predict -m m.model -d in.svm -o full
+  [ -c full ] || fail "the device node was replaced by a file"
+  # /dev/stdout itself, inside a private /dev (a regression then replaces nothing of the machine).
+  if unshare -m true 2> /dev/null; then
+    unshare -m bash -c 'mount -t tmpfs none /dev && ln -s /proc/self/fd/1 /dev/stdout &&
+      "$1" export -m m.model -o /dev/stdout > in_ns.txt && [ -L /dev/stdout ]' _ "$bin" ||
+      fail "export -o /dev/stdout in a private /dev"
+    cmp -s in_ns.txt expected.txt || fail "export -o /dev/stdout (private /dev) lost its text"
+  fi
+fi
+# Through a symbolic link the file it points to is replaced; the link stays.
+ln -s real.model link.model
+"$bin" train -d in.svm -o link.model --epochs 3 > /dev/null 2>&1
+[ -L link.model ] && [ -f real.model ] || fail "-o LINK: the link was not kept"
+unchanged
+
+# --- 3. a shard of another conversion is refused, whatever the codec ---------------------------------
+# Same rows, the labels flipped: every block has the size and the index of the original's.
+sed -e 's/^1 /+X /' -e 's/^-1 /1 /' -e 's/^+X /-1 /' in.svm > flipped.svm
+for codec in raw zstd; do
+  "$bin" convert in.svm -o a.$codec.shards --codec $codec --block-rows 64 > /dev/null
+  "$bin" convert flipped.svm -o b.$codec.shards --codec $codec --block-rows 64 > /dev/null
+  cp b.$codec.shards/shard-00000.pms a.$codec.shards/shard-00000.pms
+  # Raw blocks have the same sizes, so only the content checksum tells; zstd sizes differ too.
+  fragment="another conversion"
+  [ $codec = zstd ] && fragment="re-run convert"
+  expect 3 "$fragment" eval -m m.model -d a.$codec.shards
+  expect 3 "$fragment" inspect a.$codec.shards --verify
+done
+
+# --- 4. absurd thread counts are usage errors ---------------------------------------------------------
+expect 2 "--threads must be between 0" train -d in.svm -o x.model --threads 70000
+expect 2 "--threads must be between 0" train --algo kldm -d in.svm -o x.model --threads 65536
+expect 2 "--threads must be between 0" convert in.svm -o t.shards --threads -3
+expect 2 "--jobs must be between 0" experiment configs/none.conf -o e --jobs 5000
+
+# --- 7. a model read from a stream that is not a model stops at its first bytes -------------------
+for stream in /dev/urandom /dev/zero; do
+  rc=0
+  timeout 10 "$bin" export -m $stream > /dev/null 2> err.txt || rc=$?
+  [ $rc -eq 3 ] && grep -q "bad magic" err.txt || fail "export -m $stream: exit $rc, $(cat err.txt)"
+  rc=0
+  timeout 10 "$bin" predict -m $stream -d in.svm > /dev/null 2> err.txt || rc=$?
+  [ $rc -eq 3 ] && grep -q "bad magic" err.txt || fail "predict -m $stream: exit $rc, $(cat err.txt)"
+done
+
+# --- 8. --points is bounded -----------------------------------------------------------------------
+expect 2 "--points must be in [2, 100000]" eval -m m.model -d in.svm --points 1000000000 --margins x.csv
+[ ! -e x.csv ] || fail "eval --points wrote x.csv"
+
+# --- 9, 10. a signal mid-write removes the unfinished output; a kill leaves it to the next run -------
+mkdir tmp
+# wait_for GLOB: until something matches (at most 10 s).
+wait_for() {
+  for _ in $(seq 200); do compgen -G "$1" > /dev/null && return 0; sleep 0.05; done
+  fail "nothing like $1 appeared"
+}
+# The command reads the data from the FIFO `feed`, which this script holds open on fd 3 after
+# writing the data: the command has its first rows and waits for more until fd 3 is closed.
+mkfifo feed
+# stalled COMMAND ARGS...: starts polymargin with standard input from `feed` (stderr in err.txt),
+# feeds it the data and leaves it waiting; its pid in $job.
+stalled() {
+  "$bin" "$@" < feed > /dev/null 2> err.txt &
+  job=$!
+  exec 3> feed
+  cat in.svm >&3
+}
+# (SIGINT is not tried: a script's background jobs ignore it, as they should.)
+for sig in TERM HUP; do
+  stalled convert - -o s.shards
+  wait_for 's.shards.tmp-*'
+  kill -$sig $job
+  rc=0
+  wait $job || rc=$?
+  exec 3>&-
+  [ $rc -ne 0 ] || fail "convert went on after SIG$sig"
+  grep -q "stopped by SIG$sig" err.txt || fail "SIG$sig: no message: $(cat err.txt)"
+  no_temporaries .
+  [ ! -e s.shards ] || fail "SIG$sig left s.shards"
+  TMPDIR=$work/tmp stalled predict -m m.model -d -
+  wait_for 'tmp/polymargin-*'
+  kill -$sig $job
+  wait $job || true
+  exec 3>&-
+  [ -z "$(ls -A tmp)" ] || fail "predict stopped by SIG$sig left $(ls -A tmp)"
+done
+# SIGKILL cannot be handled: the next run beside the leftovers sweeps them (their pid is gone).
+stalled convert - -o k.shards
+wait_for 'k.shards.tmp-*'
+kill -KILL $job
+wait $job || true
+exec 3>&-
+compgen -G 'k.shards.tmp-*' > /dev/null || fail "SIGKILL: expected a leftover to sweep"
+"$bin" convert in.svm -o k.shards > /dev/null
+no_temporaries .
+TMPDIR=$work/tmp stalled predict -m m.model -d -
+wait_for 'tmp/polymargin-*'
+kill -KILL $job
+wait $job || true
+exec 3>&-
+TMPDIR=$work/tmp "$bin" predict -m m.model -d in.svm > /dev/null
+[ -z "$(ls -A tmp)" ] || fail "a later predict did not sweep $(ls -A tmp)"
+
+# --- 11. a named pipe as training data ----------------------------------------------------------
+mkfifo data.fifo
+cat in.svm > data.fifo &
+"$bin" train -d data.fifo -o fifo.model --epochs 3 > /dev/null 2> err.txt ||
+  fail "train -d FIFO: $(cat err.txt)"
+
+# --- 12. a metrics file that cannot be written is refused before the run ---------------------------
+expect 4 "does not exist" train -d in.svm -o x.model --metrics-json nodir/r.json
+[ ! -e x.model ] || fail "train ran although --metrics-json could not be written"
+
+# --- 13. --config: a directory, a typo ---------------------------------------------------------------
+mkdir confdir
+expect 2 "is a directory" train -d in.svm -o x.model --config confdir
+printf 'epochs = 3\nlamda1 = 3\n' > typo.conf
+expect 2 "typo.conf:2: unknown key 'lamda1'" train -d in.svm -o x.model --config typo.conf
+printf 'epochs = 3\nwindow-blocks = -1\n' > negative.conf
+expect 2 "--window-blocks must not be negative" train -d in.svm -o x.model --config negative.conf
+
+# --- 14. negative numbers for counts are usage errors, not wrapped -----------------------------------
+expect 2 "--window-blocks must not be negative" train -d in.svm -o x.model --window-blocks -1
+expect 2 "--max-bad-lines must not be negative" convert in.svm -o t.shards --max-bad-lines -1
+expect 2 "--block-rows must not be negative" convert in.svm -o t.shards --block-rows=-5
+
+# --- 15. two shard directories; an output that is a directory ----------------------------------------
+cp -r d.shards e.shards
+expect 2 "give one shard directory alone" train -d d.shards -d e.shards -o x.model
+mkdir outdir
+expect 2 "is a directory" train -d in.svm -o outdir
+expect 2 "is a directory" predict -m m.model -d in.svm -o outdir
+[ -z "$(ls -A outdir)" ] || fail "a refused train wrote into outdir"
+
+unchanged
+no_temporaries .
+echo "hostile: all checks passed"
