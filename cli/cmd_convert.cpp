@@ -34,7 +34,7 @@ int run_convert(const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
   std::string output, codec, index_base;
   std::uint32_t block_rows = 0, shards = 0;
-  std::uint64_t max_bad_lines = 0;
+  std::uint64_t max_bad_lines = 0, max_line_bytes = 0;
   int threads = 0, zstd_level = 0;
   bool json = false;
   po::options_description opts("convert options");
@@ -49,6 +49,8 @@ int run_convert(const std::vector<std::string>& args) {
       "auto | 0 | 1: auto is 0 when some index is 0, else 1")(
       "max-bad-lines", po::value(&max_bad_lines)->default_value(0),
       "skip up to N malformed lines (counted) instead of stopping at the first")(
+      "max-line-bytes", po::value(&max_line_bytes)->default_value(io::TextOptions{}.max_line_bytes),
+      "a longer line is an error (text without line ends is not LIBSVM; bounds memory)")(
       "threads", po::value(&threads)->default_value(0), "worker threads (0: all cores)")(
       "zstd-level", po::value(&zstd_level)->default_value(3), "zstd compression level")(
       "json", po::bool_switch(&json), "print the summary as JSON");
@@ -67,6 +69,8 @@ int run_convert(const std::vector<std::string>& args) {
   options.zstd_level = zstd_level;
   options.text.index_base = io::parse_index_base(index_base);
   options.text.max_bad_lines = max_bad_lines;
+  options.text.max_line_bytes = max_line_bytes;
+  if (max_line_bytes == 0) throw UsageError("convert: --max-line-bytes must be at least 1");
   options.text.threads = resolve_threads(threads);
 
   Progress progress;

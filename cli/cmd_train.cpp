@@ -41,8 +41,11 @@ std::optional<double> lambda_option(const po::variables_map& vm, const std::stri
     throw UsageError("train: --" + name + (rel ? "-rel" : "") + " must be ≥ 0 (got " +
                      number(value) + ")");
   if (paper) return value;
-  if (rel) return value * rows * c;
-  return std::nullopt;
+  if (!rel) return std::nullopt;
+  if (!std::isfinite(value * rows * c))
+    throw UsageError("train: --" + name + "-rel " + number(value) + " × m × C overflows (m = " +
+                     number(rows) + ", C = " + number(c) + ")");
+  return value * rows * c;
 }
 
 double eta0_option(const std::string& text) {
@@ -155,7 +158,7 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
       "stay in cache for the next step, about 2x faster at KDD size) | permuted (an independent "
       "seeded permutation, as the LDM reference code)")(
       "no-final-pass", po::bool_switch(&no_final_pass),
-      "skip the exact pass over the training data after training (KDD-size: 6 s); the summary "
+      "skip the exact pass over the training data after training (seconds at KDD size); the summary "
       "then gives the last epoch's progressive estimates")("json", po::bool_switch(&json),
                                                            "print the summary as JSON on stdout")(
       "warm-start", po::value(&warm_start_path),
@@ -226,6 +229,15 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
     warm = load_warm_start(warm_start_path, algo, labels, manifest, config.bias);
   std::uint32_t max_index = manifest.max_index;
   if (warm) max_index = std::max(max_index, warm->model.max_index);
+  // Memory, before the first weight exists: W and A (doubles), the scaling table (float) and,
+  // with a warm start, its model (double), a slot per feature id up to the largest.
+  const std::uint64_t slots = std::uint64_t{max_index} + 2;
+  const std::uint64_t per_slot = 16 + (scale == "maxabs" ? 4 : 0) + (warm ? 8 : 0);
+  check_fits(slots * per_slot + kRunOverheadBytes,
+             "--algo " + algo + " on feature ids up to " + std::to_string(max_index) + " (" +
+                 std::to_string(per_slot) + " bytes a feature id, + 256 MiB)",
+             "the weights are indexed by feature id: renumber the features densely (or hash them "
+             "into fewer ids)");
   engine::LdmTrainer trainer(config, manifest.rows, max_index, labels);
   const engine::LdmConfig& used = trainer.config();
 

@@ -1,6 +1,7 @@
 #include "cli/train.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -109,6 +110,19 @@ void check_train_paths(const po::variables_map& vm) {
                                    : "a model file of kind '" + kind + "'") +
                      "): it would be overwritten, then removed once the model is written; choose "
                      "another name");
+}
+
+std::string gib(std::uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1u << 30));
+  return buf;
+}
+
+void check_fits(std::uint64_t need, const std::string& what, const std::string& remedy) {
+  const std::uint64_t available = io::available_memory();
+  if (available == 0 || need <= available) return;
+  throw MemoryError("train: " + what + " needs " + gib(need) + " but only " + gib(available) +
+                    " are available: " + remedy);
 }
 
 void EpochProgress::batch(int epoch, std::uint64_t rows_done_in_epoch) {

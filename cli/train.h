@@ -49,6 +49,14 @@ engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& 
 /// or any other file would be overwritten, then removed once the model is written).
 void check_train_paths(const po::variables_map& vm);
 
+/// What besides its weights a training run holds: reader windows, decode buffers, the process.
+inline constexpr std::uint64_t kRunOverheadBytes = std::uint64_t{256} << 20;
+/// "1.25 GiB".
+std::string gib(std::uint64_t bytes);
+/// MemoryError unless `need` bytes fit in the memory available (io::available_memory: MemAvailable,
+/// or the cgroup's limit): "train: WHAT needs N GiB but only M GiB are available: REMEDY".
+void check_fits(std::uint64_t need, const std::string& what, const std::string& remedy);
+
 /// Epoch progress: on a terminal a line rewritten at most four times a second (epoch, share,
 /// rows/s, ETA); elsewhere nothing until the per-epoch log line.
 class EpochProgress {

@@ -7,6 +7,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -31,14 +32,7 @@ namespace polymargin::cli {
 namespace {
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
-// What besides the weights a training run holds: reader windows, decode buffers, the process.
-constexpr std::uint64_t kOverheadBytes = 256 * kMiB;
-
-std::string gib(std::uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * kMiB));
-  return buf;
-}
+constexpr std::uint64_t kOverheadBytes = kRunOverheadBytes;
 
 engine::CpmSides parse_sides(const std::string& text) {
   if (text == "double") return engine::CpmSides::kDouble;
@@ -219,21 +213,39 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   const std::uint64_t need =
       config.precision == engine::CpmPrecision::kDouble ? need_double : need_float;
   if (!fits(need)) {
-    int bits = 31;
-    engine::CpmConfig hashed = config;
-    hashed.precision = engine::CpmPrecision::kFloat;
-    while (bits > 10) {
-      hashed.hash_bits = bits;
-      if (fits(engine::cpm_training_bytes(hashed, problem, hashed.precision) + kOverheadBytes))
-        break;
-      --bits;
+    // The remedy offered must fit itself: the largest --hash-bits that does (when hashing has
+    // fewer slots than the feature ids), else the most faces that fit.
+    engine::CpmConfig smaller = config;
+    smaller.precision = engine::CpmPrecision::kFloat;
+    const auto fits_as = [&](const engine::CpmConfig& c) {
+      return fits(engine::cpm_training_bytes(c, problem, c.precision) + kOverheadBytes);
+    };
+    const std::uint64_t slots = std::uint64_t{manifest.max_index} + 1;
+    int bits = std::min(31, static_cast<int>(std::bit_width(slots)) - 1);
+    for (; bits >= 10; --bits) {
+      smaller.hash_bits = bits;
+      if (fits_as(smaller)) break;
     }
-    throw UsageError("train: the CPM needs " + gib(need) + " (K = " +
-                     std::to_string(config.faces) + " faces x " +
-                     std::to_string(std::uint64_t{manifest.max_index} + 1) +
-                     " weight slots per side, + ASSIGN history + 256 MiB) but only " +
-                     gib(available) + " are available: use --hash-bits " + std::to_string(bits) +
-                     " or less, or fewer faces");
+    std::string remedy;
+    if (bits >= 10) {
+      remedy = "use --hash-bits " + std::to_string(bits) + " or less, or fewer faces";
+    } else {
+      smaller.hash_bits = slots > 1024 ? 10 : 0;
+      int low = 0, high = config.faces;  // low fits (0: none), high does not
+      while (high - low > 1) {
+        smaller.faces = low + (high - low) / 2;
+        smaller.perplexity = std::min(config.perplexity, static_cast<double>(smaller.faces));
+        (fits_as(smaller) ? low : high) = smaller.faces;
+      }
+      remedy = low == 0 ? "not even one face fits: free memory, or run on a larger machine"
+                        : "use at most " + std::to_string(low) + " faces (-k)" +
+                              (smaller.hash_bits ? " with --hash-bits 10" : "");
+    }
+    throw MemoryError("train: the CPM needs " + gib(need) + " (K = " +
+                      std::to_string(config.faces) + " faces x " +
+                      std::to_string(std::uint64_t{manifest.max_index} + 1) +
+                      " weight slots per side, + ASSIGN history + 256 MiB) but only " +
+                      gib(available) + " are available: " + remedy);
   }
 
   // U's pages are mapped as the trainer is built, by the --threads threads.

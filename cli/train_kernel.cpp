@@ -157,6 +157,13 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
   // Scaling: the max |value| over every training row, labelled or not.
   t.max_index = manifest.max_index;
   if (extra) t.max_index = std::max(t.max_index, extra->shards().manifest().max_index);
+  // A slot per feature id up to the largest, before any exists: the scaling tables (floats: the
+  // shards', the merged one, the model's) and a dense row of doubles per thread.
+  const double per_feature = (o.scale == "maxabs" ? 12.0 : 0.0) + 8.0 * threads;
+  engine::check_memory(per_feature * (t.max_index + 1.0), parse_bytes(o.max_memory_text),
+                       "feature ids up to " + std::to_string(t.max_index) + " (" +
+                           number(per_feature) + " bytes each: scaling, a dense row per thread)",
+                       "renumber the features densely (the dense rows are indexed by feature id)");
   if (o.scale == "maxabs") {
     t.maxabs.assign(std::size_t{t.max_index} + 1, 0.0f);
     const std::vector<float>& m0 = dataset.shards().feature_maxabs();

@@ -1,4 +1,4 @@
-// The Convex Polytope Machine (Kantchelian et al., NIPS 2014; algorithms.md §4): K linear faces
+// The Convex Polytope Machine (Kantchelian et al., NIPS 2014; docs/algorithms.md §2): K linear faces
 // f(x) = max_k (W_k·x + b_k); the "outer" class lies outside the polytope {f ≤ 0}, the other class
 // inside. Trained by SGD on problem (6) in unconstrained form,
 //   min_W  Σ_{inner} Σ_k c₋ [1 + W_k x + b_k]_+  +  Σ_{outer} c₊ [1 − W_z(x) x − b_z(x)]_+  +  λ_s ‖(W, b)‖²
@@ -10,7 +10,7 @@
 // class −1 (F₋), trained independently; the decision is D(x) = F₊(x) − F₋(x). Multiclass: one
 // double-sided CPM per pair of classes a < b (a ↦ +1), majority vote with seeded tie-breaking.
 //
-// Sparse form (§4.3): every face shares one shrink factor σ_t = 1/(t + 1) (exact, closed form), so the
+// Sparse form (§2.3): every face shares one shrink factor σ_t = 1/(t + 1) (exact, closed form), so the
 // trainer stores U = W/σ feature-major (U[f·K + k]: one row's scores read K contiguous values per
 // non-zero) and an update is O(K·nnz). U grows like C·T, so increments are rounded against a large
 // accumulator: U is double when memory allows and float otherwise (CpmPrecision).
@@ -114,7 +114,7 @@ struct CpmProblem {
   std::vector<std::pair<double, std::uint64_t>> label_counts;  // ascending labels, rows each
 };
 
-/// Bytes the trainer holds: U of every side and the ASSIGN histories. A model saved from
+/// Bytes the trainer holds: U of every side, the per-face state and the ASSIGN histories. A model saved from
 /// export_weights (as `train` does) needs nothing more; finish() adds one side's float model at a
 /// time (it gives each side's U back once that side's model is built).
 std::uint64_t cpm_training_bytes(const CpmConfig& config, const CpmProblem& problem,

@@ -1,4 +1,4 @@
-// CpmTrainer: the SGD of algorithms.md §4.2 in the sparse form of §4.3, one Side per trained CPM.
+// CpmTrainer: the SGD of docs/algorithms.md §2.2 in the sparse form of §2.3, one Side per trained CPM.
 
 #include <sys/mman.h>
 #include <tbb/parallel_for.h>
@@ -17,6 +17,7 @@
 #include "engine/cpm.h"
 #include "engine/cpm_assign.h"
 #include "engine/errors.h"
+#include "engine/limits.h"
 #include "engine/random.h"
 
 namespace polymargin::engine {
@@ -52,7 +53,9 @@ void CpmConfig::validate() const {
   if (iterations == 0 && !(epochs > 0 && std::isfinite(epochs)))
     throw UsageError("--iterations must be at least 1, or --epochs positive (got iterations " +
                      std::to_string(iterations) + ", epochs " + text(epochs) + ")");
-  if (!(c > 0) || !std::isfinite(c)) throw UsageError("-c (C) must be > 0 (got " + text(c) + ")");
+  if (!cost_in_range(c))
+    throw UsageError("-c (C) must be > 0, in [1e-30, 1e30] (got " + text(c) +
+                     "): beyond, the steps underflow to an all-zero model or overflow");
   if (!(perplexity >= 1 && perplexity <= faces))
     throw UsageError("--entropy (a perplexity) must be in [1, K] = [1, " + std::to_string(faces) +
                      "] (got " + text(perplexity) + ")");
@@ -374,7 +377,10 @@ std::vector<int> outers_of(CpmSides sides) {
 std::uint64_t cpm_training_bytes(const CpmConfig& config, const CpmProblem& problem,
                                  CpmPrecision precision) {
   const std::uint64_t acc = precision == CpmPrecision::kDouble ? 8 : 4;
-  const std::uint64_t per_side = slots_of(config, problem) * std::uint64_t(config.faces) * acc;
+  // Per face, besides its weights: the intercept (acc), its score (8), its place in the hit list
+  // (4), ASSIGN's counts (16) and the intercept a checkpoint or model copies out (8).
+  const std::uint64_t per_face = slots_of(config, problem) * acc + acc + 36;
+  const std::uint64_t per_side = per_face * std::uint64_t(config.faces);
   std::uint64_t total = 0;
   const bool history = config.perplexity > 1;  // Side::keeps_history
   for (const auto& [pos, neg] : machines_of(problem))

@@ -16,6 +16,7 @@ enum ExitCode : int {
   kExitIo = 4,           // cannot open, read, write, rename, disk full
   kExitNumerical = 5,    // NaN/Inf in weights, divergence
   kExitInterrupted = 6,  // stopped by a signal after writing a checkpoint
+  kExitMemory = 7,       // the run would not fit in memory: refused before allocating
 };
 
 /// Base of every polymargin error.
@@ -76,6 +77,14 @@ class IoError : public Error {
  public:
   using Error::Error;
   int exit_code() const override { return kExitIo; }
+};
+
+/// The run as configured would not fit in memory: refused before the allocation, with the amount
+/// and what to change.
+class MemoryError : public Error {
+ public:
+  using Error::Error;
+  int exit_code() const override { return kExitMemory; }
 };
 
 /// Training diverged or produced a non-finite value.

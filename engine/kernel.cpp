@@ -218,14 +218,14 @@ Eigen::MatrixXd cross_kernel(const RowSet& a, const RowSet& b, const KernelSpec&
   return k;
 }
 
-void check_memory(double bytes, double limit, const std::string& what) {
+void check_memory(double bytes, double limit, const std::string& what, const std::string& remedy) {
   if (bytes <= limit) return;
   std::ostringstream out;
   out.precision(3);
   out << what << " needs about " << bytes / (1 << 20) << " MiB, more than --max-memory "
       << limit / (1 << 20)
-      << " MiB; use fewer training rows (memory grows with m²) or raise --max-memory";
-  throw IoError(out.str());
+      << " MiB; " << remedy << " or raise --max-memory";
+  throw MemoryError(out.str());
 }
 
 double default_memory_limit() {

@@ -1,5 +1,5 @@
 // Kernels of the regular-scale learners (kernel LDM, Twin LDM, CMM) and the in-memory row set they
-// train on. algorithms.md §3.3 and §6:
+// train on. docs/algorithms.md §3.4:
 //   linear      k(u, v) = u·v
 //   rbf         k(u, v) = exp(−γ‖u − v‖²),  γ = 1/(2σ²), σ = width (the LDM paper's grid gives σ
 //               relative to δ, the mean distance between training rows: σ ∈ {2^−2 δ, …, 2^2 δ})
@@ -103,9 +103,11 @@ inline double gather_dot(const double* dense, const CsrView& rows, std::size_t j
 /// Bytes of an m × m double matrix.
 inline double square_matrix_bytes(std::uint64_t m) { return 8.0 * static_cast<double>(m) * m; }
 
-/// Throws IoError (exit 4: out of memory) when `bytes` exceeds `limit`, saying what needs how much
-/// and which option raises the limit; called before anything of that size is allocated.
-void check_memory(double bytes, double limit, const std::string& what);
+/// Throws MemoryError (exit 7) when `bytes` exceeds `limit`, saying what needs how much, what to
+/// change (`remedy`) and which option raises the limit; called before anything of that size is
+/// allocated.
+void check_memory(double bytes, double limit, const std::string& what,
+                  const std::string& remedy = "use fewer training rows (memory grows with m²)");
 
 /// Half of the physical memory (the default --max-memory).
 double default_memory_limit();

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "engine/errors.h"
+#include "engine/limits.h"
 #include "engine/random.h"
 #include "engine/sparse.h"
 
@@ -18,7 +19,7 @@ namespace polymargin::engine {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-// η0 calibration: sample pairs and the bracket's bounds (§2.5).
+// η0 calibration: sample pairs and the bracket's bounds (§1.5).
 constexpr std::uint64_t kCalibrationPairs = 1000;
 constexpr double kMinEta0 = 1.0 / (1 << 30);
 constexpr int kPatience = 3;
@@ -44,8 +45,9 @@ std::string format_double(double x) {
 
 void LdmConfig::validate() const {
   auto fail = [](const std::string& what) { throw UsageError(what); };
-  if (!(c > 0) || !std::isfinite(c))
-    fail("C must be a positive number (got " + format_double(c) + ")");
+  if (!cost_in_range(c))
+    fail("C must be a positive number in [1e-30, 1e30] (got " + format_double(c) +
+         "): beyond, the step sizes and the default lambdas underflow or overflow");
   if (lambda1 && (!(*lambda1 >= 0) || !std::isfinite(*lambda1)))
     fail("lambda1 must be ≥ 0 (got " + format_double(*lambda1) + ")");
   if (lambda2 && (!(*lambda2 >= 0) || !std::isfinite(*lambda2)))
@@ -95,7 +97,7 @@ LdmTrainer::LdmTrainer(const LdmConfig& config, std::uint64_t m, std::uint32_t m
 }
 
 double LdmTrainer::clamp_eta0(double eta0) {
-  // 1 − λη_t ≥ 1/2 keeps the divisor a positive and finite (§2.6).
+  // 1 − λη_t ≥ 1/2 keeps the divisor a positive and finite (§1.6).
   const double eta_max = 0.5 / lambda_;
   eta0_clamped_ = eta0 > eta_max;
   return std::min(eta0, eta_max);
@@ -147,7 +149,7 @@ double LdmTrainer::calibrate(const CsrView& sample) {
 }
 
 double LdmTrainer::calibration_cost(const CsrView& sample, double eta0) {
-  // S plain SGD steps from w = 0 with the training schedule, no averaging (§2.5). W is zero
+  // S plain SGD steps from w = 0 with the training schedule, no averaging (§1.5). W is zero
   // outside sample_features_, so renormalising and resetting touch only those slots.
   double* w = state_.wa.data();  // W only: A stays untouched (and flagged zero)
   const std::size_t nb = kStride * bias_slot_;

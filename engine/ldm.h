@@ -1,24 +1,24 @@
 // Linear Large Margin Distribution Machine trained by averaged SGD (Zhang & Zhou, KDD 2014, §3.2.2,
-// Algorithm 2), with the SVM (λ1 = λ2 = 0) as a special case. Specification: shared/docs/
-// algorithms.md §2 (section numbers below refer to it).
+// Algorithm 2), with the SVM (λ1 = λ2 = 0) as a special case. Specification: docs/algorithms.md §1
+// (section numbers below refer to it).
 //
-// Objective (paper eq. 14, divided by mC — §2.1; same minimiser, η0 ≈ O(1) independent of m):
+// Objective (paper eq. 14, divided by mC — §1.1; same minimiser, η0 ≈ O(1) independent of m):
 //   F(w) = (λ/2)‖w‖² + 2λ1'·Var(γ) − λ2'·mean(γ) + (1/m) Σ_i [1 − γ_i]_+ ,
 //   γ_i = y_i wᵀx_i,  λ = 1/(mC),  λ1' = λ1/(mC),  λ2' = λ2/(mC).
 // (The paper's margin variance γ̂ = (1/m²) Σ_ij (γ_i − γ_j)² is 2·Var(γ).)
 //
-// Stochastic gradient (Theorem 2, eq. 15, in scalar-times-x_i form — §2.2): for i, j drawn
+// Stochastic gradient (Theorem 2, eq. 15, in scalar-times-x_i form — §1.2): for i, j drawn
 // independently with uniform marginals,
 //   ∇̂F(w; i, j) = λw + φ·x_i,  φ = y_i (4λ1'(γ_i − γ_j) − λ2' − 1[γ_i < 1]),
 // so x_j only enters through the scalar γ_j and a step costs O(nnz_i + nnz_j).
 //
-// Update (eq. 17 plus averaging, §2.3), t = 0-based step:
-//   η_t = η0 (1 + λη0 t)^(−3/4)          (Xu 2011 as in Bottou's ASGD; η0 calibrated, §2.5)
+// Update (eq. 17 plus averaging, §1.3), t = 0-based step:
+//   η_t = η0 (1 + λη0 t)^(−3/4)          (Xu 2011 as in Bottou's ASGD; η0 calibrated, §1.5)
 //   w  ← (1 − λη_t) w − η_t φ x_i        (φ from both scores at the pre-step w)
 //   w̄ ← w̄ + μ_t (w − w̄),  μ_t = 1 for t ≤ t0, else 1/(1 + t − t0),  t0 = avg_start_epochs·m
 // so that w̄ = mean of the iterates after steps t0+1 … T (the paper's w̄_t).
 //
-// Scaled representation (§2.4), the invariants every method keeps:
+// Scaled representation (§1.4), the invariants every method keeps:
 //   w = W / a,   w̄ = (A + b·W) / c,   a, c ≥ 1 (finite), W and A dense double arrays.
 // The decay is a ← a/(1 − λη_t) (O(1)), the gradient step W += δx_i with δ = −η_t φ a, and the
 // averaging A −= b·δ·x_i, c ← c/(1 − μ_t), b ← b + μ_t c/a (O(nnz_i)). While μ_t = 1 the average
@@ -26,13 +26,13 @@
 // step; LDM-ref's per-step reset is O(d·t0)). When a or c exceeds renorm_threshold everything is
 // folded back (A ← w̄, W ← w, a = c = 1, b = 0; O(d), O(log T) times per run).
 //
-// Sampling (§2.2): the driver delivers each epoch as windows of already-shuffled rows; within a
+// Sampling (§1.2): the driver delivers each epoch as windows of already-shuffled rows; within a
 // window row k is i at step k and j is either the next row (Pairing::kNextRow, the default: the
 // shuffle makes it a random other row, and its weights stay in cache for the next step) or drawn
 // by a second seeded permutation of the window (kPermutation, LDM-ref's two permutations; i, j
 // independent, j = i possible). Either way every row is once i and once j per epoch.
 //
-// Optional bias (§1): a constant feature of value B appended to every row, regularised like the
+// Optional bias (§6): a constant feature of value B appended to every row, regularised like the
 // weights; it lives in the last slot of W and A.
 #pragma once
 
@@ -70,7 +70,7 @@ inline constexpr double kDefaultC = 10;
 inline constexpr double kDefaultLambda1Rel = 1e-4;  // λ1/(mC)
 inline constexpr double kDefaultLambda2Rel = 3e-3;  // λ2/(mC)
 
-/// How step k of a window picks its second row j (x_j enters only through its score s_j, §2.2).
+/// How step k of a window picks its second row j (x_j enters only through its score s_j, §1.2).
 /// Either way each row of the shuffled window is i once and j once, so the marginals are uniform.
 ///   kNextRow: j = the next row of the shuffled window (the last row takes the first). The next
 ///     step's x_i is this step's x_j, so its weight lines are still in cache: a step brings in the
@@ -87,7 +87,7 @@ struct LdmConfig {
   double c = kDefaultC;           // weight of the hinge loss
   int epochs = 5;                 // T of Algorithm 2: T·m steps
   int avg_start_epochs = 2;       // t0 = avg_start_epochs·m (LDM-ref: 2)
-  double eta0 = 0;                // initial step; ≤ 0: calibrated on a sample (§2.5)
+  double eta0 = 0;                // initial step; ≤ 0: calibrated on a sample (§1.5)
   double bias = 0;                // B of the constant feature; 0: no bias
   std::uint64_t seed = 1;         // pairing permutations and calibration sample
   double renorm_threshold = 1e5;  // fold a, c back to 1 above this (lower it only in tests)
@@ -126,7 +126,7 @@ struct MarginStats {
   double accuracy() const { return rows ? static_cast<double>(correct) / rows : 0; }
 };
 
-/// φ of Theorem 2 (§2.2): the stochastic gradient is λw + φ·x_i. lambda1p, lambda2p are λ1', λ2'.
+/// φ of Theorem 2 (§1.2): the stochastic gradient is λw + φ·x_i. lambda1p, lambda2p are λ1', λ2'.
 inline double ldm_phi(double y_i, double margin_i, double margin_j, double lambda1p,
                       double lambda2p) {
   return y_i * (4 * lambda1p * (margin_i - margin_j) - lambda2p - (margin_i < 1 ? 1.0 : 0.0));
@@ -141,7 +141,7 @@ inline double ldm_average_rate(std::uint64_t t, std::uint64_t t0) {
   return t <= t0 ? 1.0 : 1.0 / static_cast<double>(1 + t - t0);
 }
 
-/// F of §2.1 from the margins of all rows and ‖w‖² (bias weight included: it is regularised), with
+/// F of §1.1 from the margins of all rows and ‖w‖² (bias weight included: it is regularised), with
 /// the trainer-form coefficients λ = 1/(mC), λ1' = λ1/(mC), λ2' = λ2/(mC).
 double ldm_objective(double lambda, double lambda1p, double lambda2p, const MarginStats& margins,
                      double norm2);
@@ -169,7 +169,7 @@ class LdmTrainer {
   /// m: rows per epoch; max_index: largest raw feature id (W gets max_index + 1 slots + bias).
   LdmTrainer(const LdmConfig& config, std::uint64_t m, std::uint32_t max_index, LabelMap labels);
 
-  /// Calibrates η0 (§2.5) on min(1000, m) seeded pairs of `sample`'s rows, unless the config fixes
+  /// Calibrates η0 (§1.5) on min(1000, m) seeded pairs of `sample`'s rows, unless the config fixes
   /// it; learn() calls this on its first batch when the driver has not. Returns the η0 used.
   double calibrate(const CsrView& sample);
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -52,6 +53,18 @@ void AtomicFile::write(std::string_view bytes) {
   if (bytes.empty()) return;
   if (!file_) throw std::logic_error("AtomicFile::write after sync()");
   if (std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size())
+    throw IoError("cannot write " + path_ + ": " + errno_text());
+}
+
+void AtomicFile::skip(std::uint64_t bytes) {
+  if (!file_) throw std::logic_error("AtomicFile::skip after sync()");
+  if (temp_path_.empty()) {
+    static const char zeros[4096] = {};
+    for (; bytes > 0; bytes -= std::min<std::uint64_t>(bytes, sizeof zeros))
+      write({zeros, static_cast<std::size_t>(std::min<std::uint64_t>(bytes, sizeof zeros))});
+    return;
+  }
+  if (::fseeko(file_, static_cast<off_t>(bytes), SEEK_CUR) != 0)
     throw IoError("cannot write " + path_ + ": " + errno_text());
 }
 

@@ -24,6 +24,9 @@ class AtomicFile {
 
   /// Appends bytes; throws IoError (disk full included).
   void write(std::string_view bytes);
+  /// Appends `bytes` zeros: a hole in a regular file (which must be written to after it), written
+  /// zeros when written in place.
+  void skip(std::uint64_t bytes);
   /// Flushes, fsyncs and closes the temporary file, which stays under its temporary name until
   /// commit(); throws IoError. Lets the slow part of a write overlap other work.
   void sync();

@@ -303,8 +303,13 @@ void parse_libsvm_lines(std::string_view text, const ParseOptions& options, Pars
     const char* eol = static_cast<const char*>(std::memchr(p, '\n', end - p));
     if (!eol) eol = end;
     ++out.lines;
-    if (!parser.parse(p, eol)) {
-      BadLine bad{out.lines, parser.error_column(), std::move(parser.error_message())};
+    const bool too_long = static_cast<std::uint64_t>(eol - p) > options.max_line_bytes;
+    if (too_long || !parser.parse(p, eol)) {
+      BadLine bad = too_long ? BadLine{out.lines, options.max_line_bytes + 1,
+                                       "line longer than " + std::to_string(options.max_line_bytes) +
+                                           " bytes (--max-line-bytes)"}
+                             : BadLine{out.lines, parser.error_column(),
+                                       std::move(parser.error_message())};
       if (out.bad_lines == options.max_bad_lines) {
         out.fatal = std::move(bad);
         return;

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,8 @@ struct ParseOptions {
   IndexBase index_base = IndexBase::kAuto;  // kOne makes index 0 an error
   /// The parser stops at the bad line after this many (0: at the first bad line).
   std::uint64_t max_bad_lines = 0;
+  /// A longer line (without its '\n') is a bad line.
+  std::uint64_t max_line_bytes = std::numeric_limits<std::uint64_t>::max();
 };
 
 /// A line the parser rejected. line and column are 1-based within the parsed text.

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -259,7 +260,20 @@ void write_maxabs(const std::string& path, const std::vector<std::span<const flo
     file.write({static_cast<const char*>(data), size});
   };
   put(&header, sizeof header);
-  for (const auto& piece : pieces) put(piece.data(), piece.size_bytes());
+  // Pieces of zeros (features never seen: a few ids near 2^32 make gigabytes of them) become holes
+  // of a sparse file instead of written pages; they read back as zeros.
+  std::span<const float> zeros;  // a piece found to be all zeros (the writer shares one)
+  for (const auto& piece : pieces) {
+    XXH3_64bits_update(state.get(), piece.data(), piece.size_bytes());
+    const bool zero = (piece.data() == zeros.data() && piece.size() <= zeros.size()) ||
+                      std::all_of(piece.begin(), piece.end(), [](float v) { return v == 0.0f; });
+    if (zero) {
+      if (piece.size() > zeros.size()) zeros = piece;
+      file.skip(piece.size_bytes());
+    } else {
+      file.write({reinterpret_cast<const char*>(piece.data()), piece.size_bytes()});
+    }
+  }
   const std::uint64_t sum = XXH3_64bits_digest(state.get());
   file.write({reinterpret_cast<const char*>(&sum), sizeof sum});
   file.commit();

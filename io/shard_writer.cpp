@@ -168,12 +168,19 @@ class MaxabsTable {
     if (c) __builtin_prefetch(c + index % kChunk, 0);
   }
 
-  /// The first `count` entries as pieces; untouched chunks read as zeros. Call once the workers
+  /// The first `count` entries as pieces; an untouched chunk is a view of one shared chunk of
+  /// zeros (one feature id near 2^32 must not allocate the 16 GiB below it). Call once the workers
   /// are done.
   std::vector<std::span<const float>> pieces(std::size_t count) {
     std::vector<std::span<const float>> out;
-    for (std::size_t c = 0; c * kChunk < count; ++c)
-      out.emplace_back(chunk(c), std::min(kChunk, count - c * kChunk));
+    for (std::size_t c = 0; c * kChunk < count; ++c) {
+      const float* p = chunks_[c].load(std::memory_order_acquire);
+      if (!p) {
+        if (zeros_.empty()) zeros_.assign(kChunk, 0.0f);
+        p = zeros_.data();
+      }
+      out.emplace_back(p, std::min(kChunk, count - c * kChunk));
+    }
     return out;
   }
 
@@ -196,6 +203,7 @@ class MaxabsTable {
   std::unique_ptr<std::atomic<float*>[]> chunks_;
   std::mutex grow_;
   std::deque<std::vector<float, engine::sparse::HugePageAllocator<float>>> owned_;
+  std::vector<float> zeros_;
 };
 
 }  // namespace

@@ -132,8 +132,11 @@ class ChunkPool {
 // The bytes after a chunk's last '\n' are carried over to the next chunk of the same input.
 class ChunkReader {
  public:
-  ChunkReader(const std::vector<std::string>& inputs, std::size_t chunk_bytes)
-      : inputs_(inputs), chunk_bytes_(std::max<std::size_t>(chunk_bytes, 1)) {}
+  ChunkReader(const std::vector<std::string>& inputs, std::size_t chunk_bytes,
+              std::uint64_t max_line_bytes)
+      : inputs_(inputs),
+        chunk_bytes_(std::max<std::size_t>(chunk_bytes, 1)),
+        max_line_bytes_(std::max<std::uint64_t>(max_line_bytes, 1)) {}
 
   /// Fills `chunk` with the next lines; false when every input is read or one has failed.
   bool next(Chunk& chunk) {
@@ -148,6 +151,7 @@ class ChunkReader {
           source_ = open_byte_source(inputs_[input_]);
           at_input_start_ = true;
           source_done_ = false;
+          offset_ = 0;
         }
         read_lines(chunk);
       } catch (...) {
@@ -158,7 +162,12 @@ class ChunkReader {
         const char* data = chunk.text.data();
         const void* last = data ? memrchr(data, '\n', chunk.text.size()) : nullptr;
         chunk.text.shrink_to(last ? static_cast<const char*>(last) - data + 1 : 0);
+        if (binary_) {  // nothing of binary data is delivered
+          chunk.text.clear();
+          chunk.piece = {};
+        }
       }
+      offset_ += chunk.bytes().size();
       const std::string_view bytes = chunk.bytes();
       if (at_input_start_ && !bytes.empty()) {
         at_input_start_ = false;
@@ -178,15 +187,44 @@ class ChunkReader {
   }
 
  private:
+  // A NUL among the first bytes of an input: binary data, refused at its line and column.
+  void refuse_binary(std::string_view bytes) {
+    const std::string_view head = bytes.substr(0, kBinarySniffBytes);
+    const std::size_t nul = head.find('\0');
+    if (nul == std::string_view::npos) return;
+    binary_ = true;
+    const std::string_view before = head.substr(0, nul);
+    const std::size_t line_start = before.rfind('\n');
+    throw DataError(display_name(inputs_[input_]), 1 + std::count(before.begin(), before.end(), '\n'),
+                    nul + 1 - (line_start == std::string_view::npos ? 0 : line_start + 1),
+                    "binary data (a NUL byte), not LIBSVM text");
+  }
+
+  [[noreturn]] void refuse_long_line(std::uint64_t line_offset) const {
+    throw DataError(display_name(inputs_[input_]), 0, 0,
+                    "the line at byte " + std::to_string(line_offset) + " is longer than " +
+                        std::to_string(max_line_bytes_) +
+                        " bytes with no line end: not LIBSVM text? (convert --max-line-bytes "
+                        "raises the limit)");
+  }
+
   void read_lines(Chunk& chunk) {
     if (const std::string_view file = source_->mapped(); !file.empty()) {
       // About chunk_bytes, to the end of the line that crosses that mark.
       std::size_t end = std::min(file.size(), mapped_pos_ + chunk_bytes_);
       if (end < file.size()) {
-        const void* nl = std::memchr(file.data() + end - 1, '\n', file.size() - (end - 1));
+        const std::size_t from = end - 1;
+        const std::size_t span = std::min<std::uint64_t>(file.size() - from, max_line_bytes_);
+        const void* nl = std::memchr(file.data() + from, '\n', span);
+        if (!nl && span < file.size() - from) {
+          // The line crossing `end` starts after the last line end before it.
+          const void* last = memrchr(file.data() + mapped_pos_, '\n', from - mapped_pos_);
+          refuse_long_line(last ? static_cast<const char*>(last) - file.data() + 1 : mapped_pos_);
+        }
         end = nl ? static_cast<const char*>(nl) - file.data() + 1 : file.size();
       }
       chunk.piece = file.substr(mapped_pos_, end - mapped_pos_);
+      if (mapped_pos_ == 0) refuse_binary(chunk.piece);
       read_ahead(chunk.piece);
       mapped_pos_ = end;
       source_done_ = end == file.size();
@@ -204,6 +242,7 @@ class ChunkReader {
         if (got == 0) source_done_ = true;
         text.commit(got);
       }
+      if (at_input_start_ && searched == 0) refuse_binary({text.data(), text.size()});
       const void* found = text.size() > searched
                               ? memrchr(text.data() + searched, '\n', text.size() - searched)
                               : nullptr;
@@ -213,8 +252,9 @@ class ChunkReader {
         text.shrink_to(cut);
         return;
       }
+      // A line longer than a chunk: read on until it ends, or until it is too long to be a row.
+      if (text.size() > max_line_bytes_) refuse_long_line(offset_);
       if (source_done_) return;  // the input's last line has no '\n' (or nothing is left)
-      // A line longer than a chunk: read on until it ends.
       searched = text.size();
       target *= 2;
     }
@@ -222,6 +262,8 @@ class ChunkReader {
 
   const std::vector<std::string>& inputs_;
   const std::size_t chunk_bytes_;
+  const std::uint64_t max_line_bytes_;
+  std::uint64_t offset_ = 0;  // bytes of the current input before this chunk
   std::size_t input_ = 0;
   std::unique_ptr<ByteSource> source_;
   std::vector<std::unique_ptr<ByteSource>> finished_;  // mapped inputs already cut into chunks
@@ -229,6 +271,7 @@ class ChunkReader {
   bool at_input_start_ = true;
   bool source_done_ = false;
   bool failed_ = false;
+  bool binary_ = false;  // the failure is refuse_binary's
   ByteBuffer carry_;
 };
 
@@ -251,7 +294,8 @@ class Collector {
       // The limit falls among lines this chunk skipped. Parse it again, stopping at the first line
       // over the limit, to get that line's message and exactly the rows before it.
       ParsedChunk again;
-      const ParseOptions limited{options_.index_base, options_.max_bad_lines - stats_.bad_lines};
+      const ParseOptions limited{options_.index_base, options_.max_bad_lines - stats_.bad_lines,
+                                 options_.max_line_bytes};
       parse_libsvm_lines(chunk.lines(), limited, again);
       deliver(again.rows);
       throw too_many_bad_lines(*again.fatal);
@@ -318,8 +362,9 @@ TextStats read_libsvm_text(const std::vector<std::string>& inputs, const TextOpt
                            const RowSink& sink) {
   if (inputs.empty()) throw UsageError("no input files given");
   const int threads = options.threads > 0 ? options.threads : tbb::info::default_concurrency();
-  const ParseOptions parse_options{options.index_base, options.max_bad_lines};
-  ChunkReader reader(inputs, options.chunk_bytes);
+  const ParseOptions parse_options{options.index_base, options.max_bad_lines,
+                                   options.max_line_bytes};
+  ChunkReader reader(inputs, options.chunk_bytes, options.max_line_bytes);
   ChunkPool pool;
   Collector collector(inputs, options, sink);
 

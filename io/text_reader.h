@@ -33,7 +33,14 @@ struct TextOptions {
   std::size_t chunk_bytes = std::size_t{4} << 20;  // bytes per parallel parse task
   std::uint64_t max_bad_lines = 0;                 // 0: the first bad line is an error
   int threads = 0;                                 // 0: all hardware threads
+  /// A longer line is a DataError (memory stays bounded on a stream without line ends, such as
+  /// /dev/zero). Default: room for a row of about 10 M non-zeros; a block holds at most 16.7 M.
+  std::uint64_t max_line_bytes = std::uint64_t{256} << 20;
 };
+
+/// Text whose first 4 KiB hold a NUL byte is binary, not LIBSVM: a DataError naming the byte's
+/// line and column (so /dev/zero is refused at 1:1 before anything else is read).
+inline constexpr std::size_t kBinarySniffBytes = 4096;
 
 struct TextStats {
   std::uint64_t rows = 0;

@@ -111,6 +111,27 @@ expect 2 "--threads must be between 0" train --algo kldm -d in.svm -o x.model --
 expect 2 "--threads must be between 0" convert in.svm -o t.shards --threads -3
 expect 2 "--jobs must be between 0" experiment configs/none.conf -o e --jobs 5000
 
+# --- 5. one feature id near 2^32 in a tiny file: no 16 GiB written, every learner refuses up front --
+printf '1 4294967295:1\n-1 1:1\n1 3:1\n-1 2:1\n' > wide.svm
+timeout 60 "$bin" convert wide.svm -o wide.shards > /dev/null || fail "convert of a wide id failed"
+[ "$(du -sk wide.shards | cut -f1)" -lt 65536 ] || fail "wide.shards takes $(du -sh wide.shards)"
+for algo in ldm svm kldm tldm cmm; do
+  expect 7 "renumber the features densely" train --algo $algo -d wide.shards -o x.model
+done
+expect 7 "use --hash-bits" train --algo cpm -d wide.shards -o x.model
+[ ! -e x.model ] || fail "a refused learner wrote x.model"
+
+# --- 6. binary data and lines without end are refused at once, memory bounded ------------------------
+rc=0
+timeout 10 "$bin" convert /dev/zero -o z.shards > /dev/null 2> err.txt || rc=$?
+[ $rc -eq 3 ] && grep -q "/dev/zero:1:1: binary data" err.txt || fail "convert /dev/zero: $rc $(cat err.txt)"
+printf '1 1:1 2:1 3:1\n-1 2:1\n' > short.svm
+expect 3 "short.svm:1:12: line longer than 11 bytes" convert short.svm -o z.shards --max-line-bytes 11
+head -c 3000000 /dev/zero | tr '\0' '1' | "$bin" convert - -o z.shards --max-line-bytes 1000000 \
+  > /dev/null 2> err.txt && fail "an endless line was converted"
+grep -q "longer than 1000000 bytes" err.txt || fail "endless line: $(cat err.txt)"
+[ ! -e z.shards ] || fail "a refused convert wrote z.shards"
+
 # --- 7. a model read from a stream that is not a model stops at its first bytes -------------------
 for stream in /dev/urandom /dev/zero; do
   rc=0
@@ -209,6 +230,14 @@ mkdir outdir
 expect 2 "is a directory" train -d in.svm -o outdir
 expect 2 "is a directory" predict -m m.model -d in.svm -o outdir
 [ -z "$(ls -A outdir)" ] || fail "a refused train wrote into outdir"
+
+# --- 16. messages that say what to do ------------------------------------------------------------------
+for c in 1e308 1e-320; do
+  expect 2 "in [1e-30, 1e30]" train -d in.svm -o x.model -c $c
+  expect 2 "in [1e-30, 1e30]" train --algo cpm -d in.svm -o x.model -c $c
+done
+expect 7 "faces (-k)" train --algo cpm -d in.svm -o x.model -k 1000000000 --iterations 1
+expect 2 "overflows" train -d in.svm -o x.model --lambda1-rel 1e308 -c 1e30
 
 unchanged
 no_temporaries .

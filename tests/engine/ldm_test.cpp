@@ -1,4 +1,4 @@
-// The linear LDM trainer against naive dense float64 implementations of algorithms.md §2 (same pair
+// The linear LDM trainer against naive dense float64 implementations of docs/algorithms.md §1 (same pair
 // sequence), the full gradient of F, and LIBLINEAR's L1-loss SVM primal.
 #include "engine/ldm.h"
 
@@ -69,7 +69,7 @@ double dot(const Dense& a, const Dense& b) {
   return s;
 }
 
-// F of §2.1 in the paper's own form (eq. 14 with γ̂ as the double sum), divided by mC.
+// F of §1.1 in the paper's own form (eq. 14 with γ̂ as the double sum), divided by mC.
 double dense_objective(const Problem& p, const LdmConfig& config, const Dense& w) {
   const double m = static_cast<double>(p.m());
   std::vector<double> margin(p.m());
@@ -97,7 +97,7 @@ double max_relative_difference(const Dense& got, const Dense& want) {
   return diff / scale;
 }
 
-// §2.3 literally: dense w and w̄, φ from both scores before the step, w̄ ← w̄ + μ(w − w̄).
+// §1.3 literally: dense w and w̄, φ from both scores before the step, w̄ ← w̄ + μ(w − w̄).
 struct DenseAsgd {
   const Problem& p;
   LdmConfig config;
@@ -192,7 +192,7 @@ INSTANTIATE_TEST_SUITE_P(
                       SparseVsDenseCase{false, 0, 0, 0, 1.5},       // hinge only (SVM path)
                       SparseVsDenseCase{true, 0, 0, 1, 1.5}));
 
-// §2.2: the mean of λw + φ(i, j)·x_i over all m² pairs is ∇F(w), checked against the gradient
+// §1.2: the mean of λw + φ(i, j)·x_i over all m² pairs is ∇F(w), checked against the gradient
 // written from eq. 14 directly and against central differences of F.
 TEST(LdmGradient, AverageOverAllPairsIsFullGradient) {
   const Problem p = random_problem(12, 5, true, 0.5, 3);
