@@ -187,16 +187,14 @@ class ChunkReader {
   }
 
  private:
-  // A NUL among the first bytes of an input: binary data, refused at its line and column.
+  // A NUL in an input's first line (within its first bytes): binary data, refused at once. A later
+  // line with a NUL is left to the parser, so that an earlier bad line is still the error named.
   void refuse_binary(std::string_view bytes) {
     const std::string_view head = bytes.substr(0, kBinarySniffBytes);
-    const std::size_t nul = head.find('\0');
+    const std::size_t nul = head.substr(0, head.find('\n')).find('\0');
     if (nul == std::string_view::npos) return;
     binary_ = true;
-    const std::string_view before = head.substr(0, nul);
-    const std::size_t line_start = before.rfind('\n');
-    throw DataError(display_name(inputs_[input_]), 1 + std::count(before.begin(), before.end(), '\n'),
-                    nul + 1 - (line_start == std::string_view::npos ? 0 : line_start + 1),
+    throw DataError(display_name(inputs_[input_]), 1, nul + 1,
                     "binary data (a NUL byte), not LIBSVM text");
   }
 

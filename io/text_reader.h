@@ -38,8 +38,8 @@ struct TextOptions {
   std::uint64_t max_line_bytes = std::uint64_t{256} << 20;
 };
 
-/// Text whose first 4 KiB hold a NUL byte is binary, not LIBSVM: a DataError naming the byte's
-/// line and column (so /dev/zero is refused at 1:1 before anything else is read).
+/// Text with a NUL byte in its first line, within its first 4 KiB, is binary, not LIBSVM: a
+/// DataError at 1:COLUMN before anything else is read (/dev/zero at 1:1).
 inline constexpr std::size_t kBinarySniffBytes = 4096;
 
 struct TextStats {
