@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Sample nightly retraining job: convert the day's data, warm-start from the served model, evaluate
-# candidate and served model on a fixed holdout, and replace the served model only if the holdout
-# metric did not drop. Restartable: a run killed or stopped (exit 6) is continued by running the same
+# Sample nightly retraining job: convert the day's data, warm-start from the served model (ldm, svm),
+# evaluate candidate and served model on a fixed holdout, and replace the served model only if the
+# holdout metric did not drop. Restartable: a run killed or stopped (exit 6) is continued by running the same
 # command again (the conversion is kept, training resumes from its checkpoint).
 #
 # Usage: configs/nightly.sh [-b POLYMARGIN] [-w WORKDIR] [-m auc|accuracy] [-a ALGO] \
@@ -46,9 +46,10 @@ log() { echo "nightly: $*" >&2; }
 
 # 1. Today's data into shards, once (a rerun reuses them; convert writes atomically).
 [ -e "$work/today.shards/manifest.json" ] || "$bin" convert "${new_data[@]}" -o "$work/today.shards" > /dev/null
-# 2. The candidate: warm-started from the served model, checkpointed, resumed after a stop.
+# 2. The candidate: warm-started from the served model (ldm, svm; the CPM trains afresh: its ASSIGN
+#    history and step schedule belong to one run), checkpointed, resumed after a stop.
 warm=()
-[ -e "$served" ] && warm=(--warm-start "$served")
+[ -e "$served" ] && [ "$algo" != cpm ] && warm=(--warm-start "$served")
 resume=()
 [ -e "$work/train.checkpoint" ] && resume=(--resume "$work/train.checkpoint")
 "$bin" train --algo "$algo" -d "$work/today.shards" -o "$work/candidate.model" "${warm[@]}" \

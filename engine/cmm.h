@@ -1,4 +1,4 @@
-// Compact Margin Machine (Dai & Niu, PAKDD 2010; shared/papers/cmm-pakdd2010.txt; algorithms.md §5):
+// Compact Margin Machine (Dai & Niu, PAKDD 2010; docs/algorithms.md §5):
 // semi-supervised S3VM plus an ε-insensitive "compactness" penalty on every point. Relaxed CMM,
 // problem (8), with l labelled rows (y = ±1) and u unlabelled rows, f(x) = wᵀφ(x) (+ b):
 //   min ½‖w‖² + C1 Σ_lab [1 − y f]_+ + C2 Σ_unl [1 − |f|]_+ + C3 Σ_all [|f| − ε]_+ .

@@ -1,4 +1,4 @@
-// ASSIGN of the Convex Polytope Machine (CPM-paper Algorithm 2, algorithms.md §4.4): which face a
+// ASSIGN of the Convex Polytope Machine (CPM-paper Algorithm 2, docs/algorithms.md §2.4): which face a
 // positive ("outer") example updates. The natural choice is the best-scoring face; while the
 // entropy of the faces' share of positives is below h, the example is sent instead to the best face
 // among those that would raise the entropy. Entropies are kept in nats and updated in O(K) per call
@@ -127,7 +127,7 @@ struct Assignment {
   int natural = 0;
 };
 
-/// The ASSIGN decision of §4.4 for an example with history entry `old_face` (−1: new) and face
+/// The ASSIGN decision of §2.4 for an example with history entry `old_face` (−1: new) and face
 /// scores `scores[0, K)`; `threshold` = h in nats (≤ 0: off). Does not change `counts`.
 /// - natural = argmax_k scores (ties → lowest k);
 /// - warm-up: while fewer than 5K examples are in the history, or with h ≤ 0, adjusted = natural;

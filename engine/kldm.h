@@ -1,5 +1,5 @@
 // Kernel Large Margin Distribution Machine by dual coordinate descent (Zhang & Zhou, KDD 2014,
-// §3.2.1, Algorithm 1). Specification: shared/docs/algorithms.md §3 (section numbers below).
+// §3.2.1, Algorithm 1). Specification: docs/algorithms.md §3 (section numbers below).
 //
 // Primal in the expansion w = Σ α_i φ(x_i) (Theorem 1, eq. 8), G the kernel matrix, Y = diag(y):
 //   min_α ½αᵀQα + pᵀα + C Σ_i [1 − y_i (Gα)_i]_+ ,

@@ -1,5 +1,5 @@
 // Twin Large Margin Distribution Machine (Cheng & Wang, "A novel twin large margin distribution
-// machine", eqs. 9-16; shared/papers/tldm-twin-ldm.md; algorithms.md §5): two non-parallel planes
+// machine", eqs. 9-16; docs/algorithms.md §4): two non-parallel planes
 // f_k(x) = w_kᵀφ(x) + b_k, each close to one class and at least 1 away from the other (TWSVM),
 // with LDM's margin mean and variance terms. With v = [w; b], M = [X e] (all l rows),
 // H = [A e] (the l1 positive rows), G = [B e] (the l2 negative rows), Y the ±1 labels:

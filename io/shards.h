@@ -4,9 +4,11 @@
 //                                    index base, sources (path, size, mtime), shard list, checksums
 //   DATA.shards/shard-00000.pms ...  blocks of up to block_rows rows (CSR: labels, row lengths,
 //                                    indices, values; values omitted when all are 1), each block
-//                                    checksummed (xxh64). raw codec: plain little-endian arrays,
-//                                    8-byte aligned, read in place from a memory map. zstd codec:
-//                                    indices delta + varint coded, then zstd-compressed.
+//                                    checksummed (XXH3), the file bound to the manifest by the
+//                                    XXH3 of its blocks' checksums. raw codec: plain little-endian
+//                                    arrays, 8-byte aligned, read in place from a memory map. zstd
+//                                    codec: row lengths, values and labels zstd-compressed, index
+//                                    gaps as varints (io/shard_format.h says why).
 //   DATA.shards/feature_maxabs.bin   per-feature max |value| (float32), checksummed, for [0,1] scaling
 //
 // A directory that is stale (a source changed), of another format version, truncated or corrupted is

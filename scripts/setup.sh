@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake pkg-config
-  libboost-iostreams-dev libboost-program-options-dev
+  libboost-program-options-dev
   libtbb-dev libzstd-dev zstd libxxhash-dev libfast-float-dev nlohmann-json3-dev libeigen3-dev
   zlib1g-dev libbz2-dev bzip2 gzip
   libgtest-dev libbenchmark-dev

@@ -2,7 +2,7 @@
 # configs/nightly.sh on small generated data: the first night creates the served model; a normal
 # night warm-starts and replaces it only when the holdout metric did not drop; a night of flipped
 # labels is kept out of service; a night stopped mid-training (exit 6) continues when
-# run again.
+# run again; a CPM's second night trains afresh.
 # Usage: tests/cli/nightly.sh BUILD/polymargin   (run from the repository root)
 set -euo pipefail
 
@@ -45,4 +45,13 @@ cmp -s "$work/served.model" "$work/before.model" || fail "a stopped night change
 nightly "$work/day4.svm" 2> "$work/log"
 grep -q "candidate .* served .*: \(replaced\|kept\)" "$work/log" || fail "rerun: $(cat "$work/log")"
 [ "$(jq .train_metrics.resumed_from.rows "$d")" != null ] || fail "the rerun did not resume"
+# The CPM: no warm start (it refuses one), so a second night trains afresh and still decides.
+cpm_nightly() {
+  configs/nightly.sh -b "$bin" -a cpm -w "$work/cpm_job" "$work/cpm.model" "$work/holdout.svm" \
+    "$@" -- -k 2 --epochs 1
+}
+cpm_nightly "$work/day1.svm" 2> "$work/log" || fail "CPM night 1: $(cat "$work/log")"
+cpm_nightly "$work/day2.svm" 2> "$work/log" || fail "CPM night 2: $(cat "$work/log")"
+jq -e '.decision == "replaced" or .decision == "kept"' "$work/cpm_job/decision.json" > /dev/null ||
+  fail "CPM night 2: $(cat "$work/cpm_job/decision.json")"
 echo "nightly: all checks passed"

@@ -1,6 +1,6 @@
-// The CPM trainer against dense float64 references of the same formulas (algorithms.md §9 oracles
-// 5 and 6): K = 1 is Pegasos step by step, the O(1) entropies equal brute force, ASSIGN picks as
-// §4.4 says, and the model does not depend on the thread count.
+// The CPM trainer against dense float64 references of the same formulas (docs/testing.md, what the
+// tests prove): K = 1 is Pegasos step by step, the O(1) entropies equal brute force, ASSIGN picks
+// as docs/algorithms.md §2.4 says, and the model does not depend on the thread count.
 
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
@@ -186,7 +186,7 @@ TEST(CpmAssign, IncrementalEntropyEqualsBruteForce) {
         ++moved[static_cast<std::size_t>(k)];
         const double brute = count_entropy(moved);
         ASSERT_NEAR(counts.entropy_if(o, k), brute, 1e-12);
-        // The exact criterion of §4.4 agrees with brute force wherever the entropies differ.
+        // The exact criterion of §2.4 agrees with brute force wherever the entropies differ.
         const double h = count_entropy(n);
         if (std::abs(brute - h) > 1e-12) ASSERT_EQ(counts.move_raises_entropy(o, k), brute > h);
         else ASSERT_FALSE(counts.move_raises_entropy(o, k));
