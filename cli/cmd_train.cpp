@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "cli/progress.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
+#include "driver/epoch_loop.h"
 #include "engine/errors.h"
 #include "engine/ldm.h"
 #include "engine/metrics.h"
@@ -319,84 +321,62 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   };
   if (warm_pending && trainer.eta0() > 0) apply_warm_start();
 
-  CheckpointSchedule schedule(job.every);
-  auto save_checkpoint = [&](TrainPosition at) {
-    write_linear_checkpoint(checkpoint, run_config, run_data, at, trainer);
-    schedule.written();
-  };
-  // Called between batches: on SIGTERM/SIGINT (or --stop-after-rows), save and stop.
-  auto stop_if_signalled = [&](TrainPosition at) {
-    const int signal = stop_requested(trainer.state().t, job.stop_after_rows);
-    if (signal == 0) return;
-    Interrupted stop{signal, ""};
-    if (!checkpoint.empty()) {
-      save_checkpoint(at);
-      stop.checkpoint = checkpoint;
-    }
-    report["interrupted"] = {{"signal", stop_name(signal)},
-                             {"epoch", at.epoch},
-                             {"rows", at.rows},
-                             {"checkpoint", stop.checkpoint.empty() ? nlohmann::json()
-                                                                    : nlohmann::json(checkpoint)}};
-    throw stop;
-  };
-
+  // The epoch loop is the driver's; what an LDM does with a window, a checkpoint, a stop and the
+  // end of an epoch is said here.
   EpochProgress progress(manifest.rows, used.epochs);
   engine::MarginStats margins;  // the last epoch's progressive margins, then the final pass's
-  double learn_seconds = 0, wait_seconds = 0;
-  const Clock::time_point train_start = Clock::now();
-  stop_if_signalled(position);
-  try {
-    for (auto epoch = static_cast<int>(position.epoch); epoch < used.epochs; ++epoch) {
-      read.epoch = static_cast<std::uint64_t>(epoch);
-      // Resuming mid-epoch: the epoch's rows come in the same windows again; skip those learnt.
-      std::uint64_t skip = epoch == static_cast<int>(position.epoch) ? position.rows : 0;
-      const std::uint64_t first = skip;
-      std::uint64_t done = skip;
-      const Clock::time_point epoch_start = Clock::now();
-      if (skip < manifest.rows) {
-        const io::ScanStats stats = shards.scan(read, [&](const CsrView& batch) {
-          if (skip > 0) {
-            if (batch.rows > skip)
-              throw DataError(resume, 0, 0,
-                              "checkpoint position is not on a window boundary of this data");
-            skip -= batch.rows;
-            return;
-          }
-          if (trainer.eta0() <= 0) {  // calibrate on the first window, and say what was found
-            trainer.calibrate(batch);
-            progress.clear();
-            std::fprintf(stderr, "eta0 %g (calibrated)\n", trainer.eta0());
-          }
-          if (warm_pending) apply_warm_start();
-          trainer.learn(batch);
-          done += batch.rows;
-          schedule.learnt(batch.rows);
-          progress.batch(epoch, done);
-          const TrainPosition here{static_cast<std::uint64_t>(epoch), done};
-          stop_if_signalled(here);
-          if (schedule.due()) save_checkpoint(here);
-        });
-        learn_seconds += stats.sink_seconds;
-        wait_seconds += stats.wait_seconds;
-      }
-      if (!checkpoint.empty() && schedule.per_pass() && done > first)
-        save_checkpoint({static_cast<std::uint64_t>(epoch), manifest.rows});
-      // Progressive estimate: each row's margin at its pre-step w, plus ‖w̄‖²; the exact F(w̄)
-      // comes from the final pass.
-      margins = trainer.take_progress();
+  JobLearner learner;
+  learner.window = [&](const CsrView& window, const io::SpareWork&, const driver::Position& at) {
+    if (trainer.eta0() <= 0) {  // calibrate on the first window, and say what was found
+      trainer.calibrate(window);
       progress.clear();
-      std::fprintf(stderr,
-                   "epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g, accuracy ≈ %.4f\n",
-                   epoch + 1, used.epochs, seconds_since(epoch_start),
-                   rows / 1e6 / std::max(seconds_since(epoch_start), 1e-9),
-                   trainer.objective(margins), margins.accuracy());
+      std::fprintf(stderr, "eta0 %g (calibrated)\n", trainer.eta0());
     }
+    if (warm_pending) apply_warm_start();
+    trainer.learn(window);
+    progress.batch(static_cast<int>(at.pass), at.pass_rows + window.rows);
+  };
+  // An epoch's end is {epoch, all its rows}, as a checkpoint within it: the same record.
+  learner.save = [&](const driver::Position& at, bool) {
+    write_linear_checkpoint(checkpoint, run_config, run_data, {at.pass, at.pass_rows}, trainer);
+  };
+  learner.stopped = [&](int signal, const driver::Position& at) {
+    Interrupted stop{signal, checkpoint};
+    report["interrupted"] = {{"signal", stop_name(signal)},
+                             {"epoch", at.pass},
+                             {"rows", at.pass_rows},
+                             {"checkpoint", checkpoint.empty() ? nlohmann::json()
+                                                               : nlohmann::json(checkpoint)}};
+    throw stop;
+  };
+  learner.passed = [&](const driver::Position& at, double seconds) {
+    // Progressive estimate: each row's margin at its pre-step w, plus ‖w̄‖²; the exact F(w̄)
+    // comes from the final pass.
+    margins = trainer.take_progress();
+    progress.clear();
+    std::fprintf(stderr, "epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g, accuracy ≈ %.4f\n",
+                 static_cast<int>(at.pass) + 1, used.epochs, seconds,
+                 rows / 1e6 / std::max(seconds, 1e-9), trainer.objective(margins),
+                 margins.accuracy());
+  };
+  driver::LoopOptions loop;
+  loop.read = read;
+  loop.passes = static_cast<std::uint64_t>(used.epochs);
+  loop.checkpoints = !checkpoint.empty();
+  loop.every = job.every;
+  loop.stop_requested = [&](std::uint64_t) {
+    return stop_requested(trainer.state().t, job.stop_after_rows);
+  };
+  driver::LoopResult trained;
+  try {
+    trained = driver::run_passes(shards, learner, loop,
+                                 {position.epoch, 0, position.rows, trainer.state().t}, resume);
   } catch (...) {
     progress.clear();
     throw;
   }
-  const double train_seconds = seconds_since(train_start);
+  const double learn_seconds = trained.learn_seconds, wait_seconds = trained.wait_seconds;
+  const double train_seconds = trained.train_seconds;
   // From here on a signal no longer stops the run: the model is a final pass and a write away.
 
   const std::vector<float>* fold = nullptr;
@@ -514,7 +494,7 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
                        {"finish", finish_seconds},     {"final_pass", eval_seconds},
                        {"save", save_seconds},         {"validation", validation_seconds},
                        {"total", total_seconds}};
-  report["checkpoints_written"] = schedule.count();
+  report["checkpoints_written"] = trained.checkpoints_written;
   report["objective"] = objective;
   report["objective_kind"] = no_final_pass ? "progressive" : "exact";
   nlohmann::ordered_json train_report = {{"rows", margins.rows},

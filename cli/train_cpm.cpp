@@ -23,6 +23,7 @@
 #include "cli/cpm_checkpoint.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
+#include "driver/epoch_loop.h"
 #include "engine/cpm.h"
 #include "engine/errors.h"
 #include "io/cpm_model_file.h"
@@ -62,9 +63,6 @@ std::vector<double> parse_classes(const std::string& text) {
   std::sort(classes.begin(), classes.end());
   return classes;
 }
-
-// The scan stops early once every side has made its T steps (the last epoch is partial).
-struct StopScan {};
 
 int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   std::vector<std::string> inputs;
@@ -316,73 +314,49 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   // threads (lockstep), its reading started by those whose sides finished the window before first
   // (scan_lending), rather than by one of them ahead of its side.
   read.lockstep = trainer.sides() >= static_cast<std::size_t>(threads);
-  CheckpointSchedule schedule(job.every);
-  auto save_checkpoint = [&](CpmPosition at) {
-    write_cpm_checkpoint(job.checkpoint, run_config, run_data, at, trainer);
-    schedule.written();
+  // The epoch loop is the driver's; what the CPM does with a window, a checkpoint, a stop and the
+  // end of a pass is said here. Its position: {pass, windows of it learnt, rows in all passes}.
+  JobLearner learner;
+  learner.window = [&](const CsrView& window, const io::SpareWork& spare, const driver::Position&) {
+    trainer.learn(window, spare);
   };
-  // Called between batches while there is learning left: on SIGTERM/SIGINT (or
-  // --stop-after-rows), save and stop.
-  auto stop_if_signalled = [&](CpmPosition at) {
-    const int signal = stop_requested(at.rows, job.stop_after_rows);
-    if (signal == 0) return;
-    Interrupted stop{signal, ""};
-    if (!job.checkpoint.empty()) {
-      save_checkpoint(at);
-      stop.checkpoint = job.checkpoint;
-    }
+  learner.finished = [&] { return trainer.done(); };
+  learner.save = [&](const driver::Position& at, bool pass_end) {
+    write_cpm_checkpoint(job.checkpoint, run_config, run_data,
+                         pass_end ? CpmPosition{at.pass + 1, 0, at.rows}
+                                  : CpmPosition{at.pass, at.windows, at.rows},
+                         trainer);
+  };
+  learner.stopped = [&](int signal, const driver::Position& at) {
+    Interrupted stop{signal, job.checkpoint};
     report["interrupted"] = {
         {"signal", stop_name(signal)},
         {"pass", at.pass},
-        {"batches", at.batches},
+        {"batches", at.windows},
         {"rows", at.rows},
-        {"checkpoint", stop.checkpoint.empty() ? nlohmann::json() : nlohmann::json(stop.checkpoint)}};
+        {"checkpoint", job.checkpoint.empty() ? nlohmann::json() : nlohmann::json(job.checkpoint)}};
     throw stop;
   };
-  double learn_seconds = 0, wait_seconds = 0;
-  const Clock::time_point train_start = Clock::now();
-  if (!trainer.done()) stop_if_signalled(position);
-  for (; !trainer.done(); position = {position.pass + 1, 0, position.rows}) {
-    read.epoch = position.pass;
-    read.first_window = position.batches;  // a resumed pass: the windows learnt are not read
-    const Clock::time_point epoch_start = Clock::now();
-    // Timed here too: the last pass stops early (StopScan), and its ScanStats are lost with it.
-    double pass_learn = 0;
-    std::uint64_t pass_batches = 0;
-    try {
-      const io::ScanStats stats =
-          shards.scan_lending(read, [&](const CsrView& batch, const io::SpareWork& spare) {
-            const Clock::time_point learn_start = Clock::now();
-            trainer.learn(batch, spare);
-            pass_learn += seconds_since(learn_start);
-            ++position.batches;
-            ++pass_batches;
-            position.rows += batch.rows;
-            schedule.learnt(batch.rows);
-            if (trainer.done()) throw StopScan{};
-            stop_if_signalled(position);
-            if (!job.checkpoint.empty() && schedule.due()) save_checkpoint(position);
-          });
-      learn_seconds += stats.sink_seconds;
-      wait_seconds += stats.wait_seconds;
-      if (!job.checkpoint.empty() && schedule.per_pass() && pass_batches > 0)
-        save_checkpoint({position.pass + 1, 0, position.rows});
-    } catch (const StopScan&) {
-      learn_seconds += pass_learn;
-      wait_seconds += seconds_since(epoch_start) - pass_learn;  // the pass's time not learning
-    }
+  learner.passed = [&](const driver::Position& at, double seconds) {
     std::uint64_t steps = 0, total = 0;
     for (const auto& s : trainer.status()) {
       steps += s.steps;
       total += s.iterations;
     }
     std::fprintf(stderr, "pass %llu: %.2f s, %llu of %llu steps\n",
-                 static_cast<unsigned long long>(position.pass + 1), seconds_since(epoch_start),
+                 static_cast<unsigned long long>(at.pass + 1), seconds,
                  static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total));
-    if (trainer.done()) break;  // the pass the run ended in stays in `position`
-  }
-  const std::uint64_t passes = position.pass + 1;
-  const double train_seconds = seconds_since(train_start);
+  };
+  driver::LoopOptions loop;
+  loop.read = read;
+  loop.checkpoints = !job.checkpoint.empty();
+  loop.every = job.every;
+  loop.stop_requested = [&](std::uint64_t rows) { return stop_requested(rows, job.stop_after_rows); };
+  const driver::LoopResult trained = driver::run_passes(
+      shards, learner, loop, {position.pass, position.batches, 0, position.rows}, job.resume);
+  const std::uint64_t passes = trained.end.pass + 1;
+  const double learn_seconds = trained.learn_seconds, wait_seconds = trained.wait_seconds;
+  const double train_seconds = trained.train_seconds;
 
   const Clock::time_point save_start = Clock::now();
   // The weights go to the file straight from U, a chunk at a time: no float copy of the model is
@@ -498,7 +472,7 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
                        {"learn", learn_seconds},   {"read_wait", wait_seconds},
                        {"save", save_seconds},     {"validation", validation_seconds},
                        {"total", total_seconds}};
-  report["checkpoints_written"] = schedule.count();
+  report["checkpoints_written"] = trained.checkpoints_written;
   if (validated) report["validation"] = validated->metrics;
   if (json) {
     std::cout << summary.dump(2) << "\n";

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 #include "cli/command.h"
 #include "cli/train.h"
@@ -30,6 +31,11 @@ std::string differences(const nlohmann::json& saved, const nlohmann::json& now) 
 }
 
 }  // namespace
+
+void JobLearner::stop(int reason, const driver::Position& at) {
+  stopped(reason, at);
+  throw std::logic_error("JobLearner::stopped returned");
+}
 
 int interrupted_exit_code(const Interrupted& stop) {
   return stop.checkpoint.empty() ? 128 + stop.signal : kExitInterrupted;
@@ -128,19 +134,6 @@ CheckpointEvery parse_checkpoint_every(const std::string& text) {
   return every;
 }
 
-bool CheckpointSchedule::due() const {
-  return (every_.rows > 0 && rows_ >= every_.rows) ||
-         (every_.seconds > 0 &&
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count() >=
-              every_.seconds);
-}
-
-void CheckpointSchedule::written() {
-  last_ = std::chrono::steady_clock::now();
-  rows_ = 0;
-  ++count_;
-}
-
 int run_train_job(const std::vector<std::string>& args, TrainJob job) {
   MetricsFile metrics(peek_option(args, "metrics-json", ""));
   try {
@@ -162,16 +155,16 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
     return code;
   } catch (const io::OutputPathError& e) {
     // Refused before any work; not written where the refusal says it must not go.
-    if (!e.involves("--metrics-json")) metrics.finish(e.exit_code(), "error", e.what());
+    if (!e.involves("--metrics-json")) metrics.finish(exit_code_of(e), "error", e.what());
     throw;
   } catch (const Error& e) {
-    metrics.finish(e.exit_code(), "error", e.what());
+    metrics.finish(exit_code_of(e), "error", e.what());
     throw;
   } catch (const std::bad_alloc&) {
     metrics.finish(kExitIo, "error", "out of memory");
     throw;
   } catch (const std::exception& e) {
-    metrics.finish(1, "error", std::string("internal error: ") + e.what());
+    metrics.finish(kExitInternal, "error", std::string("internal error: ") + e.what());
     throw;
   }
 }

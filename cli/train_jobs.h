@@ -7,6 +7,7 @@
 
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "cli/signals.h"
+#include "driver/epoch_loop.h"
 #include "engine/classifier.h"
 #include "engine/metrics.h"
 #include "io/file_lock.h"
@@ -21,6 +23,24 @@
 #include "io/shards.h"
 
 namespace polymargin::cli {
+
+/// A driver::Learner made of a job's own functions: how a command wires its trainer, progress
+/// line, checkpoint file and report into the driver's epoch loop (driver/epoch_loop.h).
+struct JobLearner final : driver::Learner {
+  std::function<void(const CsrView&, const io::SpareWork&, const driver::Position&)> window;
+  std::function<bool()> finished = [] { return false; };
+  std::function<void(const driver::Position&, bool pass_end)> save;
+  std::function<void(int reason, const driver::Position&)> stopped;  // must throw
+  std::function<void(const driver::Position&, double seconds)> passed;
+
+  void learn(const CsrView& rows, const io::SpareWork& spare, const driver::Position& at) override {
+    window(rows, spare, at);
+  }
+  bool done() const override { return finished(); }
+  void checkpoint(const driver::Position& at, bool pass_end) override { save(at, pass_end); }
+  [[noreturn]] void stop(int reason, const driver::Position& at) override;
+  void pass_end(const driver::Position& at, double seconds) override { passed(at, seconds); }
+};
 
 /// Thrown by a learner that stopped on a signal, after saving what it could.
 struct Interrupted {
@@ -96,30 +116,8 @@ io::ModelContainer read_checkpoint_file(const std::string& path, const std::stri
 
 /// "ROWS" (e.g. 1000000, 1e6) or "SECONDS" with a unit (30s, 10m, 1h): how often --checkpoint
 /// writes. UsageError naming --checkpoint-every otherwise.
-struct CheckpointEvery {
-  std::uint64_t rows = 0;  // 0: not by rows
-  double seconds = 0;      // 0: not by time
-};
+using driver::CheckpointEvery;
 CheckpointEvery parse_checkpoint_every(const std::string& text);
-
-/// When a run with --checkpoint writes: after the batch that reaches --checkpoint-every's rows or
-/// time since the last write, or (without --checkpoint-every) at the end of every pass.
-class CheckpointSchedule {
- public:
-  explicit CheckpointSchedule(CheckpointEvery every) : every_(every) {}
-  bool per_pass() const { return every_.rows == 0 && every_.seconds == 0; }
-  void learnt(std::uint64_t rows) { rows_ += rows; }
-  /// Due by rows or time (never when per_pass()).
-  bool due() const;
-  void written();
-  int count() const { return count_; }
-
- private:
-  CheckpointEvery every_;
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-  std::uint64_t rows_ = 0;
-  int count_ = 0;
-};
 
 /// The options every learner's nightly job shares: --checkpoint, --checkpoint-every, --resume,
 /// --stop-after-rows, --validation, --metrics-json.

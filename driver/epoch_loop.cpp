@@ -1,0 +1,104 @@
+#include "driver/epoch_loop.h"
+
+#include "engine/errors.h"
+
+namespace polymargin::driver {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Thrown through the reader when the learner is done: the pass ends at once.
+struct StopScan {};
+
+}  // namespace
+
+bool CheckpointSchedule::due() const {
+  return (every_.rows > 0 && rows_ >= every_.rows) ||
+         (every_.seconds > 0 &&
+          std::chrono::duration<double>(Clock::now() - last_).count() >= every_.seconds);
+}
+
+void CheckpointSchedule::written() {
+  last_ = Clock::now();
+  rows_ = 0;
+  ++count_;
+}
+
+LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOptions& options,
+                      const Position& start, const std::string& resume_name) {
+  const std::uint64_t rows_per_pass = shards.manifest().rows;
+  CheckpointSchedule schedule(options.every);
+  LoopResult result;
+  const auto save = [&](const Position& at, bool pass_end) {
+    learner.checkpoint(at, pass_end);
+    schedule.written();
+  };
+  // Between windows: a stop request saves (with checkpoints) and ends the run.
+  const auto stop_if_requested = [&](const Position& at) {
+    const int reason = options.stop_requested ? options.stop_requested(at.rows) : 0;
+    if (reason == 0) return;
+    if (options.checkpoints) save(at, false);
+    learner.stop(reason, at);
+  };
+
+  const Clock::time_point train_start = Clock::now();
+  Position at = start;
+  if (!learner.done()) stop_if_requested(at);
+  io::ReadOptions read = options.read;
+  for (; at.pass < options.passes && !learner.done(); at = {at.pass + 1, 0, 0, at.rows}) {
+    read.epoch = at.pass;
+    read.first_window = at.windows;  // the windows learnt before a resume are not read again
+    // A resume that knows only the rows of its pass learnt reads those windows and passes over them.
+    std::uint64_t skip = at.windows == 0 ? at.pass_rows : 0;
+    const Clock::time_point pass_start = Clock::now();
+    double pass_learn = 0;  // timed here too: a pass cut short loses its ScanStats
+    std::uint64_t pass_windows = 0;
+    bool cut = false;
+    if (skip < rows_per_pass) {
+      try {
+        const io::ScanStats stats = shards.scan_lending(
+            read, [&](const CsrView& window, const io::SpareWork& spare) {
+              if (skip > 0) {
+                if (window.rows > skip)
+                  throw DataError(resume_name, 0, 0,
+                                  "checkpoint position is not on a window boundary of this data");
+                skip -= window.rows;
+                ++at.windows;
+                return;
+              }
+              const Clock::time_point learn_start = Clock::now();
+              learner.learn(window, spare, at);
+              pass_learn += seconds_since(learn_start);
+              ++at.windows;
+              ++pass_windows;
+              at.pass_rows += window.rows;
+              at.rows += window.rows;
+              schedule.learnt(window.rows);
+              if (learner.done()) throw StopScan{};
+              stop_if_requested(at);
+              if (options.checkpoints && schedule.due()) save(at, false);
+            });
+        result.learn_seconds += stats.sink_seconds;
+        result.wait_seconds += stats.wait_seconds;
+      } catch (const StopScan&) {
+        cut = true;
+        result.learn_seconds += pass_learn;
+        result.wait_seconds += seconds_since(pass_start) - pass_learn;  // the pass's time not learning
+      }
+    }
+    if (!cut && options.checkpoints && schedule.per_pass() && pass_windows > 0) save(at, true);
+    learner.pass_end(at, seconds_since(pass_start));
+    if (cut) break;  // the pass the run ended in stays in `at`
+  }
+  result.end = at;
+  result.train_seconds = seconds_since(train_start);
+  result.checkpoints_written = schedule.count();
+  return result;
+}
+
+}  // namespace polymargin::driver
