@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return e.exit_code();
+    return 1;
   }
   return 0;
 }

@@ -405,7 +405,7 @@ void Experiment::execute(Cell& cell) {
     cell.result = methods_[cell.method].spec->external.empty() ? run_polymargin(cell, work)
                                                                : run_liblinear(cell, work);
   } catch (const Error& e) {
-    cell.result = {{"error", e.what()}, {"exit_code", e.exit_code()}};
+    cell.result = {{"error", e.what()}, {"exit_code", exit_code_of(e)}};
   } catch (const std::exception& e) {
     cell.result = {{"error", e.what()}, {"exit_code", 1}};
   }

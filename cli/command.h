@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/exit_codes.h"
 #include "io/output_path.h"
 
 namespace polymargin::cli {

@@ -26,16 +26,16 @@ int main(int argc, char** argv) {
   using namespace polymargin;
   if (argc < 2) {
     print_usage(std::cerr);
-    return kExitUsage;
+    return cli::kExitUsage;
   }
   const std::string name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") {
     print_usage(std::cout);
-    return kExitOk;
+    return cli::kExitOk;
   }
   if (name == "--version") {
     std::cout << "polymargin 0.1.0\n";
-    return kExitOk;
+    return cli::kExitOk;
   }
   cli::start_signal_thread();
   cli::report_sigbus_as_io_error();
@@ -46,16 +46,16 @@ int main(int argc, char** argv) {
       return c.run(args);
     } catch (const Error& e) {
       std::cerr << "error: " << e.what() << "\n";
-      return e.exit_code();
+      return cli::exit_code_of(e);
     } catch (const std::bad_alloc&) {
       std::cerr << "error: out of memory\n";
-      return kExitIo;
+      return cli::kExitIo;
     } catch (const std::exception& e) {
       std::cerr << "internal error: " << e.what() << "\n";
-      return 1;
+      return cli::kExitInternal;
     }
   }
   std::cerr << "error: unknown command '" << name << "'\n\n";
   print_usage(std::cerr);
-  return kExitUsage;
+  return cli::kExitUsage;
 }

@@ -1,5 +1,5 @@
 // Typed errors of the polymargin library. Library code throws; only cli/ catches, prints and picks
-// the exit code (see ExitCode below and the README's "Exit codes" table).
+// the exit code (cli/exit_codes.h, and the README's "Exit codes" table).
 #pragma once
 
 #include <cstdint>
@@ -8,29 +8,16 @@
 
 namespace polymargin {
 
-/// Process exit codes, shared by every subcommand.
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitUsage = 2,        // bad command line or config value
-  kExitData = 3,         // malformed or corrupt input data, shards or model file
-  kExitIo = 4,           // cannot open, read, write, rename, disk full
-  kExitNumerical = 5,    // NaN/Inf in weights, divergence
-  kExitInterrupted = 6,  // stopped by a signal after writing a checkpoint
-  kExitMemory = 7,       // the run would not fit in memory: refused before allocating
-};
-
 /// Base of every polymargin error.
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
-  virtual int exit_code() const { return kExitUsage; }
 };
 
 /// A command-line option or config value is invalid.
 class UsageError : public Error {
  public:
   using Error::Error;
-  int exit_code() const override { return kExitUsage; }
 };
 
 /// Input data are malformed or corrupt. what() reads "file:line:column: message"; line and column are
@@ -43,7 +30,6 @@ class DataError : public Error {
         line_(line),
         column_(column),
         message_(message) {}
-  int exit_code() const override { return kExitData; }
   const std::string& file() const { return file_; }
   std::uint64_t line() const { return line_; }
   std::uint64_t column() const { return column_; }
@@ -76,7 +62,6 @@ class DataError : public Error {
 class IoError : public Error {
  public:
   using Error::Error;
-  int exit_code() const override { return kExitIo; }
 };
 
 /// The run as configured would not fit in memory: refused before the allocation, with the amount
@@ -84,14 +69,12 @@ class IoError : public Error {
 class MemoryError : public Error {
  public:
   using Error::Error;
-  int exit_code() const override { return kExitMemory; }
 };
 
 /// Training diverged or produced a non-finite value.
 class NumericalError : public Error {
  public:
   using Error::Error;
-  int exit_code() const override { return kExitNumerical; }
 };
 
 }  // namespace polymargin
