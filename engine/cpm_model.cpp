@@ -1,6 +1,6 @@
 // CpmModel: scoring, one-vs-one voting, export and the assignment statistics of `eval`.
 
-#include "engine/cpm.h"
+#include "engine/cpm_model.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>

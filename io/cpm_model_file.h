@@ -9,7 +9,7 @@
 #include <span>
 #include <string>
 
-#include "engine/cpm.h"
+#include "engine/cpm_model.h"
 #include "io/model_file.h"
 
 namespace polymargin::io {
