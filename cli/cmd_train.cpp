@@ -120,14 +120,44 @@ std::vector<double> warm_weights(const WarmStart& warm, const std::vector<float>
   return w;
 }
 
-int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
-  std::vector<std::string> inputs;
-  std::string algo, output, eta0_text, scale, pairing, warm_start_path;
-  JobOptions job;
+// One `train --algo ldm|svm` run, a step a method, in the order they happen. The members are the
+// run's options and the state the steps hand on to each other.
+struct LinearRun : TrainRun {
+  using TrainRun::TrainRun;
+
+  bool parse(const std::vector<std::string>& args);  // false: --help was shown
+  void open();                                       // data, λ, warm start, trainer, resume
+  void announce() const;                             // what is trained, on stderr
+  void train();                                      // the epochs: driver::run_passes
+  void finish();                                     // the model, the final pass, the write
+  int conclude();                                    // validation, report, summary
+  void apply_warm_start();
+
+  // Options of the LDM/SVM.
+  std::string algo, eta0_text, scale, pairing, warm_start_path;
   engine::LdmConfig config;
-  int threads = 0;
-  std::uint32_t window_blocks = 0;
-  bool json = false, no_final_pass = false;
+  bool no_final_pass = false;
+  // What the steps hand on.
+  std::optional<LinearCheckpoint> resumed;
+  engine::LabelMap labels;
+  double rows = 0;
+  std::optional<WarmStart> warm;
+  std::uint32_t max_index = 0;
+  std::optional<engine::LdmTrainer> trainer;
+  nlohmann::json run_config, run_data;
+  TrainPosition position;  // where training starts: (0, 0), or the checkpoint's position
+  io::ReadOptions read;
+  std::vector<float> maxabs;  // a warm start's scaling (see open())
+  bool warm_pending = false;
+  engine::MarginStats margins;  // the last epoch's progressive margins, then the final pass's
+  driver::LoopResult trained;
+  engine::LinearModel model;
+  double finish_seconds = 0, eval_seconds = 0, save_seconds = 0, objective = 0;
+  std::vector<double> train_scores;  // kept for the training AUC of --metrics-json
+  std::vector<std::int8_t> train_signs;
+};
+
+bool LinearRun::parse(const std::vector<std::string>& args) {
   po::options_description opts("train options");
   opts.add_options()("algo", po::value(&algo)->default_value("ldm"),
                      "ldm | svm (svm: the hinge-loss SVM, λ1 = λ2 = 0)")(
@@ -165,13 +195,11 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
                                                            "print the summary as JSON on stdout")(
       "warm-start", po::value(&warm_start_path),
       "start from this model (same algorithm and labels; new features start at 0)");
-  job.add_to(opts, "epoch");
-  po::positional_options_description positional;
+  job.add_to(opts, "epoch");  po::positional_options_description positional;
   positional.add("data", -1);
-  po::variables_map vm;
   if (!parse_options("train", "--algo ldm|svm -d TRAIN... -o MODEL [options]", opts, positional,
                      args, vm))
-    return kHelpShown;
+    return false;
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   if (scale != "maxabs" && scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
@@ -190,46 +218,28 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   }
   check_train_paths(vm);
   job.check();
-  const std::string& checkpoint = job.checkpoint;
-  const std::string& resume = job.resume;
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
-  const JobLocks locks(output, checkpoint);
-  std::optional<LinearCheckpoint> resumed;
-  if (!resume.empty()) resumed = read_linear_checkpoint(resume);
-  const StopSignals stop_signals;
+  locks.emplace(output, job.checkpoint);
+  if (!job.resume.empty()) resumed = read_linear_checkpoint(job.resume);
+  stop_signals.emplace();
+  return true;
+}
 
-  threads = resolve_threads(threads);
-  const std::string data = data_name(inputs);
-  const Clock::time_point start = Clock::now();
-  nlohmann::ordered_json& report = metrics.json();
-  report["command"] = "train";
-  report["algorithm"] = algo;
-  report["data"] = inputs;
-  report["model_path"] = output;
-
-  io::ConvertOptions convert;
-  convert.text.threads = threads;
-  const io::Dataset dataset = io::Dataset::open(inputs, convert, threads);
-  const double open_seconds = seconds_since(start);
-  const io::ShardSet& shards = dataset.shards();
+void LinearRun::open() {
+  open_data(algo);
+  const io::ShardSet& shards = dataset->shards();
   const io::Manifest& manifest = shards.manifest();
-  report["data_checksum"] = hex64(io::data_checksum(manifest));
-  report["rows"] = manifest.rows;
-  report["features"] = manifest.features;
-  report["nnz"] = manifest.nnz;
-  if (manifest.rows == 0) throw DataError(data, 0, 0, "no training rows");
-  const engine::LabelMap labels = binary_labels(manifest, data);
-  const double rows = static_cast<double>(manifest.rows);
+  labels = binary_labels(manifest, data);
+  rows = static_cast<double>(manifest.rows);
   if (algo == "svm") {
     config.lambda1 = config.lambda2 = 0;
   } else {
     config.lambda1 = lambda_option(vm, "lambda1", rows, config.c);
     config.lambda2 = lambda_option(vm, "lambda2", rows, config.c);
   }
-  std::optional<WarmStart> warm;
   if (!warm_start_path.empty())
     warm = load_warm_start(warm_start_path, algo, labels, manifest, config.bias);
-  std::uint32_t max_index = manifest.max_index;
+  max_index = manifest.max_index;
   if (warm) max_index = std::max(max_index, warm->model.max_index);
   // Memory, before the first weight exists: W and A (doubles), the scaling table (float) and,
   // with a warm start, its model (double), a slot per feature id up to the largest.
@@ -240,11 +250,11 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
                  std::to_string(per_slot) + " bytes a feature id, + 256 MiB)",
              "the weights are indexed by feature id: renumber the features densely (or hash them "
              "into fewer ids)");
-  engine::LdmTrainer trainer(config, manifest.rows, max_index, labels);
-  const engine::LdmConfig& used = trainer.config();
+  trainer.emplace(config, manifest.rows, max_index, labels);
+  const engine::LdmConfig& used = trainer->config();
 
   // What decides the model besides the data: a resumed run must have exactly this.
-  const nlohmann::json run_config = {
+  run_config = {
       {"algorithm", algo},          {"lambda1", *used.lambda1},
       {"lambda2", *used.lambda2},   {"c", used.c},
       {"epochs", used.epochs},      {"avg_start_epochs", used.avg_start_epochs},
@@ -253,17 +263,17 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
       {"window_blocks", window_blocks}, {"pairing", pairing},
       {"max_index", max_index},
       {"warm_start", warm ? warm->record["model_checksum"] : nlohmann::json()}};
-  const nlohmann::json run_data = data_identity(manifest);
+  run_data = data_identity(manifest);
   report["config"] = run_config;
-  TrainPosition position;  // where training starts: (0, 0), or the checkpoint's position
   if (resumed) {
+    const std::string& resume = job.resume;
     check_resumable(resume, resumed->config, resumed->data, run_config, run_data);
     if (resumed->position.epoch > static_cast<std::uint64_t>(used.epochs) ||
         resumed->position.rows > manifest.rows)
       throw DataError(resume, 0, 0, "checkpoint position lies beyond the run");
     position = resumed->position;
     try {
-      trainer.restore(std::move(resumed->state), resumed->progress, resumed->eta0_clamped);
+      trainer->restore(std::move(resumed->state), resumed->progress, resumed->eta0_clamped);
     } catch (const std::invalid_argument& e) {
       throw DataError(resume, 0, 0, std::string("checkpoint does not fit the data: ") + e.what());
     }
@@ -272,29 +282,6 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
                               {"rows", position.rows}};
   }
 
-  std::fprintf(stderr, "train %s: %s: %llu rows, %llu features, %llu non-zeros%s\n", algo.c_str(),
-               data.c_str(), static_cast<unsigned long long>(manifest.rows),
-               static_cast<unsigned long long>(manifest.features),
-               static_cast<unsigned long long>(manifest.nnz),
-               dataset.converted() ? " (converted from text)" : "");
-  std::fprintf(stderr, "labels: %s -> -1 (%llu rows), %s -> +1 (%llu rows)\n",
-               number(labels.negative).c_str(),
-               static_cast<unsigned long long>(manifest.label_counts.begin()->second),
-               number(labels.positive).c_str(),
-               static_cast<unsigned long long>(manifest.label_counts.rbegin()->second));
-  std::fprintf(stderr, "lambda1 %g  lambda2 %g  C %g  epochs %d  avg-start %d  bias %g  scale %s\n",
-               *used.lambda1, *used.lambda2, used.c, used.epochs, used.avg_start_epochs, used.bias,
-               scale.c_str());
-  if (trainer.eta0() > 0)
-    std::fprintf(stderr, "eta0 %g%s\n", trainer.eta0(),
-                 trainer.eta0_clamped() ? " (clamped to 0.5/λ)" : "");
-  if (resumed)
-    std::fprintf(stderr, "resuming from %s: epoch %llu, %llu rows of it done, step %llu\n",
-                 resume.c_str(), static_cast<unsigned long long>(position.epoch + 1),
-                 static_cast<unsigned long long>(position.rows),
-                 static_cast<unsigned long long>(trainer.state().t));
-
-  io::ReadOptions read;
   read.seed = config.seed;
   read.threads = threads;
   read.window_blocks = window_blocks;
@@ -303,7 +290,6 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   // keep a scale of 1, so their old weights decay under the regulariser instead of vanishing.
   // Warm start only: the data's maxima widened to the model's features (a copy: 81 MB at KDD
   // size, which a cold run must not carry on top of its weights).
-  std::vector<float> maxabs;
   if (read.scale_maxabs && warm) {
     maxabs = shards.feature_maxabs();
     maxabs.resize(std::size_t{max_index} + 1, 0.0f);
@@ -311,20 +297,54 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
       if (maxabs[f] == 0 && warm->model.weights[f] != 0) maxabs[f] = 1;
   }
   // A resumed run has its warm start in the checkpoint, unless it stopped before the first step.
-  bool warm_pending = warm.has_value() && trainer.state().t == 0;
-  auto apply_warm_start = [&] {
-    trainer.warm_start(warm_weights(*warm, read.scale_maxabs ? &maxabs : nullptr),
-                       warm->model.bias_weight);
-    warm_pending = false;
-    std::fprintf(stderr, "warm start from %s: %u feature slots, %llu new\n", warm->path.c_str(),
-                 max_index + 1, static_cast<unsigned long long>(max_index - warm->model.max_index));
-  };
-  if (warm_pending && trainer.eta0() > 0) apply_warm_start();
+  warm_pending = warm.has_value() && trainer->state().t == 0;
+}
 
+void LinearRun::apply_warm_start() {
+  trainer->warm_start(warm_weights(*warm, read.scale_maxabs ? &maxabs : nullptr),
+                      warm->model.bias_weight);
+  warm_pending = false;
+  std::fprintf(stderr, "warm start from %s: %u feature slots, %llu new\n", warm->path.c_str(),
+               max_index + 1, static_cast<unsigned long long>(max_index - warm->model.max_index));
+}
+
+void LinearRun::announce() const {
+  const io::Manifest& manifest = dataset->shards().manifest();
+  const engine::LdmConfig& used = trainer->config();
+  const std::string& resume = job.resume;
+  std::fprintf(stderr, "train %s: %s: %llu rows, %llu features, %llu non-zeros%s\n", algo.c_str(),
+               data.c_str(), static_cast<unsigned long long>(manifest.rows),
+               static_cast<unsigned long long>(manifest.features),
+               static_cast<unsigned long long>(manifest.nnz),
+               dataset->converted() ? " (converted from text)" : "");
+  std::fprintf(stderr, "labels: %s -> -1 (%llu rows), %s -> +1 (%llu rows)\n",
+               number(labels.negative).c_str(),
+               static_cast<unsigned long long>(manifest.label_counts.begin()->second),
+               number(labels.positive).c_str(),
+               static_cast<unsigned long long>(manifest.label_counts.rbegin()->second));
+  std::fprintf(stderr, "lambda1 %g  lambda2 %g  C %g  epochs %d  avg-start %d  bias %g  scale %s\n",
+               *used.lambda1, *used.lambda2, used.c, used.epochs, used.avg_start_epochs, used.bias,
+               scale.c_str());
+  if (trainer->eta0() > 0)
+    std::fprintf(stderr, "eta0 %g%s\n", trainer->eta0(),
+                 trainer->eta0_clamped() ? " (clamped to 0.5/λ)" : "");
+  if (resumed)
+    std::fprintf(stderr, "resuming from %s: epoch %llu, %llu rows of it done, step %llu\n",
+                 resume.c_str(), static_cast<unsigned long long>(position.epoch + 1),
+                 static_cast<unsigned long long>(position.rows),
+                 static_cast<unsigned long long>(trainer->state().t));
+}
+
+void LinearRun::train() {
+  const io::ShardSet& shards = dataset->shards();
+  const io::Manifest& manifest = shards.manifest();
+  const engine::LdmConfig& used = trainer->config();
+  const std::string& checkpoint = job.checkpoint;
+  engine::LdmTrainer& trainer = *this->trainer;
+  if (warm_pending && trainer.eta0() > 0) apply_warm_start();
   // The epoch loop is the driver's; what an LDM does with a window, a checkpoint, a stop and the
   // end of an epoch is said here.
   EpochProgress progress(manifest.rows, used.epochs);
-  engine::MarginStats margins;  // the last epoch's progressive margins, then the final pass's
   JobLearner learner;
   learner.window = [&](const CsrView& window, const io::SpareWork&, const driver::Position& at) {
     if (trainer.eta0() <= 0) {  // calibrate on the first window, and say what was found
@@ -367,23 +387,25 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   loop.stop_requested = [&](std::uint64_t) {
     return stop_requested(trainer.state().t, job.stop_after_rows);
   };
-  driver::LoopResult trained;
   try {
     trained = driver::run_passes(shards, learner, loop,
-                                 {position.epoch, 0, position.rows, trainer.state().t}, resume);
+                                 {position.epoch, 0, position.rows, trainer.state().t}, job.resume);
   } catch (...) {
     progress.clear();
     throw;
   }
-  const double learn_seconds = trained.learn_seconds, wait_seconds = trained.wait_seconds;
-  const double train_seconds = trained.train_seconds;
-  // From here on a signal no longer stops the run: the model is a final pass and a write away.
+}
 
+void LinearRun::finish() {
+  // From here on a signal no longer stops the run: the model is a final pass and a write away.
+  const io::ShardSet& shards = dataset->shards();
+  const io::Manifest& manifest = shards.manifest();
+  const std::string& checkpoint = job.checkpoint;
   const std::vector<float>* fold = nullptr;
   if (read.scale_maxabs) fold = warm ? &maxabs : &shards.feature_maxabs();
   const Clock::time_point finish_start = Clock::now();
-  engine::LinearModel model = trainer.finish_and_release(fold);
-  const double finish_seconds = seconds_since(finish_start);
+  model = trainer->finish_and_release(fold);
+  finish_seconds = seconds_since(finish_start);
 
   model.index_base = manifest.index_base;
   model.features = std::uint64_t{max_index} + 1 - static_cast<std::uint64_t>(manifest.index_base);
@@ -400,8 +422,8 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   // has the scaling folded in, so it reads the rows raw (no scaling work) with one dense dot each.
   // The model file is written and synced meanwhile (the pass only reads the model), under a
   // temporary name: it takes its place only once the pass has succeeded, and an error in
-  // either leaves nothing behind.
-  double save_seconds = 0;  // the write's own time, on its thread, then the rename
+  // either leaves nothing behind. save_seconds: the write's own time (on its thread), then the
+  // rename.
   std::future<std::unique_ptr<io::AtomicFile>> staged = std::async(std::launch::async, [&] {
     const Clock::time_point save_start = Clock::now();
     std::unique_ptr<io::AtomicFile> file = io::stage_model(model, output);
@@ -409,8 +431,6 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
     return file;
   });
   const Clock::time_point eval_start = Clock::now();
-  std::vector<double> train_scores;  // kept for the training AUC of --metrics-json
-  std::vector<std::int8_t> train_signs;
   if (!no_final_pass) {
     margins = {};
     read.shuffle = false;
@@ -430,8 +450,8 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
       }
     });
   }
-  const double objective = trainer.objective(margins);  // ‖w̄‖² in the trained (scaled) space
-  const double eval_seconds = seconds_since(eval_start);
+  objective = trainer->objective(margins);  // ‖w̄‖² in the trained (scaled) space
+  eval_seconds = seconds_since(eval_start);
 
   std::unique_ptr<io::AtomicFile> written = staged.get();  // rethrows the write's error
   const Clock::time_point commit_start = Clock::now();
@@ -445,7 +465,14 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
                    error.message().c_str());
   }
   report["model_checksum"] = model_file_checksum(output);
+}
 
+int LinearRun::conclude() {
+  const io::Manifest& manifest = dataset->shards().manifest();
+  const engine::LdmConfig& used = trainer->config();
+  const engine::LdmTrainer& trainer = *this->trainer;
+  const double learn_seconds = trained.learn_seconds, wait_seconds = trained.wait_seconds;
+  const double train_seconds = trained.train_seconds;
   // Validation data: scored with the finished model, in data order.
   const Clock::time_point validation_start = Clock::now();
   std::optional<Validation> validated;
@@ -525,6 +552,16 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
                 validated->metrics["auc"].get<double>());
   std::printf("model written to %s\n", output.c_str());
   return kExitOk;
+}
+
+int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
+  LinearRun run(metrics);
+  if (!run.parse(args)) return kHelpShown;
+  run.open();
+  run.announce();
+  run.train();
+  run.finish();
+  return run.conclude();
 }
 
 int run_linear(const std::vector<std::string>& args) { return run_train_job(args, train_linear); }

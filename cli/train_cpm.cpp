@@ -64,15 +64,40 @@ std::vector<double> parse_classes(const std::string& text) {
   return classes;
 }
 
-int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
-  std::vector<std::string> inputs;
-  std::string algo, output, scale, sides, precision, classes_text, warm_start;
-  JobOptions job;
+// One `train --algo cpm` run, a step a method, in the order they happen. The members are the run's
+// options and the state the steps hand on to each other.
+struct CpmRun : TrainRun {
+  using TrainRun::TrainRun;
+
+  bool parse(const std::vector<std::string>& args);  // false: --help was shown
+  void open();                                       // data, classes, the problem
+  void size();                                       // precision, or a refusal: memory
+  void allocate();                                   // the trainer, its config, a resume
+  void announce() const;                             // what is trained, on stderr
+  void train();                                      // the passes: driver::run_passes
+  void save();                                       // the model, from U, a side at a time
+  int conclude();                                    // validation, report, summary
+
+  // Options of the CPM.
+  std::string algo, scale, sides, precision, classes_text, warm_start;
   engine::CpmConfig config;
   std::int64_t iterations = 0;
-  int threads = 0;
-  std::uint32_t window_blocks = 0;
-  bool json = false;
+  // What the steps hand on.
+  std::optional<CpmCheckpoint> resumed;
+  double allocate_seconds = 0, save_seconds = 0;
+  engine::CpmProblem problem;
+  std::uint64_t available = 0, need = 0;  // memory: MemAvailable (or the cgroup's), the run's
+  std::optional<engine::CpmTrainer> trainer;
+  nlohmann::json run_config, run_data;
+  std::uint64_t windows = 0;  // of a pass
+  CpmPosition position;       // where training starts: the start, or the checkpoint's position
+  driver::LoopResult trained;
+  std::vector<int> outers;  // of every side, in order, for the summary
+  std::vector<std::pair<double, double>> machine_labels;
+  std::size_t machines = 0;
+};
+
+bool CpmRun::parse(const std::vector<std::string>& args) {
   po::options_description opts(
       "train --algo cpm options\n"
       "Memory: K x (features + 1) weights per side in double (8 bytes; float, 4 bytes, when\n"
@@ -112,13 +137,11 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
       "json", po::bool_switch(&json), "print the summary as JSON on stdout")(
       "warm-start", po::value(&warm_start),
       "not for the CPM (refused): use --resume FILE to continue an interrupted run");
-  job.add_to(opts, "pass");
-  po::positional_options_description positional;
+  job.add_to(opts, "pass");  po::positional_options_description positional;
   positional.add("data", -1);
-  po::variables_map vm;
   if (!parse_options("train", "--algo cpm -d TRAIN... -o MODEL [options]", opts, positional, args,
                      vm))
-    return kHelpShown;
+    return false;
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   if (!warm_start.empty())
     throw UsageError(
@@ -148,32 +171,15 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   check_train_paths(vm);
   job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
-  const JobLocks locks(output, job.checkpoint);
-  std::optional<CpmCheckpoint> resumed;
+  locks.emplace(output, job.checkpoint);
   if (!job.resume.empty()) resumed = read_cpm_checkpoint(job.resume);
-  const StopSignals stop_signals;
-  threads = resolve_threads(threads);
-  const std::string data = data_name(inputs);
-  const Clock::time_point start = Clock::now();
-  nlohmann::ordered_json& report = metrics.json();
-  report["command"] = "train";
-  report["algorithm"] = "cpm";
-  report["data"] = inputs;
-  report["model_path"] = output;
+  stop_signals.emplace();
+  return true;
+}
 
-  io::ConvertOptions convert;
-  convert.text.threads = threads;
-  // No task_arena around the reader: it runs its own of `threads`, and the sides' parallel_for
-  // runs in it; a second, nested arena got no worker thread on two cores.
-  const io::Dataset dataset = io::Dataset::open(inputs, convert, threads);
-  const double open_seconds = seconds_since(start);
-  const io::ShardSet& shards = dataset.shards();
-  const io::Manifest& manifest = shards.manifest();
-  report["data_checksum"] = hex64(io::data_checksum(manifest));
-  report["rows"] = manifest.rows;
-  report["features"] = manifest.features;
-  report["nnz"] = manifest.nnz;
-  if (manifest.rows == 0) throw DataError(data, 0, 0, "no training rows");
+void CpmRun::open() {
+  open_data("cpm");
+  const io::Manifest& manifest = this->manifest();
   if (manifest.label_counts.size() < 2)
     throw DataError(data, 0, 0,
                     "one class only (label " + number(manifest.label_counts.begin()->first) +
@@ -189,12 +195,15 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
                         "label " + number(label) + " (" + std::to_string(count) +
                             " rows) is not in --classes");
   }
-  engine::CpmProblem problem;
   problem.max_index = manifest.max_index;
   for (const auto& [label, count] : manifest.label_counts) problem.label_counts.emplace_back(label, count);
 
+}
+
+void CpmRun::size() {
+  const io::Manifest& manifest = dataset->shards().manifest();
   // Memory: decided before the first weight is allocated.
-  const std::uint64_t available = io::available_memory();
+  available = io::available_memory();
   const std::uint64_t need_double =
       engine::cpm_training_bytes(config, problem, engine::CpmPrecision::kDouble) + kOverheadBytes;
   const std::uint64_t need_float =
@@ -208,7 +217,7 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
     config.precision = engine::CpmPrecision::kDouble;
   else
     config.precision = engine::CpmPrecision::kFloat;
-  const std::uint64_t need =
+  need =
       config.precision == engine::CpmPrecision::kDouble ? need_double : need_float;
   if (!fits(need)) {
     // The remedy offered must fit itself: the largest --hash-bits that does (when hashing has
@@ -246,23 +255,23 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
                       gib(available) + " are available: " + remedy);
   }
 
+}
+
+void CpmRun::allocate() {
+  const io::Manifest& manifest = dataset->shards().manifest();
   // U's pages are mapped as the trainer is built, by the --threads threads.
   const Clock::time_point allocate_start = Clock::now();
-  std::optional<engine::CpmTrainer> built;
-  tbb::task_arena(threads).execute([&] { built.emplace(config, problem); });
-  const double allocate_seconds = seconds_since(allocate_start);
-  engine::CpmTrainer& trainer = *built;
-  const bool multi = trainer.multiclass();
+  tbb::task_arena(threads).execute([&] { trainer.emplace(config, problem); });
+  allocate_seconds = seconds_since(allocate_start);
 
   // What decides the model besides the data: a resumed run must have exactly this.
-  nlohmann::json run_config = config.json();
+  run_config = config.json();
   run_config["algorithm"] = "cpm";
   run_config["scale"] = scale;
   run_config["window_blocks"] = window_blocks;
-  const nlohmann::json run_data = data_identity(manifest);
+  run_data = data_identity(manifest);
   report["config"] = run_config;
-  const std::uint64_t windows = io::window_count(manifest, window_blocks);
-  CpmPosition position;  // where training starts: the start, or the checkpoint's position
+  windows = io::window_count(manifest, window_blocks);
   if (resumed) {
     check_resumable(job.resume, resumed->config, resumed->data, run_config, run_data);
     if (resumed->position.batches > windows)
@@ -270,7 +279,7 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
     position = resumed->position;
     std::vector<std::string_view> weights(resumed->weights.begin(), resumed->weights.end());
     try {
-      trainer.restore(resumed->batches, resumed->sides, weights);
+      trainer->restore(resumed->batches, resumed->sides, weights);
     } catch (const std::invalid_argument& e) {
       throw DataError(job.resume, 0, 0, std::string("checkpoint does not fit the run: ") + e.what());
     }
@@ -280,16 +289,21 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
                               {"batches", position.batches},
                               {"rows", position.rows}};
   }
+}
+
+void CpmRun::announce() const {
+  const io::Manifest& manifest = dataset->shards().manifest();
+  const bool multi = trainer->multiclass();
   std::fprintf(stderr, "train cpm: %s: %llu rows, %llu features, %llu non-zeros%s\n", data.c_str(),
                static_cast<unsigned long long>(manifest.rows),
                static_cast<unsigned long long>(manifest.features),
                static_cast<unsigned long long>(manifest.nnz),
-               dataset.converted() ? " (converted from text)" : "");
+               dataset->converted() ? " (converted from text)" : "");
   std::fprintf(stderr,
                "%s: K %d  C %g  entropy perplexity %g (h = %.4g nats)  cost ratio %g  sides %s  "
                "hash bits %d  scale %s\n",
                multi ? ("one-vs-one over " + std::to_string(manifest.label_counts.size()) +
-                        " classes, " + std::to_string(trainer.status().size()) + " sides")
+                        " classes, " + std::to_string(trainer->status().size()) + " sides")
                            .c_str()
                      : "binary",
                config.faces, config.c, config.perplexity, std::log(config.perplexity),
@@ -304,7 +318,11 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
                  static_cast<unsigned long long>(position.batches),
                  static_cast<unsigned long long>(windows),
                  static_cast<unsigned long long>(position.rows));
+}
 
+void CpmRun::train() {
+  const io::ShardSet& shards = dataset->shards();
+  engine::CpmTrainer& trainer = *this->trainer;
   io::ReadOptions read;
   read.seed = config.seed;
   read.threads = threads;
@@ -352,17 +370,20 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   loop.checkpoints = !job.checkpoint.empty();
   loop.every = job.every;
   loop.stop_requested = [&](std::uint64_t rows) { return stop_requested(rows, job.stop_after_rows); };
-  const driver::LoopResult trained = driver::run_passes(
+  trained = driver::run_passes(
       shards, learner, loop, {position.pass, position.batches, 0, position.rows}, job.resume);
-  const std::uint64_t passes = trained.end.pass + 1;
-  const double learn_seconds = trained.learn_seconds, wait_seconds = trained.wait_seconds;
-  const double train_seconds = trained.train_seconds;
+}
 
+void CpmRun::save() {
+  const io::ShardSet& shards = dataset->shards();
+  const io::Manifest& manifest = shards.manifest();
+  engine::CpmTrainer& trainer = *this->trainer;
+  const bool scale_maxabs = scale == "maxabs";
   const Clock::time_point save_start = Clock::now();
   // The weights go to the file straight from U, a chunk at a time: no float copy of the model is
   // built (0.8 GB a side at KDD size), so the run's peak is U and the histories.
   engine::CpmModel model =
-      trainer.model_without_weights(read.scale_maxabs ? &shards.feature_maxabs() : nullptr);
+      trainer.model_without_weights(scale_maxabs ? &shards.feature_maxabs() : nullptr);
   model.index_base = manifest.index_base;
   model.features = manifest.features;
   model.config["scale"] = scale;
@@ -371,12 +392,10 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   model.config["max_index"] = manifest.max_index;
   model.config["features"] = manifest.features;
   model.config["data"] = inputs;
-  std::vector<int> outers;  // of every side, in order, for the summary
   for (const auto& m : model.machines)
     for (const auto& f : m.sides) outers.push_back(f.outer);
-  std::vector<std::pair<double, double>> machine_labels;
   for (const auto& m : model.machines) machine_labels.emplace_back(m.positive, m.negative);
-  const std::size_t machines = model.machines.size();
+  machines = model.machines.size();
   // Sides are written in order, each U given back once its last chunk is out: the file's pages
   // then reuse its memory rather than fresh pages, and the validation below finds it free.
   std::vector<std::uint64_t> side_floats;
@@ -388,7 +407,7 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
                        if (first + out.size() == side_floats.at(side))
                          trainer.release_weights(side);
                      });
-  const double save_seconds = seconds_since(save_start);  // the model built, written and synced
+  save_seconds = seconds_since(save_start);  // the model built, written and synced
   if (!job.checkpoint.empty()) {  // its run is complete; a checkpoint that cannot go is only noted
     std::error_code error;
     std::filesystem::remove(job.checkpoint, error);
@@ -398,6 +417,15 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   }
   report["model_checksum"] = model_file_checksum(output);
 
+}
+
+int CpmRun::conclude() {
+  const io::Manifest& manifest = dataset->shards().manifest();
+  const engine::CpmTrainer& trainer = *this->trainer;
+  const bool multi = trainer.multiclass();
+  const std::uint64_t passes = trained.end.pass + 1;
+  const double learn_seconds = trained.learn_seconds, wait_seconds = trained.wait_seconds;
+  const double train_seconds = trained.train_seconds;
   const Clock::time_point validation_start = Clock::now();
   std::optional<Validation> validated;
   if (!job.validation.empty()) {
@@ -501,6 +529,18 @@ int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
   }
   std::printf("model written to %s\n", output.c_str());
   return kExitOk;
+}
+
+int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
+  CpmRun run(metrics);
+  if (!run.parse(args)) return kHelpShown;
+  run.open();
+  run.size();
+  run.allocate();
+  run.announce();
+  run.train();
+  run.save();
+  return run.conclude();
 }
 
 int run_cpm(const std::vector<std::string>& args) { return run_train_job(args, train_cpm); }

@@ -169,6 +169,28 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
   }
 }
 
+void TrainRun::open_data(const std::string& algorithm) {
+  threads = resolve_threads(threads);
+  data = data_name(inputs);
+  start = Clock::now();
+  report["command"] = "train";
+  report["algorithm"] = algorithm;
+  report["data"] = inputs;
+  report["model_path"] = output;
+  io::ConvertOptions convert;
+  convert.text.threads = threads;
+  // No task_arena around the reader: it runs its own of `threads`, and a learner's parallel work
+  // (the CPM's sides) runs in it; a second, nested arena got no worker thread on two cores.
+  dataset.emplace(io::Dataset::open(inputs, convert, threads));
+  open_seconds = seconds_since(start);
+  const io::Manifest& m = manifest();
+  report["data_checksum"] = hex64(io::data_checksum(m));
+  report["rows"] = m.rows;
+  report["features"] = m.features;
+  report["nnz"] = m.nnz;
+  if (m.rows == 0) throw DataError(data, 0, 0, "no training rows");
+}
+
 std::string hex64(std::uint64_t x) {
   char text[24];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));

@@ -152,4 +152,35 @@ struct Validation {
 Validation validate(const engine::Classifier& model, const std::vector<std::string>& data,
                     int threads);
 
+/// What every streamed learner's run (cli/cmd_train.cpp, cli/train_cpm.cpp) holds besides its own
+/// options and trainer: the job's options, locks and signals, the data, and the run report. Each run
+/// is a struct of steps deriving from it; open_data() is their common first step.
+struct TrainRun {
+  explicit TrainRun(MetricsFile& metrics) : metrics(metrics), report(metrics.json()) {}
+  /// Resolves --threads, starts the report (command, algorithm, data, model path), opens the data
+  /// (text is converted on the fly), reports its identity and refuses an empty set.
+  void open_data(const std::string& algorithm);
+  const io::Manifest& manifest() const { return dataset->shards().manifest(); }
+
+  MetricsFile& metrics;
+  nlohmann::ordered_json& report;
+  // Options every learner has.
+  std::vector<std::string> inputs;
+  std::string output;
+  JobOptions job;
+  int threads = 0;
+  std::uint32_t window_blocks = 0;
+  bool json = false;
+  boost::program_options::variables_map vm;
+  // Held from the options' check to the end: a second job on the model or checkpoint is refused,
+  // and a signal stops the run politely.
+  std::optional<JobLocks> locks;
+  std::optional<StopSignals> stop_signals;
+  // The data.
+  std::string data;  // the inputs' names, for messages
+  std::chrono::steady_clock::time_point start;
+  double open_seconds = 0;
+  std::optional<io::Dataset> dataset;
+};
+
 }  // namespace polymargin::cli
