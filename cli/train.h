@@ -49,6 +49,16 @@ engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& 
 /// or any other file would be overwritten, then removed once the model is written).
 void check_train_paths(const po::variables_map& vm);
 
+/// config.validate(), its UsageError said as `train`'s.
+template <class Config>
+void check_config(const Config& config) {
+  try {
+    config.validate();
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("train: ") + e.what());
+  }
+}
+
 /// What besides its weights a training run holds: reader windows, decode buffers, the process.
 inline constexpr std::uint64_t kRunOverheadBytes = std::uint64_t{256} << 20;
 /// "1.25 GiB".

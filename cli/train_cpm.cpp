@@ -163,11 +163,7 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
     config.iterations = static_cast<std::uint64_t>(iterations);
   }
   config.sides = parse_sides(sides);
-  try {
-    config.validate();
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("train: ") + e.what());
-  }
+  check_config(config);
   check_train_paths(vm);
   job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.

@@ -309,6 +309,25 @@ void start_report(MetricsFile& metrics, const std::string& algo, const CommonOpt
   report["model_path"] = o.output;
 }
 
+// What a kernel learner's run holds from its checked options to its end: the paths checked, the
+// model's lock (a second job on this model stops here), the thread limit, the start time, the
+// memory limit; the report started.
+struct KernelJob {
+  KernelJob(const po::variables_map& vm, const CommonOptions& o, MetricsFile& metrics,
+            const std::string& algo)
+      : max_memory(parse_bytes(o.max_memory_text)),
+        model_lock((check_train_paths(vm), o.output), "model"),
+        threads(tbb::global_control::max_allowed_parallelism,
+                static_cast<std::size_t>(resolve_threads(o.threads))),
+        start(Clock::now()) {
+    start_report(metrics, algo, o);
+  }
+  double max_memory;
+  io::FileLock model_lock;
+  tbb::global_control threads;
+  Clock::time_point start;
+};
+
 // --metrics-json: the training data, once loaded.
 void record_data(MetricsFile& metrics, const TrainingSet& t) {
   nlohmann::ordered_json& report = metrics.json();
@@ -429,23 +448,17 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   check_common(o);
   config.shrinking = !no_shrinking;
   config.seed = o.seed;
-  const double max_memory = parse_bytes(o.max_memory_text);
   engine::parse_kernel(o.kernel);
   for (const std::string name : {"lambda1", "lambda2"})
     if (vm.count(name) && vm.count(name + "-rel"))
       throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
-  check_train_paths(vm);
-  const io::FileLock model_lock(o.output, "model");  // a second job on this model stops here
-  const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
-                                    static_cast<std::size_t>(resolve_threads(o.threads)));
-  const Clock::time_point start = Clock::now();
-  start_report(metrics, algo, o);
+  const KernelJob job(vm, o, metrics, algo);
 
   TrainingSet t = load_training_set(o, false, {});
   record_data(metrics, t);
   const double m = static_cast<double>(t.y.size());
   // Before anything of size m² exists: will it fit?
-  engine::check_memory(engine::kldm_peak_bytes(t.y.size()), max_memory,
+  engine::check_memory(engine::kldm_peak_bytes(t.y.size()), job.max_memory,
                        "kernel LDM on " + std::to_string(t.y.size()) +
                            " rows (G, the Cholesky factor and A: three m × m matrices of doubles)");
   auto lambda = [&](const std::string& name, double rel_default) {
@@ -456,11 +469,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   };
   config.lambda1 = lambda("lambda1", engine::kDefaultLambda1Rel);
   config.lambda2 = lambda("lambda2", engine::kDefaultLambda2Rel);
-  try {
-    config.validate();
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("train: ") + e.what());
-  }
+  check_config(config);
   const ResolvedKernel kernel = resolve_kernel(o, t.x);
   std::fprintf(stderr, "kernel %s (gamma %g%s)  lambda1 %g  lambda2 %g  C %g  tolerance %g\n",
                engine::kernel_name(kernel.spec.type).c_str(), kernel.spec.gamma,
@@ -511,12 +520,47 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   summary["dual_objective"] = result.dual_objective;
   summary["memory_bytes"] = engine::kldm_peak_bytes(t.y.size());
   save_and_report(model, summary, result.scores, t.y,
-                  {t.open_seconds, gram_seconds, setup_seconds, solve_seconds}, start, o, metrics);
+                  {t.open_seconds, gram_seconds, setup_seconds, solve_seconds}, job.start, o, metrics);
   return kExitOk;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Twin LDM.
+
+// The basis of the planes: the scaled rows as dense columns (linear, q features) or the kernel
+// matrix (rbf).
+Eigen::MatrixXd tldm_basis(const TrainingSet& t, bool linear, std::uint64_t q,
+                           const ResolvedKernel& kernel) {
+  if (!linear) return engine::gram_matrix(t.x, kernel.spec);
+  Eigen::MatrixXd basis =
+      Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(t.y.size()), static_cast<Eigen::Index>(q));
+  const CsrView v = t.x.rows.view();
+  for (std::size_t i = 0; i < v.rows; ++i)
+    for (std::uint32_t k = v.offsets[i]; k < v.offsets[i + 1]; ++k)
+      basis(static_cast<Eigen::Index>(i), v.indices[k]) = v.value(k);
+  return basis;
+}
+
+// A linear Twin LDM's planes in feature space, as the model's vectors: unit rows e_f with the
+// coefficients w_f of each plane (exact doubles), for every feature either plane weighs.
+void set_feature_planes(engine::KernelModel& model, const engine::TldmResult& result,
+                        std::uint64_t q, std::uint32_t max_index) {
+  engine::RowSet units;
+  units.rows.has_values = true;
+  model.coefficients.assign(2, {});
+  for (std::uint64_t f = 0; f < q; ++f) {
+    const auto fi = static_cast<Eigen::Index>(f);
+    if (result.plane[0].w(fi) == 0 && result.plane[1].w(fi) == 0) continue;
+    units.rows.labels.push_back(0);
+    units.rows.indices.push_back(static_cast<std::uint32_t>(f));
+    units.rows.values.push_back(1.0f);
+    units.rows.offsets.push_back(static_cast<std::uint32_t>(units.rows.indices.size()));
+    for (int k = 0; k < 2; ++k) model.coefficients[k].push_back(result.plane[k].w(fi));
+  }
+  units.finish();
+  units.max_index = max_index;
+  model.vectors = std::move(units);
+}
 
 int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   CommonOptions o;
@@ -548,18 +592,8 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
     throw UsageError("train: --algo tldm takes --kernel linear or rbf (got 'poly')");
   if (o.bias != 0)
     throw UsageError("train: --algo tldm has its own intercepts b1, b2; --bias does not apply");
-  try {
-    config.validate();
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("train: ") + e.what());
-  }
-  const double max_memory = parse_bytes(o.max_memory_text);
-  check_train_paths(vm);
-  const io::FileLock model_lock(o.output, "model");  // a second job on this model stops here
-  const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
-                                    static_cast<std::size_t>(resolve_threads(o.threads)));
-  const Clock::time_point start = Clock::now();
-  start_report(metrics, algo, o);
+  check_config(config);
+  const KernelJob job(vm, o, metrics, algo);
 
   TrainingSet t = load_training_set(o, false, {});
   record_data(metrics, t);
@@ -567,7 +601,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   const bool linear = engine::parse_kernel(o.kernel) == engine::KernelType::kLinear;
   const std::uint64_t q = linear ? std::uint64_t{t.max_index} + 1 : l;
   engine::check_memory(engine::tldm_peak_bytes(l, q) + (linear ? 0.0 : engine::square_matrix_bytes(l)),
-                       max_memory,
+                       job.max_memory,
                        "Twin LDM on " + std::to_string(l) + " rows and " + std::to_string(q) +
                            " basis columns (its (q+1)² matrices P, S and the duals' Hessians)");
   const ResolvedKernel kernel = resolve_kernel(o, t.x);
@@ -576,18 +610,8 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
                linear ? "" : (" (gamma " + number(kernel.spec.gamma) + ")").c_str(), config.c,
                config.lambda1, config.lambda2, config.epsilon, config.omega);
 
-  // The basis: the scaled rows as dense columns (linear) or the kernel matrix (rbf).
   Clock::time_point phase = Clock::now();
-  Eigen::MatrixXd basis;
-  if (linear) {
-    basis = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(l), static_cast<Eigen::Index>(q));
-    const CsrView v = t.x.rows.view();
-    for (std::size_t i = 0; i < v.rows; ++i)
-      for (std::uint32_t k = v.offsets[i]; k < v.offsets[i + 1]; ++k)
-        basis(static_cast<Eigen::Index>(i), v.indices[k]) = v.value(k);
-  } else {
-    basis = engine::gram_matrix(t.x, kernel.spec);
-  }
+  const Eigen::MatrixXd basis = tldm_basis(t, linear, q, kernel);
   const double gram_seconds = seconds_since(phase);
   phase = Clock::now();
   const engine::TldmResult result = engine::solve_tldm(basis, t.y, config);
@@ -618,22 +642,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
     training_f[k] = (basis * plane.w).array() + plane.b;
   }
   if (linear) {
-    // Plane weights in feature space, as unit rows e_f with coefficients w_f (exact doubles).
-    engine::RowSet units;
-    units.rows.has_values = true;
-    model.coefficients.assign(2, {});
-    for (std::uint64_t f = 0; f < q; ++f) {
-      const auto fi = static_cast<Eigen::Index>(f);
-      if (result.plane[0].w(fi) == 0 && result.plane[1].w(fi) == 0) continue;
-      units.rows.labels.push_back(0);
-      units.rows.indices.push_back(static_cast<std::uint32_t>(f));
-      units.rows.values.push_back(1.0f);
-      units.rows.offsets.push_back(static_cast<std::uint32_t>(units.rows.indices.size()));
-      for (int k = 0; k < 2; ++k) model.coefficients[k].push_back(result.plane[k].w(fi));
-    }
-    units.finish();
-    units.max_index = t.max_index;
-    model.vectors = std::move(units);
+    set_feature_planes(model, result, q, t.max_index);
   } else {
     for (int k = 0; k < 2; ++k)
       model.coefficients.emplace_back(result.plane[k].w.data(),
@@ -662,7 +671,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   summary["objective"] = objectives[0] + objectives[1];
   summary["memory_bytes"] = engine::tldm_peak_bytes(l, q);
   save_and_report(model, summary, scores, t.y, {t.open_seconds, gram_seconds, 0.0, solve_seconds},
-                  start, o, metrics);
+                  job.start, o, metrics);
   return kExitOk;
 }
 
@@ -714,23 +723,13 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   config.rmm_variant = variant == "rmm";
   config.balance = !no_balance;
   config.seed = o.seed;
-  try {
-    config.validate();
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("train: ") + e.what());
-  }
-  const double max_memory = parse_bytes(o.max_memory_text);
-  check_train_paths(vm);
-  const io::FileLock model_lock(o.output, "model");  // a second job on this model stops here
-  const tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
-                                    static_cast<std::size_t>(resolve_threads(o.threads)));
-  const Clock::time_point start = Clock::now();
-  start_report(metrics, algo, o);
+  check_config(config);
+  const KernelJob job(vm, o, metrics, algo);
 
   TrainingSet t = load_training_set(o, true, unlabelled);
   record_data(metrics, t);
   const auto n = static_cast<std::uint64_t>(t.y.size());
-  engine::check_memory(engine::square_matrix_bytes(n) + 64.0 * n, max_memory,
+  engine::check_memory(engine::square_matrix_bytes(n) + 64.0 * n, job.max_memory,
                        "CMM on " + std::to_string(n) +
                            " rows (the kernel matrix over labelled and unlabelled rows)");
   const ResolvedKernel kernel = resolve_kernel(o, t.x);
@@ -794,7 +793,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   summary["objectives"] = result.objectives;
   summary["memory_bytes"] = engine::square_matrix_bytes(n);
   save_and_report(model, summary, result.scores, t.y,
-                  {t.open_seconds, gram_seconds, 0.0, solve_seconds}, start, o, metrics);
+                  {t.open_seconds, gram_seconds, 0.0, solve_seconds}, job.start, o, metrics);
   return kExitOk;
 }
 
