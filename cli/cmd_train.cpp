@@ -211,7 +211,7 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
   if (algo == "svm" && (vm.count("lambda1") || vm.count("lambda2") || vm.count("lambda1-rel") ||
                         vm.count("lambda2-rel")))
     throw UsageError("train: --algo svm takes no λ1, λ2 (it is LDM with λ1 = λ2 = 0)");
-  check_config(config);
+  check_config(config, {{"c", "C"}});
   check_train_paths(vm);
   job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.

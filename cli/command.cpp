@@ -125,6 +125,13 @@ bool parse_options(const std::string& command, const std::string& usage,
   return true;
 }
 
+std::string flag_of(const std::string& field, const FlagNames& names) {
+  if (const auto it = names.find(field); it != names.end()) return it->second;
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
 std::vector<io::NamedPath> input_paths(const po::variables_map& vm,
                                        const std::vector<std::string>& names) {
   std::vector<io::NamedPath> paths;

@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ bool parse_options(const std::string& command, const std::string& usage,
 /// --config hold in `vm`, for io::check_outputs.
 std::vector<io::NamedPath> input_paths(const po::variables_map& vm,
                                        const std::vector<std::string>& names);
+
+/// How a learner's configuration field (engine::ConfigError::field) is named on the command line:
+/// the long flag of the same name ("max_sweeps" → "--max-sweeps") unless `names` says otherwise
+/// (the CPM's "faces" is "-k (faces K)").
+using FlagNames = std::map<std::string, std::string>;
+std::string flag_of(const std::string& field, const FlagNames& names = {});
 
 /// Shards and plain-text inputs are memory-mapped: a file cut short by another program while it is
 /// read raises SIGBUS at the next page touched. After this call that ends the process with a

@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
     if (c.name != name) continue;
     try {
       return c.run(args);
+    } catch (const ConfigError& e) {  // a learner's field: said with its flag
+      std::cerr << "error: " << cli::flag_of(e.field()) << " " << e.rule() << "\n";
+      return cli::exit_code_of(e);
     } catch (const Error& e) {
       std::cerr << "error: " << e.what() << "\n";
       return cli::exit_code_of(e);

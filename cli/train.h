@@ -5,12 +5,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/progress.h"
 #include "engine/classifier.h"
+#include "engine/errors.h"
 #include "io/shards.h"
 
 namespace polymargin::cli {
@@ -49,11 +51,14 @@ engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& 
 /// or any other file would be overwritten, then removed once the model is written).
 void check_train_paths(const po::variables_map& vm);
 
-/// config.validate(), its UsageError said as `train`'s.
+/// config.validate(), its refusal said as `train`'s, with the flag of the field it names
+/// (flag_of).
 template <class Config>
-void check_config(const Config& config) {
+void check_config(const Config& config, const FlagNames& names = {}) {
   try {
     config.validate();
+  } catch (const ConfigError& e) {
+    throw UsageError("train: " + flag_of(e.field(), names) + " " + e.rule());
   } catch (const UsageError& e) {
     throw UsageError(std::string("train: ") + e.what());
   }

@@ -163,7 +163,9 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
     config.iterations = static_cast<std::uint64_t>(iterations);
   }
   config.sides = parse_sides(sides);
-  check_config(config);
+  check_config(config, {{"faces", "-k (faces K)"},
+                        {"c", "-c (C)"},
+                        {"perplexity", "--entropy (a perplexity)"}});
   check_train_paths(vm);
   job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.

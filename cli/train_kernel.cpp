@@ -239,11 +239,7 @@ ResolvedKernel resolve_kernel(const CommonOptions& o, const engine::RowSet& x) {
   } else if (r.spec.type == engine::KernelType::kPolynomial) {
     r.spec.gamma = o.gamma > 0 ? o.gamma : 1.0;
   }
-  try {
-    r.spec.validate();
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("train: ") + e.what());
-  }
+  check_config(r.spec);
   return r;
 }
 
@@ -469,7 +465,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   };
   config.lambda1 = lambda("lambda1", engine::kDefaultLambda1Rel);
   config.lambda2 = lambda("lambda2", engine::kDefaultLambda2Rel);
-  check_config(config);
+  check_config(config, {{"c", "--cost"}});
   const ResolvedKernel kernel = resolve_kernel(o, t.x);
   std::fprintf(stderr, "kernel %s (gamma %g%s)  lambda1 %g  lambda2 %g  C %g  tolerance %g\n",
                engine::kernel_name(kernel.spec.type).c_str(), kernel.spec.gamma,
@@ -592,7 +588,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
     throw UsageError("train: --algo tldm takes --kernel linear or rbf (got 'poly')");
   if (o.bias != 0)
     throw UsageError("train: --algo tldm has its own intercepts b1, b2; --bias does not apply");
-  check_config(config);
+  check_config(config, {{"c", "--cost"}, {"omega", "--sor-omega"}});
   const KernelJob job(vm, o, metrics, algo);
 
   TrainingSet t = load_training_set(o, false, {});

@@ -32,21 +32,21 @@ bool has_copies(const CmmConfig& c, bool supervised_only) {
 }  // namespace
 
 void CmmConfig::validate() const {
-  if (!(c1 > 0) || !std::isfinite(c1)) throw UsageError("--c1 must be > 0 (got " + num(c1) + ")");
-  if (!(c2 >= 0) || !std::isfinite(c2)) throw UsageError("--c2 must be ≥ 0 (got " + num(c2) + ")");
-  if (!(c3 >= 0) || !std::isfinite(c3)) throw UsageError("--c3 must be ≥ 0 (got " + num(c3) + ")");
+  if (!(c1 > 0) || !std::isfinite(c1)) throw ConfigError("c1", "must be > 0 (got " + num(c1) + ")");
+  if (!(c2 >= 0) || !std::isfinite(c2)) throw ConfigError("c2", "must be ≥ 0 (got " + num(c2) + ")");
+  if (!(c3 >= 0) || !std::isfinite(c3)) throw ConfigError("c3", "must be ≥ 0 (got " + num(c3) + ")");
   if (!(epsilon >= 0) || !std::isfinite(epsilon))
-    throw UsageError("--epsilon must be ≥ 0 (got " + num(epsilon) + ")");
+    throw ConfigError("epsilon", "must be ≥ 0 (got " + num(epsilon) + ")");
   if (!(delta > -1 && delta <= 0))
-    throw UsageError("--delta must be in (-1, 0] (got " + num(delta) + ")");
+    throw ConfigError("delta", "must be in (-1, 0] (got " + num(delta) + ")");
   if (max_rounds < 1)
-    throw UsageError("--max-rounds must be at least 1 (got " + std::to_string(max_rounds) + ")");
+    throw ConfigError("max_rounds", "must be at least 1 (got " + std::to_string(max_rounds) + ")");
   if (!(tolerance > 0) || !std::isfinite(tolerance))
-    throw UsageError("--tolerance must be > 0 (got " + num(tolerance) + ")");
+    throw ConfigError("tolerance", "must be > 0 (got " + num(tolerance) + ")");
   if (max_sweeps < 1)
-    throw UsageError("--max-sweeps must be at least 1 (got " + std::to_string(max_sweeps) + ")");
+    throw ConfigError("max_sweeps", "must be at least 1 (got " + std::to_string(max_sweeps) + ")");
   if (!std::isnan(balance_mean) && !(balance_mean > -1 && balance_mean < 1))
-    throw UsageError("--balance-mean must be in (-1, 1) (got " + num(balance_mean) + ")");
+    throw ConfigError("balance_mean", "must be in (-1, 1) (got " + num(balance_mean) + ")");
 }
 
 double cmm_balance_target(const Eigen::VectorXd& y, const CmmConfig& config) {

@@ -49,20 +49,20 @@ std::uint64_t side_rows(const CpmProblem& p, double positive, double negative, d
 }  // namespace
 
 void CpmConfig::validate() const {
-  if (faces < 1) throw UsageError("-k (faces K) must be at least 1 (got " + std::to_string(faces) + ")");
+  if (faces < 1) throw ConfigError("faces", "must be at least 1 (got " + std::to_string(faces) + ")");
   if (iterations == 0 && !(epochs > 0 && std::isfinite(epochs)))
-    throw UsageError("--iterations must be at least 1, or --epochs positive (got iterations " +
+    throw ConfigError("iterations", "must be at least 1, or epochs positive (got iterations " +
                      std::to_string(iterations) + ", epochs " + text(epochs) + ")");
   if (!cost_in_range(c))
-    throw UsageError("-c (C) must be > 0, in [1e-30, 1e30] (got " + text(c) +
+    throw ConfigError("c", "must be > 0, in [1e-30, 1e30] (got " + text(c) +
                      "): beyond, the steps underflow to an all-zero model or overflow");
   if (!(perplexity >= 1 && perplexity <= faces))
-    throw UsageError("--entropy (a perplexity) must be in [1, K] = [1, " + std::to_string(faces) +
+    throw ConfigError("perplexity", "must be in [1, K] = [1, " + std::to_string(faces) +
                      "] (got " + text(perplexity) + ")");
   if (!(cost_ratio > 0) || !std::isfinite(cost_ratio))
-    throw UsageError("--cost-ratio must be > 0 (got " + text(cost_ratio) + ")");
+    throw ConfigError("cost_ratio", "must be > 0 (got " + text(cost_ratio) + ")");
   if (hash_bits < 0 || hash_bits > 31)
-    throw UsageError("--hash-bits must be in [1, 31], or 0 for no hashing (got " +
+    throw ConfigError("hash_bits", "must be in [1, 31], or 0 for no hashing (got " +
                      std::to_string(hash_bits) + ")");
 }
 
@@ -432,7 +432,7 @@ CpmTrainer::CpmTrainer(const CpmConfig& config, const CpmProblem& problem)
       s.iterations = config_.iterations
                          ? config_.iterations
                          : static_cast<std::uint64_t>(std::ceil(config_.epochs * double(s.rows)));
-      if (s.iterations == 0) throw UsageError("--epochs gives no SGD step (T = 0)");
+      if (s.iterations == 0) throw ConfigError("epochs", "gives no SGD step (T = 0)");
       s.lambda = 1.0 / (config_.c * static_cast<double>(s.iterations));
       s.cost_inner = config_.cost_ratio / (1 + config_.cost_ratio);
       s.cost_outer = 1 / (1 + config_.cost_ratio);

@@ -20,6 +20,22 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+/// A learner's configuration value is out of range. It names the configuration field (`max_sweeps`
+/// of KldmConfig), not a command-line flag: the engine knows no flags. what() reads "FIELD RULE";
+/// cli/ says it with the flag instead (cli/train.h, flag_of).
+class ConfigError : public UsageError {
+ public:
+  ConfigError(std::string field, const std::string& rule)
+      : UsageError(field + " " + rule), field_(std::move(field)), rule_(rule) {}
+  const std::string& field() const { return field_; }
+  /// "must be > 0 (got -1)".
+  const std::string& rule() const { return rule_; }
+
+ private:
+  std::string field_;
+  std::string rule_;
+};
+
 /// Input data are malformed or corrupt. what() reads "file:line:column: message"; line and column are
 /// 1-based and 0 when they do not apply (binary files: the message then names the block or offset).
 class DataError : public Error {

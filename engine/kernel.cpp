@@ -30,7 +30,7 @@ KernelType parse_kernel(const std::string& name) {
   if (name == "linear") return KernelType::kLinear;
   if (name == "rbf") return KernelType::kRbf;
   if (name == "poly" || name == "polynomial") return KernelType::kPolynomial;
-  throw UsageError("--kernel must be linear, rbf or poly (got '" + name + "')");
+  throw ConfigError("kernel", "must be linear, rbf or poly (got '" + name + "')");
 }
 
 std::string kernel_name(KernelType type) {
@@ -78,10 +78,10 @@ void KernelSpec::validate() const {
   if (type != KernelType::kLinear && !(gamma > 0 && std::isfinite(gamma)))
     throw UsageError("kernel gamma must be positive and finite (got " + std::to_string(gamma) + ")");
   if (type == KernelType::kPolynomial && (degree < 1 || degree > 20))
-    throw UsageError("--degree must be in 1..20 (got " + std::to_string(degree) + ")");
-  if (!std::isfinite(coef0)) throw UsageError("--coef0 must be finite");
+    throw ConfigError("degree", "must be in 1..20 (got " + std::to_string(degree) + ")");
+  if (!std::isfinite(coef0)) throw ConfigError("coef0", "must be finite");
   if (!(bias >= 0) || !std::isfinite(bias))
-    throw UsageError("--bias must be ≥ 0 and finite (got " + std::to_string(bias) + ")");
+    throw ConfigError("bias", "must be ≥ 0 and finite (got " + std::to_string(bias) + ")");
 }
 
 void RowSet::finish() {

@@ -31,14 +31,14 @@ std::string num(double x) {
 
 void KldmConfig::validate() const {
   if (!(lambda1 >= 0) || !std::isfinite(lambda1))
-    throw UsageError("--lambda1 must be ≥ 0 (got " + num(lambda1) + ")");
+    throw ConfigError("lambda1", "must be ≥ 0 (got " + num(lambda1) + ")");
   if (!(lambda2 >= 0) || !std::isfinite(lambda2))
-    throw UsageError("--lambda2 must be ≥ 0 (got " + num(lambda2) + ")");
-  if (!(c > 0) || !std::isfinite(c)) throw UsageError("--cost must be > 0 (got " + num(c) + ")");
+    throw ConfigError("lambda2", "must be ≥ 0 (got " + num(lambda2) + ")");
+  if (!(c > 0) || !std::isfinite(c)) throw ConfigError("c", "must be > 0 (got " + num(c) + ")");
   if (!(tolerance > 0) || !std::isfinite(tolerance))
-    throw UsageError("--tolerance must be > 0 (got " + num(tolerance) + ")");
+    throw ConfigError("tolerance", "must be > 0 (got " + num(tolerance) + ")");
   if (max_sweeps < 1)
-    throw UsageError("--max-sweeps must be at least 1 (got " + std::to_string(max_sweeps) + ")");
+    throw ConfigError("max_sweeps", "must be at least 1 (got " + std::to_string(max_sweeps) + ")");
 }
 
 double kldm_peak_bytes(std::uint64_t m) {

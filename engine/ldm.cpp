@@ -44,22 +44,23 @@ std::string format_double(double x) {
 }  // namespace
 
 void LdmConfig::validate() const {
-  auto fail = [](const std::string& what) { throw UsageError(what); };
+  auto fail = [](const char* field, const std::string& rule) { throw ConfigError(field, rule); };
   if (!cost_in_range(c))
-    fail("C must be a positive number in [1e-30, 1e30] (got " + format_double(c) +
-         "): beyond, the step sizes and the default lambdas underflow or overflow");
+    fail("c", "must be a positive number in [1e-30, 1e30] (got " + format_double(c) +
+                  "): beyond, the step sizes and the default lambdas underflow or overflow");
   if (lambda1 && (!(*lambda1 >= 0) || !std::isfinite(*lambda1)))
-    fail("lambda1 must be ≥ 0 (got " + format_double(*lambda1) + ")");
+    fail("lambda1", "must be ≥ 0 (got " + format_double(*lambda1) + ")");
   if (lambda2 && (!(*lambda2 >= 0) || !std::isfinite(*lambda2)))
-    fail("lambda2 must be ≥ 0 (got " + format_double(*lambda2) + ")");
-  if (epochs < 1) fail("epochs must be ≥ 1 (got " + std::to_string(epochs) + ")");
+    fail("lambda2", "must be ≥ 0 (got " + format_double(*lambda2) + ")");
+  if (epochs < 1) fail("epochs", "must be ≥ 1 (got " + std::to_string(epochs) + ")");
   if (avg_start_epochs < 0 || avg_start_epochs >= epochs)
-    fail("avg-start-epochs must be in [0, epochs) so that averaging happens (got " +
-         std::to_string(avg_start_epochs) + " with " + std::to_string(epochs) + " epochs)");
-  if (!std::isfinite(eta0)) fail("eta0 must be finite (got " + format_double(eta0) + ")");
+    fail("avg_start_epochs", "must be in [0, epochs) so that averaging happens (got " +
+                                 std::to_string(avg_start_epochs) + " with " +
+                                 std::to_string(epochs) + " epochs)");
+  if (!std::isfinite(eta0)) fail("eta0", "must be finite (got " + format_double(eta0) + ")");
   if (!(bias >= 0) || !std::isfinite(bias))
-    fail("bias must be ≥ 0 (got " + format_double(bias) + "; 0 = no bias)");
-  if (!(renorm_threshold > 1)) fail("renorm threshold must be > 1");
+    fail("bias", "must be ≥ 0 (got " + format_double(bias) + "; 0 = no bias)");
+  if (!(renorm_threshold > 1)) fail("renorm_threshold", "must be > 1");
 }
 
 LdmConfig LdmConfig::resolved(std::uint64_t m) const {

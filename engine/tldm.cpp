@@ -34,19 +34,19 @@ Eigen::LLT<Eigen::MatrixXd> factor(const Eigen::MatrixXd& m, const char* name) {
 }  // namespace
 
 void TldmConfig::validate() const {
-  if (!(c > 0) || !std::isfinite(c)) throw UsageError("--cost must be > 0 (got " + num(c) + ")");
+  if (!(c > 0) || !std::isfinite(c)) throw ConfigError("c", "must be > 0 (got " + num(c) + ")");
   if (!(lambda1 >= 0) || !std::isfinite(lambda1))
-    throw UsageError("--lambda1 must be ≥ 0 (got " + num(lambda1) + ")");
+    throw ConfigError("lambda1", "must be ≥ 0 (got " + num(lambda1) + ")");
   if (!(lambda2 >= 0) || !std::isfinite(lambda2))
-    throw UsageError("--lambda2 must be ≥ 0 (got " + num(lambda2) + ")");
+    throw ConfigError("lambda2", "must be ≥ 0 (got " + num(lambda2) + ")");
   if (!(epsilon > 0) || !std::isfinite(epsilon))
-    throw UsageError("--epsilon must be > 0 (got " + num(epsilon) + ")");
+    throw ConfigError("epsilon", "must be > 0 (got " + num(epsilon) + ")");
   if (!(omega > 0 && omega < 2))
-    throw UsageError("--sor-omega must be in (0, 2) (got " + num(omega) + ")");
+    throw ConfigError("omega", "must be in (0, 2) (got " + num(omega) + ")");
   if (!(tolerance > 0) || !std::isfinite(tolerance))
-    throw UsageError("--tolerance must be > 0 (got " + num(tolerance) + ")");
+    throw ConfigError("tolerance", "must be > 0 (got " + num(tolerance) + ")");
   if (max_sweeps < 1)
-    throw UsageError("--max-sweeps must be at least 1 (got " + std::to_string(max_sweeps) + ")");
+    throw ConfigError("max_sweeps", "must be at least 1 (got " + std::to_string(max_sweeps) + ")");
 }
 
 BoxQpResult solve_box_qp_sor(const Eigen::MatrixXd& h, const Eigen::VectorXd& f, double upper,
