@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 
-.PHONY: all setup build run test bench test-asan test-tsan ci fuzz clean
+.PHONY: all setup build run test bench test-asan test-tsan ci fuzz tidy clean
 
 all: build
 
@@ -54,6 +54,11 @@ ci:
 # libFuzzer targets (clang, ASan + UBSan) for a minute each; `make test` runs 100,000 inputs of each.
 fuzz: setup
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} ./fuzz/run.sh
+
+# clang-tidy (.clang-tidy) on the C++ files changed since the upstream merge base, else since
+# HEAD~1 (BASE=REV to choose; ALL=1 every file); exit 1 on any finding. docs/testing.md says more.
+tidy: setup
+	@./scripts/tidy.sh
 
 clean:
 	rm -rf build build-debug build-asan build-tsan build-fuzz
