@@ -110,6 +110,20 @@ class Experiment {
   int run();
 
  private:
+  // Per (data set, method, repeat): the search state.
+  struct Search {
+    std::size_t dataset, method;
+    int repeat;
+    std::vector<std::vector<std::string>> stages;
+    Setting current;  // grid keys only
+    bool failed = false;
+    std::string error;
+  };
+  std::vector<Search> plan_searches();
+  void select_settings(std::vector<Search>& searches);
+  std::vector<Cell> final_cells(const std::vector<Search>& searches);
+  Report assemble_report(const std::vector<Search>& searches, const std::vector<Cell>& finals);
+
   void prepare_one(PreparedDataset& d);
   json cell_key(const Cell& cell) const;
   void run_cells(std::vector<Cell>& cells, const std::string& stage);
@@ -466,17 +480,8 @@ void Experiment::run_cells(std::vector<Cell>& cells, const std::string& stage) {
                done_, planned_);
 }
 
-int Experiment::run() {
-  const auto start = std::chrono::steady_clock::now();
-  // Per (data set, method, repeat): the search state.
-  struct Search {
-    std::size_t dataset, method;
-    int repeat;
-    std::vector<std::vector<std::string>> stages;
-    Setting current;  // grid keys only
-    bool failed = false;
-    std::string error;
-  };
+// Every search, planned: each (data set, method, repeat) with its grid stages; counts the cells.
+std::vector<Experiment::Search> Experiment::plan_searches() {
   std::vector<Search> searches;
   for (std::size_t d = 0; d < datasets_.size(); ++d) {
     if (datasets_[d].status != "ok") continue;
@@ -487,9 +492,7 @@ int Experiment::run() {
                             first_setting(*methods_[m].spec), false, ""});
     }
   }
-  std::size_t max_stages = 0;
   for (const Search& s : searches) {
-    max_stages = std::max(max_stages, s.stages.size());
     for (const auto& group : s.stages)
       planned_ += settings_for_group(*methods_[s.method].spec, group, s.current).size() *
                   static_cast<std::size_t>(config_.folds);
@@ -497,12 +500,14 @@ int Experiment::run() {
   }
   std::fprintf(stderr, "experiment: %zu cells planned (%zu searches, %d jobs)\n", planned_,
                searches.size(), jobs_);
+  return searches;
+}
 
-  const auto with_fixed = [&](const MethodSpec& m, const Setting& grid_values) {
-    Setting s = m.fixed;
-    s.insert(s.end(), grid_values.begin(), grid_values.end());
-    return s;
-  };
+// The grid search, stage by stage over every search at once: each stage's cells run together,
+// then each search keeps the setting of best mean CV accuracy.
+void Experiment::select_settings(std::vector<Search>& searches) {
+  std::size_t max_stages = 0;
+  for (const Search& s : searches) max_stages = std::max(max_stages, s.stages.size());
   for (std::size_t stage = 0; stage < max_stages; ++stage) {
     std::vector<Cell> cells;
     std::vector<std::pair<std::size_t, std::size_t>> range;  // per search: [first, last) cell
@@ -562,10 +567,17 @@ int Experiment::run() {
       s.current = chosen;
     }
   }
+}
 
-  // Retrain on the whole training part with the chosen setting; test.
+// Retraining on the whole training part with the chosen setting, and the test.
+std::vector<Cell> Experiment::final_cells(const std::vector<Search>& searches) {
+  const auto with_fixed = [&](const MethodSpec& m, const Setting& grid_values) {
+    Setting s = m.fixed;
+    s.insert(s.end(), grid_values.begin(), grid_values.end());
+    return s;
+  };
   std::vector<Cell> finals;
-  for (Search& s : searches) {
+  for (const Search& s : searches) {
     if (s.failed) {
       std::lock_guard<std::mutex> lock(progress_mutex_);
       ++done_;
@@ -585,10 +597,12 @@ int Experiment::run() {
     c.margins = s.repeat == 0 && plotted && methods_[s.method].spec->external.empty();
     finals.push_back(std::move(c));
   }
-  run_cells(finals, "final training and test");
-  progress_.clear();
+  return finals;
+}
 
-  // Assemble the report in config order.
+// The report in config order.
+Report Experiment::assemble_report(const std::vector<Search>& searches,
+                                   const std::vector<Cell>& finals) {
   Report report;
   report.title = config_.title.empty() ? "polymargin experiment " + config_.path : config_.title;
   report.config_path = config_.path;
@@ -657,6 +671,17 @@ int Experiment::run() {
       if (!series.x.empty()) rd.margins.push_back(std::move(series));
     }
   }
+  return report;
+}
+
+int Experiment::run() {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Search> searches = plan_searches();
+  select_settings(searches);
+  std::vector<Cell> finals = final_cells(searches);
+  run_cells(finals, "final training and test");
+  progress_.clear();
+  Report report = assemble_report(searches, finals);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.run = {{"cells_planned", planned_},   {"cells_computed", computed_},
