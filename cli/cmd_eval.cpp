@@ -185,49 +185,25 @@ nlohmann::json metrics_json(const engine::BinaryMetrics& m) {
 // Thresholds of --margins/--plot: far more than a plot can show, and a bounded table.
 constexpr int kMaxPoints = 100000;
 
-int run_eval(const std::vector<std::string>& args) {
-  std::vector<std::string> model_paths, data;
-  std::string margins_csv, plot_svg;
-  int threads = 0, points = 201;
-  bool json = false;
-  po::options_description opts("eval options");
-  opts.add_options()("model,m", po::value(&model_paths)->required(),
-                     "trained model file; repeat to compare models on the same data")(
-      "data,d", po::value(&data)->multitoken()->required(),
-      "test data: LIBSVM text (plain/gz/bz2/zst, '-' = stdin) or a shard directory")(
-      "json", po::bool_switch(&json), "print one JSON object instead of the table")(
-      "margins", po::value(&margins_csv),
-      "write the cumulative margin distribution (one column per model) to FILE.csv")(
-      "plot", po::value(&plot_svg), "draw the cumulative margin distribution to FILE.svg")(
-      "points", po::value(&points)->default_value(201),
-      "thresholds in --margins/--plot (2 to 100000)")(
-      "threads", po::value(&threads)->default_value(0), "reader threads (0 = all cores)");
-  po::positional_options_description pos;
-  po::variables_map vm;
-  if (!parse_options("eval", "-m MODEL [-m MODEL2 ...] -d DATA [--json] [--margins F.csv] [--plot F.svg]",
-                     opts, pos, args, vm))
-    return 0;
-  if (points < 2 || points > kMaxPoints)
-    throw UsageError("eval: --points must be in [2, " + std::to_string(kMaxPoints) + "] (got " +
-                     std::to_string(points) + ")");
-  io::check_outputs(input_paths(vm, {"model", "data"}), {{"--margins", margins_csv, false, ""},
-                                                          {"--plot", plot_svg, false, ""}});
-  threads = resolve_threads(threads);
+// One model's evaluation on the data.
+struct EvalResult {
+  std::string path;
+  std::unique_ptr<Classifier> model;
+  engine::BinaryMetrics metrics;  // binary models
+  nlohmann::json multiclass;      // multiclass models: multiclass_json
+  nlohmann::json details;
+  std::vector<double> margins;
+  std::uint64_t ignored_nonzeros = 0;
+};
 
-  struct Result {
-    std::string path;
-    std::unique_ptr<Classifier> model;
-    engine::BinaryMetrics metrics;  // binary models
-    nlohmann::json multiclass;      // multiclass models: multiclass_json
-    nlohmann::json details;
-    std::vector<double> margins;
-    std::uint64_t ignored_nonzeros = 0;
-  };
-  std::vector<Result> results;
-  // Text is converted once per index base, not once per model.
+// Every model scored on the data, in the order given. Text is converted once per index base, not
+// once per model.
+std::vector<EvalResult> evaluate_models(const std::vector<std::string>& model_paths,
+                                        const std::vector<std::string>& data, int threads) {
+  std::vector<EvalResult> results;
   std::map<int, io::Dataset> datasets;
   for (const auto& path : model_paths) {
-    Result r;
+    EvalResult r;
     r.path = path;
     r.model = io::load_classifier(path);
     const Classifier& model = *r.model;
@@ -250,9 +226,15 @@ int run_eval(const std::vector<std::string>& args) {
     results.push_back(std::move(r));
   }
 
+  return results;
+}
+
+// --margins FILE.csv and --plot FILE.svg: the binary models' cumulative margin distributions.
+void write_margin_curves(const std::vector<EvalResult>& results, const std::string& margins_csv,
+                         const std::string& plot_svg, int points) {
   // The margin curves (binary models only) share one threshold grid: the 0.5%–99.5% range of all
   // margins, which keeps a few extreme rows from flattening the picture.
-  std::vector<const Result*> binary;
+  std::vector<const EvalResult*> binary;
   for (const auto& r : results)
     if (!r.model->multiclass()) binary.push_back(&r);
   std::vector<engine::MarginCurve> curves;
@@ -260,18 +242,18 @@ int run_eval(const std::vector<std::string>& args) {
     throw UsageError("eval: --margins and --plot need a binary model (margins y·f(x))");
   if (!margins_csv.empty() || !plot_svg.empty()) {
     std::vector<double> all;
-    for (const Result* r : binary) all.insert(all.end(), r->margins.begin(), r->margins.end());
+    for (const EvalResult* r : binary) all.insert(all.end(), r->margins.begin(), r->margins.end());
     std::sort(all.begin(), all.end());
     double lo = all.empty() ? -1 : all[all.size() / 200];
     double hi = all.empty() ? 1 : all[all.size() - 1 - all.size() / 200];
     if (!(hi > lo)) lo -= 1, hi += 1;
-    for (const Result* r : binary) curves.push_back(engine::margin_curve(r->margins, lo, hi, points));
+    for (const EvalResult* r : binary) curves.push_back(engine::margin_curve(r->margins, lo, hi, points));
   }
   if (!margins_csv.empty()) {
     std::ostringstream csv;
     csv.precision(9);
     csv << "margin";
-    for (const Result* r : binary) csv << "," << r->model->algorithm << ":" << r->path;
+    for (const EvalResult* r : binary) csv << "," << r->model->algorithm << ":" << r->path;
     csv << "\n";
     for (int p = 0; p < points; ++p) {
       csv << curves[0].thresholds[p];
@@ -290,19 +272,10 @@ int run_eval(const std::vector<std::string>& args) {
                                          "fraction of rows with margin ≤ x"}));
   }
 
-  if (json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : results) {
-      nlohmann::json j = r.model->multiclass() ? r.multiclass : metrics_json(r.metrics);
-      j["model_path"] = r.path;
-      j["algorithm"] = r.model->algorithm;
-      j["ignored_nonzeros"] = r.ignored_nonzeros;
-      if (!r.details.is_null()) j["details"] = r.details;
-      out.push_back(std::move(j));
-    }
-    std::cout << (results.size() == 1 ? out[0] : out).dump(2) << "\n";
-    return 0;
-  }
+}
+
+// The table of each model's results, on stdout.
+void print_results(const std::vector<EvalResult>& results) {
   for (const auto& r : results) {
     if (r.model->multiclass()) {
       const nlohmann::json& m = r.multiclass;
@@ -345,6 +318,53 @@ int run_eval(const std::vector<std::string>& args) {
       std::printf("  ignored       %llu non-zeros of features the model has not seen\n",
                   static_cast<unsigned long long>(r.ignored_nonzeros));
   }
+}
+
+int run_eval(const std::vector<std::string>& args) {
+  std::vector<std::string> model_paths, data;
+  std::string margins_csv, plot_svg;
+  int threads = 0, points = 201;
+  bool json = false;
+  po::options_description opts("eval options");
+  opts.add_options()("model,m", po::value(&model_paths)->required(),
+                     "trained model file; repeat to compare models on the same data")(
+      "data,d", po::value(&data)->multitoken()->required(),
+      "test data: LIBSVM text (plain/gz/bz2/zst, '-' = stdin) or a shard directory")(
+      "json", po::bool_switch(&json), "print one JSON object instead of the table")(
+      "margins", po::value(&margins_csv),
+      "write the cumulative margin distribution (one column per model) to FILE.csv")(
+      "plot", po::value(&plot_svg), "draw the cumulative margin distribution to FILE.svg")(
+      "points", po::value(&points)->default_value(201),
+      "thresholds in --margins/--plot (2 to 100000)")(
+      "threads", po::value(&threads)->default_value(0), "reader threads (0 = all cores)");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse_options("eval", "-m MODEL [-m MODEL2 ...] -d DATA [--json] [--margins F.csv] [--plot F.svg]",
+                     opts, pos, args, vm))
+    return 0;
+  if (points < 2 || points > kMaxPoints)
+    throw UsageError("eval: --points must be in [2, " + std::to_string(kMaxPoints) + "] (got " +
+                     std::to_string(points) + ")");
+  io::check_outputs(input_paths(vm, {"model", "data"}), {{"--margins", margins_csv, false, ""},
+                                                          {"--plot", plot_svg, false, ""}});
+  threads = resolve_threads(threads);
+
+  const std::vector<EvalResult> results = evaluate_models(model_paths, data, threads);
+  write_margin_curves(results, margins_csv, plot_svg, points);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results) {
+      nlohmann::json j = r.model->multiclass() ? r.multiclass : metrics_json(r.metrics);
+      j["model_path"] = r.path;
+      j["algorithm"] = r.model->algorithm;
+      j["ignored_nonzeros"] = r.ignored_nonzeros;
+      if (!r.details.is_null()) j["details"] = r.details;
+      out.push_back(std::move(j));
+    }
+    std::cout << (results.size() == 1 ? out[0] : out).dump(2) << "\n";
+    return 0;
+  }
+  print_results(results);
   return 0;
 }
 

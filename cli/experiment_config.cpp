@@ -100,14 +100,104 @@ ExperimentConfig read_config(const std::string& path) {
   return parse_config(text.str(), path);
 }
 
+// A key of a [method NAME] section: the method's own keys, or a learner option, fixed (one value)
+// or searched (a list).
+void set_method_key(MethodSpec& m, const std::string& key, const std::string& value,
+                    const std::string& at) {
+  if (key == "algo") {
+    m.algo = value;
+  } else if (key == "external") {
+    if (value != "liblinear")
+      throw UsageError(at + ": the only external method is liblinear (got '" + value + "')");
+    m.external = value;
+  } else if (key == "search") {
+    if (value != "product" && value != "coordinate")
+      throw UsageError(at + ": search is product or coordinate (got '" + value + "')");
+    m.coordinate = value == "coordinate";
+  } else if (key == "order") {
+    for (const std::string& group : split_list(value, '|')) {
+      m.groups.push_back({});
+      for (const std::string& k : split_list(group, ','))
+        if (!k.empty()) m.groups.back().push_back(k);
+      if (m.groups.back().empty()) throw UsageError(at + ": empty group in '" + value + "'");
+    }
+  } else if (key == "rounds") {
+    m.rounds = parse_number<int>(value, at);
+    if (m.rounds < 1) throw UsageError(at + ": rounds must be at least 1");
+  } else if (key == "data" || key == "output" || key == "json" || key == "config" ||
+             key == "d" || key == "o") {
+    throw UsageError(at + ": set by the experiment for every cell; not a method key");
+  } else {
+    std::vector<std::string> values = parse_value_list(value, at);
+    if (values.size() == 1) m.fixed.emplace_back(key, values[0]);
+    else m.grid.push_back({key, std::move(values)});
+  }
+}
+
+// What holds across sections once the file is read: ranges, every data set and method complete,
+// a coordinate search's order covering its grid, the baseline and plotted methods defined.
+void check_sections(ExperimentConfig& config, const std::string& path, int line_number) {
+  const auto fail = [&](int line, const std::string& message) {
+    throw UsageError(path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + message);
+  };
+  if (config.repeats < 1) fail(0, "repeats must be at least 1");
+  if (config.folds < 2) fail(0, "folds must be at least 2");
+  if (!(config.test_fraction > 0 && config.test_fraction < 1))
+    fail(0, "test-fraction must lie strictly between 0 and 1");
+  if (config.datasets.empty()) fail(line_number, "no [dataset NAME] section");
+  if (config.methods.empty()) fail(line_number, "no [method NAME] section");
+  for (const DatasetSpec& d : config.datasets) {
+    if (d.data.empty() && d.generate.empty())
+      fail(d.line, "dataset " + d.name + " needs data = PATH (or generate = GEN-ARGS)");
+    if (!d.data.empty() && !d.generate.empty())
+      fail(d.line, "dataset " + d.name + ": data and generate exclude each other");
+    if (!d.generate.empty() && !d.test.empty())
+      fail(d.line, "dataset " + d.name + ": a generated set takes its test part from gen's "
+                   "--test-rows, not test =");
+  }
+  for (MethodSpec& m : config.methods) {
+    if (m.external.empty() && m.algo.empty())
+      fail(m.line, "method " + m.name + " needs algo = NAME (a `train --algo` learner) or "
+                   "external = liblinear");
+    if (!m.external.empty() && !m.algo.empty())
+      fail(m.line, "method " + m.name + ": algo and external exclude each other");
+    std::set<std::string> grid_keys;
+    for (const GridKey& g : m.grid) grid_keys.insert(g.key);
+    if (!m.coordinate && !m.groups.empty())
+      fail(m.line, "method " + m.name + ": order is for search = coordinate");
+    if (m.coordinate) {
+      if (m.groups.empty())  // default: one key at a time, in the order written
+        for (const GridKey& g : m.grid) m.groups.push_back({g.key});
+      std::set<std::string> covered;
+      for (const auto& group : m.groups)
+        for (const std::string& k : group) {
+          if (!grid_keys.count(k))
+            fail(m.line, "method " + m.name + ": order names '" + k +
+                             "', which is not a key with a list of values");
+          if (!covered.insert(k).second)
+            fail(m.line, "method " + m.name + ": order names '" + k + "' twice");
+        }
+      for (const std::string& k : grid_keys)
+        if (!covered.count(k))
+          fail(m.line, "method " + m.name + ": order leaves out the grid key '" + k + "'");
+    }
+  }
+  const auto has_method = [&](const std::string& name) {
+    return std::any_of(config.methods.begin(), config.methods.end(),
+                       [&](const MethodSpec& m) { return m.name == name; });
+  };
+  if (config.baseline.empty() && has_method("svm")) config.baseline = "svm";
+  if (!config.baseline.empty() && !has_method(config.baseline))
+    fail(0, "baseline '" + config.baseline + "' is not a [method] of this config");
+  for (const std::string& name : config.margin_methods)
+    if (!has_method(name)) fail(0, "margin-plot names '" + name + "', which is not a [method]");
+}
+
 ExperimentConfig parse_config(const std::string& text, const std::string& path) {
   ExperimentConfig config;
   config.path = path;
   enum class Section { kGlobal, kDataset, kMethod } section = Section::kGlobal;
   std::set<std::string> names;
-  // Grid keys and their search settings are resolved once the method's section is complete.
-  std::vector<std::string> pending_order;
-  std::vector<int> order_line;
   std::istringstream in(text);
   std::string raw;
   int line_number = 0;
@@ -175,92 +265,11 @@ ExperimentConfig parse_config(const std::string& text, const std::string& path) 
       else if (key == "optional") d.optional = parse_bool(value, at);
       else throw UsageError(at + ": unknown dataset key (data, test, generate, optional)");
     } else {
-      MethodSpec& m = config.methods.back();
-      if (key == "algo") {
-        m.algo = value;
-      } else if (key == "external") {
-        if (value != "liblinear")
-          throw UsageError(at + ": the only external method is liblinear (got '" + value + "')");
-        m.external = value;
-      } else if (key == "search") {
-        if (value != "product" && value != "coordinate")
-          throw UsageError(at + ": search is product or coordinate (got '" + value + "')");
-        m.coordinate = value == "coordinate";
-      } else if (key == "order") {
-        for (const std::string& group : split_list(value, '|')) {
-          m.groups.push_back({});
-          for (const std::string& k : split_list(group, ','))
-            if (!k.empty()) m.groups.back().push_back(k);
-          if (m.groups.back().empty()) throw UsageError(at + ": empty group in '" + value + "'");
-        }
-      } else if (key == "rounds") {
-        m.rounds = parse_number<int>(value, at);
-        if (m.rounds < 1) throw UsageError(at + ": rounds must be at least 1");
-      } else if (key == "data" || key == "output" || key == "json" || key == "config" ||
-                 key == "d" || key == "o") {
-        throw UsageError(at + ": set by the experiment for every cell; not a method key");
-      } else {
-        std::vector<std::string> values = parse_value_list(value, at);
-        if (values.size() == 1) m.fixed.emplace_back(key, values[0]);
-        else m.grid.push_back({key, std::move(values)});
-      }
+      set_method_key(config.methods.back(), key, value, at);
     }
   }
 
-  const auto fail = [&](int line, const std::string& message) {
-    throw UsageError(path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + message);
-  };
-  if (config.repeats < 1) fail(0, "repeats must be at least 1");
-  if (config.folds < 2) fail(0, "folds must be at least 2");
-  if (!(config.test_fraction > 0 && config.test_fraction < 1))
-    fail(0, "test-fraction must lie strictly between 0 and 1");
-  if (config.datasets.empty()) fail(line_number, "no [dataset NAME] section");
-  if (config.methods.empty()) fail(line_number, "no [method NAME] section");
-  for (const DatasetSpec& d : config.datasets) {
-    if (d.data.empty() && d.generate.empty())
-      fail(d.line, "dataset " + d.name + " needs data = PATH (or generate = GEN-ARGS)");
-    if (!d.data.empty() && !d.generate.empty())
-      fail(d.line, "dataset " + d.name + ": data and generate exclude each other");
-    if (!d.generate.empty() && !d.test.empty())
-      fail(d.line, "dataset " + d.name + ": a generated set takes its test part from gen's "
-                   "--test-rows, not test =");
-  }
-  for (MethodSpec& m : config.methods) {
-    if (m.external.empty() && m.algo.empty())
-      fail(m.line, "method " + m.name + " needs algo = NAME (a `train --algo` learner) or "
-                   "external = liblinear");
-    if (!m.external.empty() && !m.algo.empty())
-      fail(m.line, "method " + m.name + ": algo and external exclude each other");
-    std::set<std::string> grid_keys;
-    for (const GridKey& g : m.grid) grid_keys.insert(g.key);
-    if (!m.coordinate && !m.groups.empty())
-      fail(m.line, "method " + m.name + ": order is for search = coordinate");
-    if (m.coordinate) {
-      if (m.groups.empty())  // default: one key at a time, in the order written
-        for (const GridKey& g : m.grid) m.groups.push_back({g.key});
-      std::set<std::string> covered;
-      for (const auto& group : m.groups)
-        for (const std::string& k : group) {
-          if (!grid_keys.count(k))
-            fail(m.line, "method " + m.name + ": order names '" + k +
-                             "', which is not a key with a list of values");
-          if (!covered.insert(k).second)
-            fail(m.line, "method " + m.name + ": order names '" + k + "' twice");
-        }
-      for (const std::string& k : grid_keys)
-        if (!covered.count(k))
-          fail(m.line, "method " + m.name + ": order leaves out the grid key '" + k + "'");
-    }
-  }
-  const auto has_method = [&](const std::string& name) {
-    return std::any_of(config.methods.begin(), config.methods.end(),
-                       [&](const MethodSpec& m) { return m.name == name; });
-  };
-  if (config.baseline.empty() && has_method("svm")) config.baseline = "svm";
-  if (!config.baseline.empty() && !has_method(config.baseline))
-    fail(0, "baseline '" + config.baseline + "' is not a [method] of this config");
-  for (const std::string& name : config.margin_methods)
-    if (!has_method(name)) fail(0, "margin-plot names '" + name + "', which is not a [method]");
+  check_sections(config, path, line_number);
   return config;
 }
 

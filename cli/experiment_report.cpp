@@ -317,21 +317,8 @@ std::string table_html(const Table& table) {
   return out.str();
 }
 
-std::vector<std::string> write_report(const Report& report, const std::string& directory) {
-  std::vector<std::string> written;
-  const auto write = [&](const std::string& name, const std::string& content) {
-    io::write_file_atomically(directory + "/" + name, content);
-    written.push_back(directory + "/" + name);
-  };
-  const Table tables[] = {accuracy_table(report), timing_table(report), settings_table(report)};
-  const char* names[] = {"accuracy", "timing", "settings"};
-  for (int i = 0; i < 3; ++i) {
-    write(std::string(names[i]) + ".md", table_markdown(tables[i]));
-    write(std::string(names[i]) + ".csv", table_csv(tables[i]));
-    write(std::string(names[i]) + ".json", tables[i].json.dump(2) + "\n");
-  }
-
-  // The timing bar chart: wall seconds of the final training, log scale when they span decades.
+// The timing bar chart: wall seconds of the final training, log scale when they span decades.
+std::string timing_chart(const Report& report) {
   BarData bars;
   for (const auto& m : report.methods)
     if (m.status == "ok") bars.series.push_back(m.name);
@@ -360,12 +347,28 @@ std::vector<std::string> write_report(const Report& report, const std::string& d
     }
   }
   const bool log_scale = lo > 0 && hi / lo > 30;
+  return svg_bar_chart(bars,
+                       {"Training time of the final model", "data set",
+                        log_scale ? "wall seconds (log scale)" : "wall seconds"},
+                       log_scale);
+}
+
+std::vector<std::string> write_report(const Report& report, const std::string& directory) {
+  std::vector<std::string> written;
+  const auto write = [&](const std::string& name, const std::string& content) {
+    io::write_file_atomically(directory + "/" + name, content);
+    written.push_back(directory + "/" + name);
+  };
+  const Table tables[] = {accuracy_table(report), timing_table(report), settings_table(report)};
+  const char* names[] = {"accuracy", "timing", "settings"};
+  for (int i = 0; i < 3; ++i) {
+    write(std::string(names[i]) + ".md", table_markdown(tables[i]));
+    write(std::string(names[i]) + ".csv", table_csv(tables[i]));
+    write(std::string(names[i]) + ".json", tables[i].json.dump(2) + "\n");
+  }
+
   std::vector<std::pair<std::string, std::string>> svgs;  // file name, content
-  svgs.emplace_back("timing.svg",
-                    svg_bar_chart(bars,
-                                  {"Training time of the final model", "data set",
-                                   log_scale ? "wall seconds (log scale)" : "wall seconds"},
-                                  log_scale));
+  svgs.emplace_back("timing.svg", timing_chart(report));
   for (const ReportDataset& d : report.datasets)
     if (d.status == "ok" && !d.margins.empty())
       svgs.emplace_back("margins-" + d.name + ".svg",
