@@ -88,7 +88,9 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Outpu
     if (out.path.empty() || out.path == "-") continue;
     const std::optional<struct stat> o = stat_of(out.path);
     if (!o) {
-      const fs::path dir = fs::absolute(rename_target(out.path)).parent_path();
+      fs::path target = fs::absolute(rename_target(out.path)).lexically_normal();
+      if (!target.has_filename()) target = target.parent_path();  // "out.shards/"
+      const fs::path dir = target.parent_path();
       std::error_code ec;
       if (!fs::is_directory(dir, ec))
         throw IoError("cannot write " + out.path + " (" + out.option + "): directory " +

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string_view>
@@ -29,17 +30,18 @@ Registry& registry() {
 // The pid of "<pid>" or "<pid>-<digits>" at the start of `rest` (whatever follows when `exact` is
 // false), or 0.
 pid_t leading_pid(std::string_view rest, bool exact) {
-  pid_t pid = 0;
+  std::int64_t pid = 0;
   std::size_t i = 0;
   for (; i < rest.size() && i < 10 && rest[i] >= '0' && rest[i] <= '9'; ++i)
     pid = pid * 10 + (rest[i] - '0');
-  if (i == 0 || (i < rest.size() && rest[i] != '-')) return 0;
+  if (i == 0 || (i < rest.size() && rest[i] != '-') || pid > std::numeric_limits<pid_t>::max())
+    return 0;
   if (exact && i < rest.size()) {
     if (i + 1 == rest.size()) return 0;
     for (std::size_t j = i + 1; j < rest.size(); ++j)
       if (rest[j] < '0' || rest[j] > '9') return 0;
   }
-  return pid;
+  return static_cast<pid_t>(pid);
 }
 
 bool dead(pid_t pid) {
