@@ -58,7 +58,7 @@ TEST_F(OutputPath, LinksAreFollowedToTheFileTheyNameExistingOrNot) {
 TEST_F(OutputPath, AnOutputThatIsAnInputUnderAnyNameIsRefused) {
   fs::create_hard_link(path("in.svm"), path("hard.svm"));
   fs::create_symlink(path("in.svm"), path("soft.svm"));
-  for (const std::string& name : {"in.svm", "hard.svm", "soft.svm", "./in.svm"}) {
+  for (const char* name : {"in.svm", "hard.svm", "soft.svm", "./in.svm"}) {
     try {
       check_outputs({{"--data", path("in.svm")}}, {{"-o", (dir_ / name).string(), false, ""}});
       FAIL() << name << " was accepted";
