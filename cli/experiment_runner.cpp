@@ -81,6 +81,11 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& w
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the experiment died before the prctl
+    // The parent blocks SIGTERM/SIGINT/SIGHUP for its signal thread (cli/signals.h); a mask is
+    // inherited across exec, and the child (liblinear-train, a cell) must be stoppable by them.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cli/experiment_config.h"
+#include "cli/experiment_runner.h"
 #include "engine/errors.h"
 
 namespace polymargin::cli::experiment {
@@ -200,6 +201,21 @@ TEST(ExperimentConfig, ShippedConfigsParse) {
 }
 
 // --- end to end ----------------------------------------------------------------------------------
+
+// polymargin blocks SIGTERM, SIGINT and SIGHUP for its signal thread; a cell or liblinear-train it
+// starts must not inherit that mask (it could not be stopped by them).
+TEST(Experiment, ChildrenStartWithNoSignalBlocked) {
+  TempDir dir;
+  sigset_t blocked, before;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGTERM);
+  sigaddset(&blocked, SIGINT);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &blocked, &before), 0);
+  const ChildResult r = run_child({"grep", "SigBlk", "/proc/self/status"}, dir.path().string());
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_tail;
+  EXPECT_NE(r.stdout_text.find("0000000000000000"), std::string::npos) << r.stdout_text;
+}
 
 TEST(Experiment, SmokeConfigWritesEveryTableAndPlot) {
   TempDir dir;
