@@ -97,7 +97,7 @@ struct Cell {
 
 class Experiment {
  public:
-  Experiment(ExperimentConfig config, std::string out, int jobs, int threads)
+  Experiment(ExperimentConfig config, const std::string& out, int jobs, int threads)
       : config_(std::move(config)),
         out_(fs::absolute(out).lexically_normal().string()),
         jobs_(jobs),

@@ -70,6 +70,7 @@ void for_each_batch(const std::vector<std::string>& inputs, int threads, const i
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& work_dir) {
   const std::string out_path = work_dir + "/stdout", err_path = work_dir + "/stderr";
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const pid_t parent = ::getpid();

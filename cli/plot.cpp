@@ -43,7 +43,8 @@ std::string format_number(double v) {
 
 std::string svg_line_plot(const std::vector<Series>& series, const PlotLabels& labels, int width,
                           int height) {
-  static const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+  static const char* const kColours[] = {"#1f77b4", "#d62728", "#2ca02c",
+                                         "#ff7f0e", "#9467bd", "#8c564b"};
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo;
   double y_lo = x_lo, y_hi = -x_lo;
   for (const auto& s : series)
@@ -101,7 +102,8 @@ std::string svg_line_plot(const std::vector<Series>& series, const PlotLabels& l
 
 std::string svg_bar_chart(const BarData& data, const PlotLabels& labels, bool log_scale, int width,
                           int height) {
-  static const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+  static const char* const kColours[] = {"#1f77b4", "#d62728", "#2ca02c",
+                                         "#ff7f0e", "#9467bd", "#8c564b"};
   const auto shown = [&](double v) { return std::isfinite(v) && (!log_scale || v > 0); };
   double hi = -std::numeric_limits<double>::infinity(), lo = -hi;
   for (const auto& row : data.values)

@@ -283,6 +283,7 @@ class CpmAssignmentDetails : public EvalDetails {
       std::int64_t total = 0;
       for (const std::int64_t n : counts) total += n;
       std::vector<double> share;
+      share.reserve(counts.size());
       for (const std::int64_t n : counts)
         share.push_back(total ? static_cast<double>(n) / static_cast<double>(total) : 0.0);
       const double h = count_entropy(counts);

@@ -116,6 +116,7 @@ std::string shard_file_name(std::uint32_t shard) {
 
 std::uint64_t combined_index_checksum(const std::vector<ShardInfo>& shards) {
   std::vector<std::uint64_t> sums;
+  sums.reserve(shards.size());
   for (const auto& s : shards) sums.push_back(s.index_checksum);
   return checksum(sums.data(), sums.size() * sizeof(std::uint64_t));
 }

@@ -331,7 +331,7 @@ struct ShardWriter::Impl {
   void fail(std::exception_ptr e) {
     {
       std::lock_guard lock(error_mutex);
-      if (!error) error = e;
+      if (!error) error = std::move(e);
     }
     failed = true;
     filled.close();

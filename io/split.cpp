@@ -34,6 +34,7 @@ std::vector<std::string> split_output_paths(const std::string& prefix,
   const std::string ext = ".svm" + compression_extension(options.compression);
   if (options.folds == 0) return {prefix + ".train" + ext, prefix + ".test" + ext};
   std::vector<std::string> paths;
+  paths.reserve(static_cast<std::size_t>(options.folds));
   for (int i = 0; i < options.folds; ++i)
     paths.push_back(prefix + ".fold" + std::to_string(i) + ext);
   return paths;
