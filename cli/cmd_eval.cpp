@@ -247,7 +247,8 @@ void write_margin_curves(const std::vector<EvalResult>& results, const std::stri
     double lo = all.empty() ? -1 : all[all.size() / 200];
     double hi = all.empty() ? 1 : all[all.size() - 1 - all.size() / 200];
     if (!(hi > lo)) lo -= 1, hi += 1;
-    for (const EvalResult* r : binary) curves.push_back(engine::margin_curve(r->margins, lo, hi, points));
+    for (const EvalResult* r : binary)
+      curves.push_back(engine::margin_curve(r->margins, lo, hi, points));
   }
   if (!margins_csv.empty()) {
     std::ostringstream csv;
@@ -271,7 +272,6 @@ void write_margin_curves(const std::vector<EvalResult>& results, const std::stri
         plot_svg, svg_line_plot(series, {"Cumulative margin distribution", "margin y·f(x)",
                                          "fraction of rows with margin ≤ x"}));
   }
-
 }
 
 // The table of each model's results, on stdout.
@@ -339,14 +339,15 @@ int run_eval(const std::vector<std::string>& args) {
       "threads", po::value(&threads)->default_value(0), "reader threads (0 = all cores)");
   po::positional_options_description pos;
   po::variables_map vm;
-  if (!parse_options("eval", "-m MODEL [-m MODEL2 ...] -d DATA [--json] [--margins F.csv] [--plot F.svg]",
+  if (!parse_options("eval",
+                     "-m MODEL [-m MODEL2 ...] -d DATA [--json] [--margins F.csv] [--plot F.svg]",
                      opts, pos, args, vm))
     return 0;
   if (points < 2 || points > kMaxPoints)
     throw UsageError("eval: --points must be in [2, " + std::to_string(kMaxPoints) + "] (got " +
                      std::to_string(points) + ")");
-  io::check_outputs(input_paths(vm, {"model", "data"}), {{"--margins", margins_csv, false, ""},
-                                                          {"--plot", plot_svg, false, ""}});
+  io::check_outputs(input_paths(vm, {"model", "data"}),
+                    {{"--margins", margins_csv, false, ""}, {"--plot", plot_svg, false, ""}});
   threads = resolve_threads(threads);
 
   const std::vector<EvalResult> results = evaluate_models(model_paths, data, threads);

@@ -726,7 +726,8 @@ int run_experiment(const std::vector<std::string>& args) {
     return kExitOk;
   std::error_code ec;
   if (fs::exists(out, ec) && !fs::is_directory(out, ec))
-    throw UsageError("experiment: -o " + out + " exists and is not a directory (the report, the "
+    throw UsageError("experiment: -o " + out +
+                     " exists and is not a directory (the report, the "
                      "cell cache and the split files go in a directory)");
   ExperimentConfig config = read_config(config_path);
   if (repeats < 0 || folds < 0 || jobs < 0)

@@ -45,8 +45,8 @@ std::optional<double> lambda_option(const po::variables_map& vm, const std::stri
   if (paper) return value;
   if (!rel) return std::nullopt;
   if (!std::isfinite(value * rows * c))
-    throw UsageError("train: --" + name + "-rel " + number(value) + " × m × C overflows (m = " +
-                     number(rows) + ", C = " + number(c) + ")");
+    throw UsageError("train: --" + name + "-rel " + number(value) +
+                     " × m × C overflows (m = " + number(rows) + ", C = " + number(c) + ")");
   return value * rows * c;
 }
 
@@ -190,12 +190,14 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
       "stay in cache for the next step, about 2x faster at KDD size) | permuted (an independent "
       "seeded permutation, as the LDM reference code)")(
       "no-final-pass", po::bool_switch(&no_final_pass),
-      "skip the exact pass over the training data after training (seconds at KDD size); the summary "
+      "skip the exact pass over the training data after training (seconds at KDD size); the "
+      "summary "
       "then gives the last epoch's progressive estimates")("json", po::bool_switch(&json),
                                                            "print the summary as JSON on stdout")(
       "warm-start", po::value(&warm_start_path),
       "start from this model (same algorithm and labels; new features start at 0)");
-  job.add_to(opts, "epoch");  po::positional_options_description positional;
+  job.add_to(opts, "epoch");
+  po::positional_options_description positional;
   positional.add("data", -1);
   if (!parse_options("train", "--algo ldm|svm -d TRAIN... -o MODEL [options]", opts, positional,
                      args, vm))
@@ -250,15 +252,20 @@ void LinearRun::open() {
   const engine::LdmConfig& used = trainer->config();
 
   // What decides the model besides the data: a resumed run must have exactly this.
-  run_config = {
-      {"algorithm", algo},          {"lambda1", *used.lambda1},
-      {"lambda2", *used.lambda2},   {"c", used.c},
-      {"epochs", used.epochs},      {"avg_start_epochs", used.avg_start_epochs},
-      {"eta0", eta0_text},          {"bias", used.bias},
-      {"seed", used.seed},          {"scale", scale},
-      {"window_blocks", window_blocks}, {"pairing", pairing},
-      {"max_index", max_index},
-      {"warm_start", warm ? warm->record["model_checksum"] : nlohmann::json()}};
+  run_config = {{"algorithm", algo},
+                {"lambda1", *used.lambda1},
+                {"lambda2", *used.lambda2},
+                {"c", used.c},
+                {"epochs", used.epochs},
+                {"avg_start_epochs", used.avg_start_epochs},
+                {"eta0", eta0_text},
+                {"bias", used.bias},
+                {"seed", used.seed},
+                {"scale", scale},
+                {"window_blocks", window_blocks},
+                {"pairing", pairing},
+                {"max_index", max_index},
+                {"warm_start", warm ? warm->record["model_checksum"] : nlohmann::json()}};
   run_data = data_identity(manifest);
   report["config"] = run_config;
   if (resumed) {
@@ -358,11 +365,11 @@ void LinearRun::train() {
   };
   learner.stopped = [&](int signal, const driver::Position& at) {
     Interrupted stop{signal, checkpoint};
-    report["interrupted"] = {{"signal", stop_name(signal)},
-                             {"epoch", at.pass},
-                             {"rows", at.pass_rows},
-                             {"checkpoint", checkpoint.empty() ? nlohmann::json()
-                                                               : nlohmann::json(checkpoint)}};
+    report["interrupted"] = {
+        {"signal", stop_name(signal)},
+        {"epoch", at.pass},
+        {"rows", at.pass_rows},
+        {"checkpoint", checkpoint.empty() ? nlohmann::json() : nlohmann::json(checkpoint)}};
     throw stop;
   };
   learner.passed = [&](const driver::Position& at, double seconds) {

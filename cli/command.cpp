@@ -64,8 +64,8 @@ void store_config_file(const std::string& command, const std::string& path,
     const std::size_t first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos || line[first] == '#' || line[first] == '[') continue;
     const std::size_t equals = line.find('=');
-    std::string key = line.substr(first, equals == std::string::npos ? std::string::npos
-                                                                     : equals - first);
+    std::string key =
+        line.substr(first, equals == std::string::npos ? std::string::npos : equals - first);
     while (!key.empty() && (key.back() == ' ' || key.back() == '\t' || key.back() == '\r'))
       key.pop_back();
     if (equals == std::string::npos)
@@ -115,8 +115,7 @@ bool parse_options(const std::string& command, const std::string& usage,
       std::cout << "usage: polymargin " << command << " " << usage << "\n\n" << all << "\n";
       return false;
     }
-    if (vm.count("config"))
-      store_config_file(command, vm["config"].as<std::string>(), options, vm);
+    if (vm.count("config")) store_config_file(command, vm["config"].as<std::string>(), options, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw UsageError(command + ": " + e.what() + " (see polymargin " + command + " --help)");

@@ -124,13 +124,15 @@ void set_method_key(MethodSpec& m, const std::string& key, const std::string& va
   } else if (key == "rounds") {
     m.rounds = parse_number<int>(value, at);
     if (m.rounds < 1) throw UsageError(at + ": rounds must be at least 1");
-  } else if (key == "data" || key == "output" || key == "json" || key == "config" ||
-             key == "d" || key == "o") {
+  } else if (key == "data" || key == "output" || key == "json" || key == "config" || key == "d" ||
+             key == "o") {
     throw UsageError(at + ": set by the experiment for every cell; not a method key");
   } else {
     std::vector<std::string> values = parse_value_list(value, at);
-    if (values.size() == 1) m.fixed.emplace_back(key, values[0]);
-    else m.grid.push_back({key, std::move(values)});
+    if (values.size() == 1)
+      m.fixed.emplace_back(key, values[0]);
+    else
+      m.grid.push_back({key, std::move(values)});
   }
 }
 
@@ -138,7 +140,8 @@ void set_method_key(MethodSpec& m, const std::string& key, const std::string& va
 // a coordinate search's order covering its grid, the baseline and plotted methods defined.
 void check_sections(ExperimentConfig& config, const std::string& path, int line_number) {
   const auto fail = [&](int line, const std::string& message) {
-    throw UsageError(path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " + message);
+    throw UsageError(path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " +
+                     message);
   };
   if (config.repeats < 1) fail(0, "repeats must be at least 1");
   if (config.folds < 2) fail(0, "folds must be at least 2");
@@ -152,13 +155,15 @@ void check_sections(ExperimentConfig& config, const std::string& path, int line_
     if (!d.data.empty() && !d.generate.empty())
       fail(d.line, "dataset " + d.name + ": data and generate exclude each other");
     if (!d.generate.empty() && !d.test.empty())
-      fail(d.line, "dataset " + d.name + ": a generated set takes its test part from gen's "
-                   "--test-rows, not test =");
+      fail(d.line, "dataset " + d.name +
+                       ": a generated set takes its test part from gen's "
+                       "--test-rows, not test =");
   }
   for (MethodSpec& m : config.methods) {
     if (m.external.empty() && m.algo.empty())
-      fail(m.line, "method " + m.name + " needs algo = NAME (a `train --algo` learner) or "
-                   "external = liblinear");
+      fail(m.line, "method " + m.name +
+                       " needs algo = NAME (a `train --algo` learner) or "
+                       "external = liblinear");
     if (!m.external.empty() && !m.algo.empty())
       fail(m.line, "method " + m.name + ": algo and external exclude each other");
     std::set<std::string> grid_keys;

@@ -17,7 +17,8 @@ void print_usage(std::ostream& out) {
   for (const auto& c : polymargin::cli::commands())
     out << "  " << c.name << std::string(c.name.size() < 12 ? 12 - c.name.size() : 1, ' ')
         << c.summary << "\n";
-  out << "\nexit codes: 0 ok, 2 usage, 3 data, 4 I/O, 5 numerical failure, 6 interrupted, 7 would not fit in memory\n";
+  out << "\nexit codes: 0 ok, 2 usage, 3 data, 4 I/O, 5 numerical failure, 6 interrupted, 7 would "
+         "not fit in memory\n";
 }
 
 }  // namespace

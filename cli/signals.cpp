@@ -32,16 +32,16 @@ const char* name_of(int signal) {
 
 [[noreturn]] void die_of(int signal) {
   const int removed = io::remove_temporaries();
-  const std::string line = std::string("polymargin: stopped by ") + name_of(signal) +
-                           (removed > 0 ? "; unfinished output removed, nothing was written\n"
-                                        : "\n");
+  const std::string line =
+      std::string("polymargin: stopped by ") + name_of(signal) +
+      (removed > 0 ? "; unfinished output removed, nothing was written\n" : "\n");
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
   ::signal(signal, SIG_DFL);
   sigset_t one;
   sigemptyset(&one);
   sigaddset(&one, signal);
   pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
-  ::raise(signal);    // delivered to this thread, now unblocked: the process dies of it
+  ::raise(signal);        // delivered to this thread, now unblocked: the process dies of it
   ::_exit(128 + signal);  // in case the signal was ignored after all
 }
 

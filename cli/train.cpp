@@ -96,11 +96,10 @@ void check_train_paths(const po::variables_map& vm) {
     return vm.count(name) ? vm[name].as<std::string>() : std::string();
   };
   const std::string checkpoint = value("checkpoint");
-  io::check_outputs(
-      input_paths(vm, {"data", "validation", "unlabeled", "warm-start", "resume"}),
-      {{"--output", value("output"), false, ""},
-       {"--checkpoint", checkpoint, false, "--resume"},
-       {"--metrics-json", value("metrics-json"), false, ""}});
+  io::check_outputs(input_paths(vm, {"data", "validation", "unlabeled", "warm-start", "resume"}),
+                    {{"--output", value("output"), false, ""},
+                     {"--checkpoint", checkpoint, false, "--resume"},
+                     {"--metrics-json", value("metrics-json"), false, ""}});
   std::error_code ec;
   if (checkpoint.empty() || !std::filesystem::is_regular_file(checkpoint, ec)) return;
   const std::string kind = io::model_file_kind(checkpoint);

@@ -46,9 +46,10 @@ std::string number(double x);
 engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& data);
 
 /// io::check_outputs for `train`, before any work: the data, --validation, --unlabeled,
-/// --warm-start, --resume and --config files are inputs; -o, --checkpoint (which may be the --resume
-/// file) and --metrics-json are outputs. An existing --checkpoint file must be a checkpoint (a model
-/// or any other file would be overwritten, then removed once the model is written).
+/// --warm-start, --resume and --config files are inputs; -o, --checkpoint (which may be the
+/// --resume file) and --metrics-json are outputs. An existing --checkpoint file must be a
+/// checkpoint (a model or any other file would be overwritten, then removed once the model is
+/// written).
 void check_train_paths(const po::variables_map& vm);
 
 /// config.validate(), its refusal said as `train`'s, with the flag of the field it names

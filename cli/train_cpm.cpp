@@ -137,7 +137,8 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
       "json", po::bool_switch(&json), "print the summary as JSON on stdout")(
       "warm-start", po::value(&warm_start),
       "not for the CPM (refused): use --resume FILE to continue an interrupted run");
-  job.add_to(opts, "pass");  po::positional_options_description positional;
+  job.add_to(opts, "pass");
+  po::positional_options_description positional;
   positional.add("data", -1);
   if (!parse_options("train", "--algo cpm -d TRAIN... -o MODEL [options]", opts, positional, args,
                      vm))
@@ -163,9 +164,9 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
     config.iterations = static_cast<std::uint64_t>(iterations);
   }
   config.sides = parse_sides(sides);
-  check_config(config, {{"faces", "-k (faces K)"},
-                        {"c", "-c (C)"},
-                        {"perplexity", "--entropy (a perplexity)"}});
+  check_config(
+      config,
+      {{"faces", "-k (faces K)"}, {"c", "-c (C)"}, {"perplexity", "--entropy (a perplexity)"}});
   check_train_paths(vm);
   job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
@@ -195,7 +196,6 @@ void CpmRun::open() {
   }
   problem.max_index = manifest.max_index;
   for (const auto& [label, count] : manifest.label_counts) problem.label_counts.emplace_back(label, count);
-
 }
 
 void CpmRun::size() {
@@ -215,8 +215,7 @@ void CpmRun::size() {
     config.precision = engine::CpmPrecision::kDouble;
   else
     config.precision = engine::CpmPrecision::kFloat;
-  need =
-      config.precision == engine::CpmPrecision::kDouble ? need_double : need_float;
+  need = config.precision == engine::CpmPrecision::kDouble ? need_double : need_float;
   if (!fits(need)) {
     // The remedy offered must fit itself: the largest --hash-bits that does (when hashing has
     // fewer slots than the feature ids), else the most faces that fit.
@@ -246,13 +245,12 @@ void CpmRun::size() {
                         : "use at most " + std::to_string(low) + " faces (-k)" +
                               (smaller.hash_bits ? " with --hash-bits 10" : "");
     }
-    throw MemoryError("train: the CPM needs " + gib(need) + " (K = " +
-                      std::to_string(config.faces) + " faces x " +
+    throw MemoryError("train: the CPM needs " + gib(need) +
+                      " (K = " + std::to_string(config.faces) + " faces x " +
                       std::to_string(std::uint64_t{manifest.max_index} + 1) +
                       " weight slots per side, + ASSIGN history + 256 MiB) but only " +
                       gib(available) + " are available: " + remedy);
   }
-
 }
 
 void CpmRun::allocate() {
@@ -338,10 +336,10 @@ void CpmRun::train() {
   };
   learner.finished = [&] { return trainer.done(); };
   learner.save = [&](const driver::Position& at, bool pass_end) {
-    write_cpm_checkpoint(job.checkpoint, run_config, run_data,
-                         pass_end ? CpmPosition{at.pass + 1, 0, at.rows}
-                                  : CpmPosition{at.pass, at.windows, at.rows},
-                         trainer);
+    write_cpm_checkpoint(
+        job.checkpoint, run_config, run_data,
+        pass_end ? CpmPosition{at.pass + 1, 0, at.rows} : CpmPosition{at.pass, at.windows, at.rows},
+        trainer);
   };
   learner.stopped = [&](int signal, const driver::Position& at) {
     Interrupted stop{signal, job.checkpoint};
@@ -367,9 +365,11 @@ void CpmRun::train() {
   loop.read = read;
   loop.checkpoints = !job.checkpoint.empty();
   loop.every = job.every;
-  loop.stop_requested = [&](std::uint64_t rows) { return stop_requested(rows, job.stop_after_rows); };
-  trained = driver::run_passes(
-      shards, learner, loop, {position.pass, position.batches, 0, position.rows}, job.resume);
+  loop.stop_requested = [&](std::uint64_t rows) {
+    return stop_requested(rows, job.stop_after_rows);
+  };
+  trained = driver::run_passes(shards, learner, loop,
+                               {position.pass, position.batches, 0, position.rows}, job.resume);
 }
 
 void CpmRun::save() {
@@ -414,7 +414,6 @@ void CpmRun::save() {
                    job.checkpoint.c_str(), error.message().c_str());
   }
   report["model_checksum"] = model_file_checksum(output);
-
 }
 
 int CpmRun::conclude() {

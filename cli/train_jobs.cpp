@@ -80,8 +80,10 @@ void MetricsFile::finish(int exit_code, const std::string& status, const std::st
   // Written whatever the outcome, also when the command was refused before any work: so never
   // over a file that is not an earlier run's metrics (it may be the input that was refused).
   if (!metrics_may_replace(path_)) {
-    std::fprintf(stderr, "warning: --metrics-json: not writing %s: it exists and is not a metrics "
-                 "file\n", path_.c_str());
+    std::fprintf(stderr,
+                 "warning: --metrics-json: not writing %s: it exists and is not a metrics "
+                 "file\n",
+                 path_.c_str());
     return;
   }
   json_["status"] = status;

@@ -7,8 +7,8 @@
 
 #include <boost/program_options.hpp>
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -153,8 +153,8 @@ Validation validate(const engine::Classifier& model, const std::vector<std::stri
                     int threads);
 
 /// What every streamed learner's run (cli/cmd_train.cpp, cli/train_cpm.cpp) holds besides its own
-/// options and trainer: the job's options, locks and signals, the data, and the run report. Each run
-/// is a struct of steps deriving from it; open_data() is their common first step.
+/// options and trainer: the job's options, locks and signals, the data, and the run report. Each
+/// run is a struct of steps deriving from it; open_data() is their common first step.
 struct TrainRun {
   explicit TrainRun(MetricsFile& metrics) : metrics(metrics), report(metrics.json()) {}
   /// Resolves --threads, starts the report (command, algorithm, data, model path), opens the data

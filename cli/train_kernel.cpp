@@ -516,7 +516,8 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   summary["dual_objective"] = result.dual_objective;
   summary["memory_bytes"] = engine::kldm_peak_bytes(t.y.size());
   save_and_report(model, summary, result.scores, t.y,
-                  {t.open_seconds, gram_seconds, setup_seconds, solve_seconds}, job.start, o, metrics);
+                  {t.open_seconds, gram_seconds, setup_seconds, solve_seconds}, job.start, o,
+                  metrics);
   return kExitOk;
 }
 
@@ -596,10 +597,11 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   const auto l = static_cast<std::uint64_t>(t.y.size());
   const bool linear = engine::parse_kernel(o.kernel) == engine::KernelType::kLinear;
   const std::uint64_t q = linear ? std::uint64_t{t.max_index} + 1 : l;
-  engine::check_memory(engine::tldm_peak_bytes(l, q) + (linear ? 0.0 : engine::square_matrix_bytes(l)),
-                       job.max_memory,
-                       "Twin LDM on " + std::to_string(l) + " rows and " + std::to_string(q) +
-                           " basis columns (its (q+1)² matrices P, S and the duals' Hessians)");
+  engine::check_memory(
+      engine::tldm_peak_bytes(l, q) + (linear ? 0.0 : engine::square_matrix_bytes(l)),
+      job.max_memory,
+      "Twin LDM on " + std::to_string(l) + " rows and " + std::to_string(q) +
+          " basis columns (its (q+1)² matrices P, S and the duals' Hessians)");
   const ResolvedKernel kernel = resolve_kernel(o, t.x);
   std::fprintf(stderr, "kernel %s%s  c %g  lambda1 %g  lambda2 %g  epsilon %g  omega %g\n",
                engine::kernel_name(kernel.spec.type).c_str(),

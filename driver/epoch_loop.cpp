@@ -53,7 +53,8 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
   for (; at.pass < options.passes && !learner.done(); at = {at.pass + 1, 0, 0, at.rows}) {
     read.epoch = at.pass;
     read.first_window = at.windows;  // the windows learnt before a resume are not read again
-    // A resume that knows only the rows of its pass learnt reads those windows and passes over them.
+    // A resume that knows only the rows of its pass learnt reads those windows and passes over
+    // them.
     std::uint64_t skip = at.windows == 0 ? at.pass_rows : 0;
     const Clock::time_point pass_start = Clock::now();
     double pass_learn = 0;  // timed here too: a pass cut short loses its ScanStats
@@ -61,8 +62,8 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
     bool cut = false;
     if (skip < rows_per_pass) {
       try {
-        const io::ScanStats stats = shards.scan_lending(
-            read, [&](const CsrView& window, const io::SpareWork& spare) {
+        const io::ScanStats stats =
+            shards.scan_lending(read, [&](const CsrView& window, const io::SpareWork& spare) {
               if (skip > 0) {
                 if (window.rows > skip)
                   throw DataError(resume_name, 0, 0,
@@ -88,7 +89,8 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
       } catch (const StopScan&) {
         cut = true;
         result.learn_seconds += pass_learn;
-        result.wait_seconds += seconds_since(pass_start) - pass_learn;  // the pass's time not learning
+        result.wait_seconds +=
+            seconds_since(pass_start) - pass_learn;  // the pass's time not learning
       }
     }
     if (!cut && options.checkpoints && schedule.per_pass() && pass_windows > 0) save(at, true);

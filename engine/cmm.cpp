@@ -33,8 +33,10 @@ bool has_copies(const CmmConfig& c, bool supervised_only) {
 
 void CmmConfig::validate() const {
   if (!(c1 > 0) || !std::isfinite(c1)) throw ConfigError("c1", "must be > 0 (got " + num(c1) + ")");
-  if (!(c2 >= 0) || !std::isfinite(c2)) throw ConfigError("c2", "must be ≥ 0 (got " + num(c2) + ")");
-  if (!(c3 >= 0) || !std::isfinite(c3)) throw ConfigError("c3", "must be ≥ 0 (got " + num(c3) + ")");
+  if (!(c2 >= 0) || !std::isfinite(c2))
+    throw ConfigError("c2", "must be ≥ 0 (got " + num(c2) + ")");
+  if (!(c3 >= 0) || !std::isfinite(c3))
+    throw ConfigError("c3", "must be ≥ 0 (got " + num(c3) + ")");
   if (!(epsilon >= 0) || !std::isfinite(epsilon))
     throw ConfigError("epsilon", "must be ≥ 0 (got " + num(epsilon) + ")");
   if (!(delta > -1 && delta <= 0))

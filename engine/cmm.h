@@ -7,7 +7,8 @@
 // the sum over both copies of the ramp R(yf) = H_1(yf) − H_δ(yf) = min(1 − δ, [1 − yf]_+),
 // H_s(z) = [s − z]_+, δ ∈ (−1, 0]: convex part H_1, concave part −H_δ. The concave-convex
 // procedure (CCCP) then solves, round after round, the convex problem
-//   J(w) = ½‖w‖² + C1 Σ_lab H_1(y f) + C2 Σ_copies H_1(y f) + C3 Σ_all [|f| − ε]_+ + Σ_copies β_j y_j f_j
+//   J(w) = ½‖w‖² + C1 Σ_lab H_1(y f) + C2 Σ_copies H_1(y f) + C3 Σ_all [|f| − ε]_+ + Σ_copies β_j
+//   y_j f_j
 // with β_j = C2 where y_j f(x_j) < δ at the previous solution (else 0), from the supervised SVM
 // on the labelled rows, until β stops changing. Each round's dual (Algorithm 1, line 4) is
 //   min ½cᵀKc − Σα + ε Σ_p |t_p|,   c_p = Σ_{j copy or label of p} (α_j − β_j) y_j + t_p,

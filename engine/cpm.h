@@ -1,28 +1,28 @@
 // Training the Convex Polytope Machine (Kantchelian et al., NIPS 2014; docs/algorithms.md §2; the
 // model, its faces and its decision are engine/cpm_model.h). Trained by SGD on problem (6) in
 // unconstrained form,
-//   min_W  Σ_{inner} Σ_k c₋ [1 + W_k x + b_k]_+  +  Σ_{outer} c₊ [1 − W_z(x) x − b_z(x)]_+  +  λ_s ‖(W, b)‖²
+//   min_W  Σ_{inner} Σ_k c₋ [1 + W_k x + b_k]_+  +  Σ_{outer} c₊ [1 − W_z(x) x − b_z(x)]_+  +  λ_s
+//   ‖(W, b)‖²
 // with Pegasos steps η_t = 1/(λ_s (t + 2)), λ_s = 1/(C·T), shrink after the gradient step, costs
 // c₋ = r/(1 + r), c₊ = 1/(1 + r), regularised intercepts, W = b = 0 at the start, and the face z(x)
 // of an outer example chosen by ASSIGN (engine/cpm_assign.h). The last iterate is the model.
 // The two sides of a double-sided CPM and the machines of a one-vs-one one train independently.
 //
-// Sparse form (§2.3): every face shares one shrink factor σ_t = 1/(t + 1) (exact, closed form), so the
-// trainer stores U = W/σ feature-major (U[f·K + k]: one row's scores read K contiguous values per
-// non-zero) and an update is O(K·nnz). U grows like C·T, so increments are rounded against a large
-// accumulator: U is double when memory allows and float otherwise (CpmPrecision).
+// Sparse form (§2.3): every face shares one shrink factor σ_t = 1/(t + 1) (exact, closed form), so
+// the trainer stores U = W/σ feature-major (U[f·K + k]: one row's scores read K contiguous values
+// per non-zero) and an update is O(K·nnz). U grows like C·T, so increments are rounded against a
+// large accumulator: U is double when memory allows and float otherwise (CpmPrecision).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/cpm_model.h"
 #include "engine/csr.h"
@@ -55,9 +55,9 @@ struct CpmProblem {
   std::vector<std::pair<double, std::uint64_t>> label_counts;  // ascending labels, rows each
 };
 
-/// Bytes the trainer holds: U of every side, the per-face state and the ASSIGN histories. A model saved from
-/// export_weights (as `train` does) needs nothing more; finish() adds one side's float model at a
-/// time (it gives each side's U back once that side's model is built).
+/// Bytes the trainer holds: U of every side, the per-face state and the ASSIGN histories. A model
+/// saved from export_weights (as `train` does) needs nothing more; finish() adds one side's float
+/// model at a time (it gives each side's U back once that side's model is built).
 std::uint64_t cpm_training_bytes(const CpmConfig& config, const CpmProblem& problem,
                                  CpmPrecision precision);
 std::string sides_name(CpmSides sides);

@@ -1,5 +1,5 @@
-// ASSIGN of the Convex Polytope Machine (CPM-paper Algorithm 2, docs/algorithms.md §2.4): which face a
-// positive ("outer") example updates. The natural choice is the best-scoring face; while the
+// ASSIGN of the Convex Polytope Machine (CPM-paper Algorithm 2, docs/algorithms.md §2.4): which
+// face a positive ("outer") example updates. The natural choice is the best-scoring face; while the
 // entropy of the faces' share of positives is below h, the example is sent instead to the best face
 // among those that would raise the entropy. Entropies are kept in nats and updated in O(K) per call
 // from the face counts n_k (H = ln N − S/N, S = Σ n_k ln n_k, 0 ln 0 := 0); the history UNADJ is a

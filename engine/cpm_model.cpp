@@ -101,8 +101,9 @@ std::uint64_t CpmModel::score_batch(const CsrView& rows, double* scores) const {
     std::vector<double> predicted(rows.rows);
     return predict_batch(rows, scores, predicted.data());
   }
-  return for_rows(rows, *this,
-                  [&](std::size_t r, double* work) { scores[r] = machine_score(0, rows, r, work); });
+  return for_rows(rows, *this, [&](std::size_t r, double* work) {
+    scores[r] = machine_score(0, rows, r, work);
+  });
 }
 
 std::uint64_t CpmModel::predict_batch(const CsrView& rows, double* scores,
@@ -131,7 +132,8 @@ std::uint64_t CpmModel::predict_batch(const CsrView& rows, double* scores,
       // Ties broken uniformly at random, seeded by the model and the row's content, so a row
       // gets the same prediction wherever it appears and whatever the thread count.
       const std::uint32_t b = rows.offsets[r], n = rows.offsets[r + 1] - b;
-      std::uint64_t h = XXH3_64bits_withSeed(rows.indices + b, n * sizeof(std::uint32_t), vote_seed);
+      std::uint64_t h =
+          XXH3_64bits_withSeed(rows.indices + b, n * sizeof(std::uint32_t), vote_seed);
       if (rows.values) h = XXH3_64bits_withSeed(rows.values + b, n * sizeof(float), h);
       SplitMix64 rng(h);
       pick = tied[rng.below(tied.size())];
@@ -227,7 +229,8 @@ class CpmAssignmentDetails : public EvalDetails {
     for (std::size_t m = 0; m < model_.machines.size(); ++m) {
       const CpmModel::Binary& b = model_.machines[m];
       for (std::size_t i = 0; i < b.sides.size(); ++i) {
-        const float outer_label = static_cast<float>(b.sides[i].outer > 0 ? b.positive : b.negative);
+        const float outer_label =
+            static_cast<float>(b.sides[i].outer > 0 ? b.positive : b.negative);
         for (std::size_t r = 0; r < rows.rows; ++r) {
           if (rows.labels[r] != outer_label) continue;
           int face = 0;

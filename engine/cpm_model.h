@@ -9,10 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/classifier.h"
 #include "engine/csr.h"
@@ -46,7 +45,7 @@ struct CpmFaces {
 struct CpmModel : Classifier {
   struct Binary {
     double positive = 1, negative = -1;  // raw labels: positive ↦ +1 of the sides
-    std::vector<CpmFaces> sides;          // outer = +1 and/or outer = −1
+    std::vector<CpmFaces> sides;         // outer = +1 and/or outer = −1
   };
   FeatureHash hash;
   // Empty: no scaling; else the training data's max |x_f| (max_index + 1 entries): values are

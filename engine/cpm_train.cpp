@@ -1,4 +1,5 @@
-// CpmTrainer: the SGD of docs/algorithms.md §2.2 in the sparse form of §2.3, one Side per trained CPM.
+// CpmTrainer: the SGD of docs/algorithms.md §2.2 in the sparse form of §2.3, one Side per trained
+// CPM.
 
 #include <sys/mman.h>
 #include <tbb/parallel_for.h>
@@ -49,21 +50,23 @@ std::uint64_t side_rows(const CpmProblem& p, double positive, double negative, d
 }  // namespace
 
 void CpmConfig::validate() const {
-  if (faces < 1) throw ConfigError("faces", "must be at least 1 (got " + std::to_string(faces) + ")");
+  if (faces < 1)
+    throw ConfigError("faces", "must be at least 1 (got " + std::to_string(faces) + ")");
   if (iterations == 0 && !(epochs > 0 && std::isfinite(epochs)))
     throw ConfigError("iterations", "must be at least 1, or epochs positive (got iterations " +
-                     std::to_string(iterations) + ", epochs " + text(epochs) + ")");
+                                        std::to_string(iterations) + ", epochs " + text(epochs) +
+                                        ")");
   if (!cost_in_range(c))
     throw ConfigError("c", "must be > 0, in [1e-30, 1e30] (got " + text(c) +
-                     "): beyond, the steps underflow to an all-zero model or overflow");
+                               "): beyond, the steps underflow to an all-zero model or overflow");
   if (!(perplexity >= 1 && perplexity <= faces))
-    throw ConfigError("perplexity", "must be in [1, K] = [1, " + std::to_string(faces) +
-                     "] (got " + text(perplexity) + ")");
+    throw ConfigError("perplexity", "must be in [1, K] = [1, " + std::to_string(faces) + "] (got " +
+                                        text(perplexity) + ")");
   if (!(cost_ratio > 0) || !std::isfinite(cost_ratio))
     throw ConfigError("cost_ratio", "must be > 0 (got " + text(cost_ratio) + ")");
   if (hash_bits < 0 || hash_bits > 31)
     throw ConfigError("hash_bits", "must be in [1, 31], or 0 for no hashing (got " +
-                     std::to_string(hash_bits) + ")");
+                                       std::to_string(hash_bits) + ")");
 }
 
 std::string sides_name(CpmSides sides) {

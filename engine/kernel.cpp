@@ -223,8 +223,7 @@ void check_memory(double bytes, double limit, const std::string& what, const std
   std::ostringstream out;
   out.precision(3);
   out << what << " needs about " << bytes / (1 << 20) << " MiB, more than --max-memory "
-      << limit / (1 << 20)
-      << " MiB; " << remedy << " or raise --max-memory";
+      << limit / (1 << 20) << " MiB; " << remedy << " or raise --max-memory";
   throw MemoryError(out.str());
 }
 

@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -37,7 +37,8 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   struct stat s {};
   if (::stat(target_.c_str(), &s) == 0 && S_ISDIR(s.st_mode))
     throw IoError("cannot write " + path_ + ": it is a directory");
-  temp_path_ = target_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
+  temp_path_ =
+      target_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
   temporary_ = TemporaryPath(temp_path_);
   file_ = std::fopen(temp_path_.c_str(), "wb");
   if (!file_) throw IoError("cannot create " + temp_path_ + ": " + errno_text());
@@ -71,7 +72,8 @@ void AtomicFile::skip(std::uint64_t bytes) {
 void AtomicFile::sync() {
   if (!file_) return;
   if (std::fflush(file_) != 0) throw IoError("cannot write " + path_ + ": " + errno_text());
-  // A stream written in place need not support fsync (a pipe, a terminal): its writes are what count.
+  // A stream written in place need not support fsync (a pipe, a terminal): its writes are what
+  // count.
   const bool in_place = temp_path_.empty();
   if (::fsync(::fileno(file_)) != 0 && !(in_place && (errno == EINVAL || errno == EROFS)))
     throw IoError("cannot write " + path_ + ": " + errno_text());

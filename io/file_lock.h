@@ -11,9 +11,10 @@ namespace polymargin::io {
 class FileLock {
  public:
   /// Takes the lock on `path` + ".lock" (beside the file a symbolic link points to; no lock for a
-  /// path written in place, io/output_path.h) without waiting; throws IoError naming the path (and the
-  /// holder's pid, as it wrote it into the lock file) when another process holds it, or when the
-  /// lock file cannot be created. `what` names the file's role in messages ("model", "checkpoint").
+  /// path written in place, io/output_path.h) without waiting; throws IoError naming the path (and
+  /// the holder's pid, as it wrote it into the lock file) when another process holds it, or when
+  /// the lock file cannot be created. `what` names the file's role in messages ("model",
+  /// "checkpoint").
   FileLock(const std::string& path, const std::string& what);
   ~FileLock();
   FileLock(const FileLock&) = delete;

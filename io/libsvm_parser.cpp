@@ -305,11 +305,11 @@ void parse_libsvm_lines(std::string_view text, const ParseOptions& options, Pars
     ++out.lines;
     const bool too_long = static_cast<std::uint64_t>(eol - p) > options.max_line_bytes;
     if (too_long || !parser.parse(p, eol)) {
-      BadLine bad = too_long ? BadLine{out.lines, options.max_line_bytes + 1,
-                                       "line longer than " + std::to_string(options.max_line_bytes) +
-                                           " bytes (--max-line-bytes)"}
-                             : BadLine{out.lines, parser.error_column(),
-                                       std::move(parser.error_message())};
+      BadLine bad =
+          too_long ? BadLine{out.lines, options.max_line_bytes + 1,
+                             "line longer than " + std::to_string(options.max_line_bytes) +
+                                 " bytes (--max-line-bytes)"}
+                   : BadLine{out.lines, parser.error_column(), std::move(parser.error_message())};
       if (out.bad_lines == options.max_bad_lines) {
         out.fatal = std::move(bad);
         return;

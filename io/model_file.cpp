@@ -233,8 +233,8 @@ ModelContainer read_model_container(const std::string& path) {
       corrupt(path, "model file is truncated: " + std::to_string(size) + " of " +
                         std::to_string(file_bytes) + " bytes");
     if (size > file_bytes)
-      corrupt(path, "model file has " + std::to_string(size - file_bytes) +
-                        " unexpected trailing bytes");
+      corrupt(path,
+              "model file has " + std::to_string(size - file_bytes) + " unexpected trailing bytes");
     // One read of the file's size (a KDD-size CPM or its checkpoint is GBs: a character-wise
     // copy took seconds).
     bytes.resize(file_bytes);

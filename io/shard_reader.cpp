@@ -717,7 +717,8 @@ struct ShardSet::Impl {
       per_shard[blocks[b].shard].push_back(block_checksums[b]);
     for (std::size_t s = 0; s < per_shard.size(); ++s) {
       const std::uint64_t expected = manifest.shards[s].content_checksum;
-      if (expected != 0 && shard::checksum(per_shard[s].data(), per_shard[s].size() * 8) != expected)
+      if (expected != 0 &&
+          shard::checksum(per_shard[s].data(), per_shard[s].size() * 8) != expected)
         throw DataError(dir + "/" + manifest.shards[s].file, 0, 0,
                         "the blocks do not match the manifest's content checksum: blocks of "
                         "another conversion (re-run convert)");

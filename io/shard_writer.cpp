@@ -516,8 +516,8 @@ struct ShardWriter::Impl {
   // The file header again, now with the content checksum; returns it.
   static std::uint64_t write_content_checksum(ShardOut& s) {
     shard::FileHeader h = s.header;
-    h.content_checksum = shard::checksum(s.block_checksums.data(),
-                                         s.block_checksums.size() * sizeof(std::uint64_t));
+    h.content_checksum =
+        shard::checksum(s.block_checksums.data(), s.block_checksums.size() * sizeof(std::uint64_t));
     h.checksum = shard::checksum(&h, offsetof(shard::FileHeader, checksum));
     if (::pwrite(s.fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h))
       throw IoError("cannot write " + s.path + ": " + std::strerror(errno));

@@ -9,10 +9,11 @@
 //                                    arrays, 8-byte aligned, read in place from a memory map. zstd
 //                                    codec: row lengths, values and labels zstd-compressed, index
 //                                    gaps as varints (io/shard_format.h says why).
-//   DATA.shards/feature_maxabs.bin   per-feature max |value| (float32), checksummed, for [0,1] scaling
+//   DATA.shards/feature_maxabs.bin   per-feature max |value| (float32), checksummed, for [0,1]
+//                                    scaling; runs of unseen feature ids are holes of a sparse file
 //
-// A directory that is stale (a source changed), of another format version, truncated or corrupted is
-// refused with DataError; it is never silently reused or half-read.
+// A directory that is stale (a source changed), of another format version, truncated or corrupted
+// is refused with DataError; it is never silently reused or half-read.
 #pragma once
 
 #include <cstdint>
@@ -216,11 +217,11 @@ std::uint64_t available_memory();
 /// record is the same in every run on the same text.
 Codec temporary_codec(const std::vector<std::string>& inputs);
 
-/// Opens the data argument of train/eval/predict: a shard directory as is, or LIBSVM text converted on
-/// the fly (through convert_text, into a temporary directory "$TMPDIR/polymargin-<pid>-XXXXXX"
-/// removed when the returned handle dies or the process is stopped by a signal, and swept by a later
-/// run once its process is gone; its codec is temporary_codec's choice, whatever options.codec
-/// says). A shard directory comes alone: with other inputs it is a UsageError.
+/// Opens the data argument of train/eval/predict: a shard directory as is, or LIBSVM text converted
+/// on the fly (through convert_text, into a temporary directory "$TMPDIR/polymargin-<pid>-XXXXXX"
+/// removed when the returned handle dies or the process is stopped by a signal, and swept by a
+/// later run once its process is gone; its codec is temporary_codec's choice, whatever
+/// options.codec says). A shard directory comes alone: with other inputs it is a UsageError.
 class Dataset {
  public:
   static Dataset open(const std::vector<std::string>& inputs, const ConvertOptions& options,

@@ -2,17 +2,16 @@
 // errors naming file:line), then the binary end to end: configs/smoke.conf with every report file
 // checked, a rerun served from the cache, resume after a kill, a changed input recomputed, and
 // missing data / unknown methods as clear errors before any work.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>

@@ -1,6 +1,6 @@
 // The driver's epoch loop with a learner that records what it is given: the windows of every pass
-// are the reader's, a resumed run (by windows or by rows) sees exactly the rest, done() cuts a pass,
-// checkpoints come when due and at the end of every pass, and a stop request saves first.
+// are the reader's, a resumed run (by windows or by rows) sees exactly the rest, done() cuts a
+// pass, checkpoints come when due and at the end of every pass, and a stop request saves first.
 #include "driver/epoch_loop.h"
 
 #include <gtest/gtest.h>
@@ -46,7 +46,8 @@ class EpochLoop : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = io::testing::fresh_dir("epoch_loop");
-    const CsrBuffer rows = io::testing::random_rows(7, kRows, 6, 50, io::testing::Values::kSomeRows);
+    const CsrBuffer rows =
+        io::testing::random_rows(7, kRows, 6, 50, io::testing::Values::kSomeRows);
     io::testing::write_shards(rows, (dir_ / "d.shards").string(), io::Codec::kRaw, 10, 2);
     shards_.emplace(io::ShardSet::open((dir_ / "d.shards").string()));
     options_.read.seed = 3;
@@ -113,8 +114,8 @@ TEST_F(EpochLoop, AResumedRunSeesTheRestWhetherItKnowsWindowsOrRows) {
                DataError);
   Recorder ended;  // the whole pass learnt: the next one starts
   run_passes(*shards_, ended, options_, {0, 0, kRows, kRows}, "resume");
-  EXPECT_EQ(ended.windows, std::vector<std::vector<Row>>(whole.windows.begin() + 5,
-                                                         whole.windows.end()));
+  EXPECT_EQ(ended.windows,
+            std::vector<std::vector<Row>>(whole.windows.begin() + 5, whole.windows.end()));
 }
 
 TEST_F(EpochLoop, DoneCutsThePassAndEndsTheRun) {

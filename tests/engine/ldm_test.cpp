@@ -1,5 +1,5 @@
-// The linear LDM trainer against naive dense float64 implementations of docs/algorithms.md §1 (same pair
-// sequence), the full gradient of F, and LIBLINEAR's L1-loss SVM primal.
+// The linear LDM trainer against naive dense float64 implementations of docs/algorithms.md §1 (same
+// pair sequence), the full gradient of F, and LIBLINEAR's L1-loss SVM primal.
 #include "engine/ldm.h"
 
 #include <gtest/gtest.h>

@@ -72,19 +72,21 @@ TEST_F(OutputPath, AnOutputThatIsAnInputUnderAnyNameIsRefused) {
   EXPECT_NO_THROW(check_outputs({{"--resume", path("in.svm")}},
                                 {{"--checkpoint", path("in.svm"), false, "--resume"}}));
   // Two outputs, one file (one of them not there yet).
-  EXPECT_THROW(check_outputs({}, {{"-o", path("m"), false, ""}, {"--metrics-json", path("m"), false, ""}}),
-               OutputPathError);
+  EXPECT_THROW(
+      check_outputs({}, {{"-o", path("m"), false, ""}, {"--metrics-json", path("m"), false, ""}}),
+      OutputPathError);
   // Devices may be named twice.
-  EXPECT_NO_THROW(check_outputs({}, {{"-o", "/dev/null", false, ""}, {"--plot", "/dev/null", false, ""}}));
+  EXPECT_NO_THROW(
+      check_outputs({}, {{"-o", "/dev/null", false, ""}, {"--plot", "/dev/null", false, ""}}));
 }
 
 TEST_F(OutputPath, DirectoriesAreCheckedForWhatTheyAreAndHold) {
   fs::create_directories(path("d.shards"));
   std::ofstream(path("d.shards/part.svm")) << "1 1:1\n";
   EXPECT_THROW(check_outputs({}, {{"-o", path("d.shards"), false, ""}}), OutputPathError);
-  EXPECT_THROW(check_outputs({{"INPUT", path("d.shards/part.svm")}},
-                             {{"-o", path("d.shards"), true, ""}}),
-               OutputPathError);
+  EXPECT_THROW(
+      check_outputs({{"INPUT", path("d.shards/part.svm")}}, {{"-o", path("d.shards"), true, ""}}),
+      OutputPathError);
   EXPECT_NO_THROW(check_outputs({{"INPUT", path("in.svm")}}, {{"-o", path("d.shards"), true, ""}}));
   EXPECT_NO_THROW(check_outputs({}, {{"-o", path("new.shards/"), true, ""}}));
   EXPECT_THROW(check_outputs({}, {{"-o", path("nodir/m.model"), false, ""}}), IoError);
