@@ -22,8 +22,10 @@
 #include "cli/train.h"
 #include "cli/train_jobs.h"
 #include "driver/epoch_loop.h"
+#include "driver/mpi_job.h"
 #include "engine/errors.h"
 #include "engine/ldm.h"
+#include "engine/ldm_replicas.h"
 #include "engine/metrics.h"
 #include "io/file_lock.h"
 #include "io/model_file.h"
@@ -31,6 +33,11 @@
 
 namespace polymargin::cli {
 namespace {
+
+// --workers: at most as many as --threads allows.
+constexpr int kMaxWorkers = 1024;
+// Averagings an epoch of a replicated run makes by default (--sync-rows 0).
+constexpr std::uint64_t kSyncsPerEpoch = 4;
 
 // One of --lambdaN (paper units) or --lambdaN-rel (λN/(mC)); unset: the engine's default ratio.
 std::optional<double> lambda_option(const po::variables_map& vm, const std::string& name,
@@ -132,18 +139,29 @@ struct LinearRun : TrainRun {
   void finish();                                     // the model, the final pass, the write
   int conclude();                                    // validation, report, summary
   void apply_warm_start();
+  engine::LdmTrainer& trainer() { return replicas->lead(); }
+  const engine::LdmTrainer& trainer() const { return replicas->lead(); }
+  bool replicated() const { return replicas->total() > 1; }
 
   // Options of the LDM/SVM.
   std::string algo, eta0_text, scale, pairing, warm_start_path;
   engine::LdmConfig config;
   bool no_final_pass = false;
+  int workers = 1;              // replicas in this process
+  std::uint64_t sync_rows = 0;  // rows of the whole run between averagings; 0: kSyncsPerEpoch
+  // The ranks of an MPI job (one alone without mpirun); rank 0 leads: prints, writes.
+  engine::Peers peers;
+  bool leader = true;
+  std::uint64_t sync_windows = 0;  // sync_rows in whole windows (replicated runs)
+  std::uint64_t syncs = 0;         // averagings made
+  double sync_seconds = 0;         // their time (part of learning)
   // What the steps hand on.
   std::optional<LinearCheckpoint> resumed;
   engine::LabelMap labels;
   double rows = 0;
   std::optional<WarmStart> warm;
   std::uint32_t max_index = 0;
-  std::optional<engine::LdmTrainer> trainer;
+  std::optional<engine::LdmReplicas> replicas;  // one in all: exactly a single LdmTrainer
   nlohmann::json run_config, run_data;
   TrainPosition position;  // where training starts: (0, 0), or the checkpoint's position
   io::ReadOptions read;
@@ -195,7 +213,13 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
       "then gives the last epoch's progressive estimates")("json", po::bool_switch(&json),
                                                            "print the summary as JSON on stdout")(
       "warm-start", po::value(&warm_start_path),
-      "start from this model (same algorithm and labels; new features start at 0)");
+      "start from this model (same algorithm and labels; new features start at 0)")(
+      "workers", po::value(&workers)->default_value(1),
+      "replicas of the learner in this process, each learning its share of every window, averaged "
+      "every --sync-rows rows (1: one learner, as without the option)")(
+      "sync-rows", po::value(&sync_rows)->default_value(0),
+      "with several workers or MPI ranks: rows of the whole run between averagings, in whole "
+      "windows (0: four times an epoch); every epoch ends with one");
   job.add_to(opts, "epoch");
   po::positional_options_description positional;
   positional.add("data", -1);
@@ -214,10 +238,18 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
                         vm.count("lambda2-rel")))
     throw UsageError("train: --algo svm takes no λ1, λ2 (it is LDM with λ1 = λ2 = 0)");
   check_config(config, {{"c", "C"}});
+  if (workers < 1 || workers > kMaxWorkers)
+    throw UsageError("train: --workers must be 1 to " + std::to_string(kMaxWorkers) + " (got " +
+                     std::to_string(workers) + ")");
+  if (const driver::MpiJob* mpi = driver::mpi_job()) {
+    peers = mpi->peers();
+    leader = mpi->rank() == 0;
+  }
   check_train_paths(vm);
   job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
-  locks.emplace(output, job.checkpoint);
+  // Of an MPI job's ranks only rank 0 writes, and locks.
+  if (leader) locks.emplace(output, job.checkpoint);
   if (!job.resume.empty()) resumed = read_linear_checkpoint(job.resume);
   stop_signals.emplace();
   return true;
@@ -239,17 +271,21 @@ void LinearRun::open() {
     warm = load_warm_start(warm_start_path, algo, labels, manifest, config.bias);
   max_index = manifest.max_index;
   if (warm) max_index = std::max(max_index, warm->model.max_index);
-  // Memory, before the first weight exists: W and A (doubles), the scaling table (float) and,
-  // with a warm start, its model (double), a slot per feature id up to the largest.
+  // Memory, before the first weight exists: W and A (doubles) of every worker, the scaling table
+  // (float) and, with a warm start, its model (double), a slot per feature id up to the largest.
   const std::uint64_t slots = std::uint64_t{max_index} + 2;
-  const std::uint64_t per_slot = 16 + (scale == "maxabs" ? 4 : 0) + (warm ? 8 : 0);
+  const std::uint64_t per_slot =
+      16 * static_cast<std::uint64_t>(workers) + (scale == "maxabs" ? 4 : 0) + (warm ? 8 : 0);
   check_fits(slots * per_slot + kRunOverheadBytes,
-             "--algo " + algo + " on feature ids up to " + std::to_string(max_index) + " (" +
+             "--algo " + algo + (workers > 1 ? " --workers " + std::to_string(workers) : "") +
+                 " on feature ids up to " + std::to_string(max_index) + " (" +
                  std::to_string(per_slot) + " bytes a feature id, + 256 MiB)",
-             "the weights are indexed by feature id: renumber the features densely (or hash them "
-             "into fewer ids)");
-  trainer.emplace(config, manifest.rows, max_index, labels);
-  const engine::LdmConfig& used = trainer->config();
+             workers > 1 ? "use fewer --workers, or renumber the features densely"
+                         : "the weights are indexed by feature id: renumber the features densely "
+                           "(or hash them into fewer ids)");
+  replicas.emplace(config, manifest.rows, max_index, labels, workers, workers * peers.count,
+                   workers * peers.index);
+  const engine::LdmConfig& used = trainer().config();
 
   // What decides the model besides the data: a resumed run must have exactly this.
   run_config = {{"algorithm", algo},
@@ -266,6 +302,17 @@ void LinearRun::open() {
                 {"pairing", pairing},
                 {"max_index", max_index},
                 {"warm_start", warm ? warm->record["model_checksum"] : nlohmann::json()}};
+  if (replicated()) {
+    // Whole windows between averagings: every rank counts the same windows (its part of each).
+    const std::uint64_t windows =
+        (manifest.total_blocks + window_blocks - 1) / std::max<std::uint32_t>(window_blocks, 1);
+    const std::uint64_t rows_per_window = std::max<std::uint64_t>(1, manifest.rows / windows);
+    const std::uint64_t every = sync_rows > 0 ? sync_rows : manifest.rows / kSyncsPerEpoch;
+    sync_windows = std::max<std::uint64_t>(1, (every + rows_per_window / 2) / rows_per_window);
+    run_config["workers"] = workers;
+    run_config["ranks"] = peers.count;
+    run_config["sync_windows"] = sync_windows;
+  }
   run_data = data_identity(manifest);
   report["config"] = run_config;
   if (resumed) {
@@ -276,10 +323,11 @@ void LinearRun::open() {
       throw DataError(resume, 0, 0, "checkpoint position lies beyond the run");
     position = resumed->position;
     try {
-      trainer->restore(std::move(resumed->state), resumed->progress, resumed->eta0_clamped);
+      trainer().restore(std::move(resumed->state), resumed->progress, resumed->eta0_clamped);
     } catch (const std::invalid_argument& e) {
       throw DataError(resume, 0, 0, std::string("checkpoint does not fit the data: ") + e.what());
     }
+    replicas->spread_lead();
     report["resumed_from"] = {{"checkpoint", resume},
                               {"epoch", position.epoch},
                               {"rows", position.rows}};
@@ -289,6 +337,8 @@ void LinearRun::open() {
   read.threads = threads;
   read.window_blocks = window_blocks;
   read.scale_maxabs = scale == "maxabs";
+  read.part = static_cast<std::uint32_t>(peers.index);  // a rank reads its part of every window
+  read.parts = static_cast<std::uint32_t>(peers.count);
   // With a warm start the trained space may hold features today's data lacks (max|x| = 0): they
   // keep a scale of 1, so their old weights decay under the regulariser instead of vanishing.
   // Warm start only: the data's maxima widened to the model's features (a copy: 81 MB at KDD
@@ -300,12 +350,13 @@ void LinearRun::open() {
       if (maxabs[f] == 0 && warm->model.weights[f] != 0) maxabs[f] = 1;
   }
   // A resumed run has its warm start in the checkpoint, unless it stopped before the first step.
-  warm_pending = warm.has_value() && trainer->state().t == 0;
+  warm_pending = warm.has_value() && trainer().state().t == 0;
 }
 
 void LinearRun::apply_warm_start() {
-  trainer->warm_start(warm_weights(*warm, read.scale_maxabs ? &maxabs : nullptr),
-                      warm->model.bias_weight);
+  trainer().warm_start(warm_weights(*warm, read.scale_maxabs ? &maxabs : nullptr),
+                       warm->model.bias_weight);
+  replicas->spread_lead();
   warm_pending = false;
   std::fprintf(stderr, "warm start from %s: %u feature slots, %llu new\n", warm->path.c_str(),
                max_index + 1, static_cast<unsigned long long>(max_index - warm->model.max_index));
@@ -313,7 +364,7 @@ void LinearRun::apply_warm_start() {
 
 void LinearRun::announce() const {
   const io::Manifest& manifest = dataset->shards().manifest();
-  const engine::LdmConfig& used = trainer->config();
+  const engine::LdmConfig& used = trainer().config();
   const std::string& resume = job.resume;
   std::fprintf(stderr, "train %s: %s: %llu rows, %llu features, %llu non-zeros%s\n", algo.c_str(),
                data.c_str(), static_cast<unsigned long long>(manifest.rows),
@@ -328,43 +379,61 @@ void LinearRun::announce() const {
   std::fprintf(stderr, "lambda1 %g  lambda2 %g  C %g  epochs %d  avg-start %d  bias %g  scale %s\n",
                *used.lambda1, *used.lambda2, used.c, used.epochs, used.avg_start_epochs, used.bias,
                scale.c_str());
-  if (trainer->eta0() > 0)
-    std::fprintf(stderr, "eta0 %g%s\n", trainer->eta0(),
-                 trainer->eta0_clamped() ? " (clamped to 0.5/λ)" : "");
+  if (trainer().eta0() > 0)
+    std::fprintf(stderr, "eta0 %g%s\n", trainer().eta0(),
+                 trainer().eta0_clamped() ? " (clamped to 0.5/λ)" : "");
+  if (replicated())
+    std::fprintf(stderr,
+                 "data-parallel: %d replicas (%d worker%s x %d rank%s), averaged every %llu "
+                 "windows (%.1f MB each) and at every epoch's end\n",
+                 replicas->total(), workers, workers == 1 ? "" : "s", peers.count,
+                 peers.count == 1 ? "" : "s", static_cast<unsigned long long>(sync_windows),
+                 static_cast<double>(replicas->sync_bytes()) / 1e6);
   if (resumed)
     std::fprintf(stderr, "resuming from %s: epoch %llu, %llu rows of it done, step %llu\n",
                  resume.c_str(), static_cast<unsigned long long>(position.epoch + 1),
                  static_cast<unsigned long long>(position.rows),
-                 static_cast<unsigned long long>(trainer->state().t));
+                 static_cast<unsigned long long>(trainer().state().t));
 }
 
 void LinearRun::train() {
   const io::ShardSet& shards = dataset->shards();
   const io::Manifest& manifest = shards.manifest();
-  const engine::LdmConfig& used = trainer->config();
+  const engine::LdmConfig& used = trainer().config();
   const std::string& checkpoint = job.checkpoint;
-  engine::LdmTrainer& trainer = *this->trainer;
-  if (warm_pending && trainer.eta0() > 0) apply_warm_start();
+  engine::LdmReplicas& replicas = *this->replicas;
+  if (warm_pending && trainer().eta0() > 0) apply_warm_start();
   // The epoch loop is the driver's; what an LDM does with a window, a checkpoint, a stop and the
   // end of an epoch is said here.
   EpochProgress progress(manifest.rows, used.epochs);
   JobLearner learner;
   learner.window = [&](const CsrView& window, const io::SpareWork&, const driver::Position& at) {
-    if (trainer.eta0() <= 0) {  // calibrate on the first window, and say what was found
-      trainer.calibrate(window);
+    if (trainer().eta0() <= 0) {  // calibrate on the first window, and say what was found
+      replicas.calibrate(window, peers);
+      if (trainer().eta0() <= 0) return;  // no rank had rows: every rank passes over this window
       progress.clear();
-      std::fprintf(stderr, "eta0 %g (calibrated)\n", trainer.eta0());
+      std::fprintf(stderr, "eta0 %g (calibrated)\n", trainer().eta0());
     }
     if (warm_pending) apply_warm_start();
-    trainer.learn(window);
+    replicas.learn(window);
     progress.batch(static_cast<int>(at.pass), at.pass_rows + window.rows);
   };
-  // An epoch's end is {epoch, all its rows}, as a checkpoint within it: the same record.
+  // An epoch's end is {epoch, all its rows}, as a checkpoint within it: the same record. A
+  // replicated run saves at averagings only (all replicas then agree), rank 0 alone, and records
+  // the windows (its rows are its own part's).
   learner.save = [&](const driver::Position& at, bool) {
-    write_linear_checkpoint(checkpoint, run_config, run_data, {at.pass, at.pass_rows}, trainer);
+    if (!leader) return;
+    write_linear_checkpoint(checkpoint, run_config, run_data,
+                            {at.pass, at.pass_rows, replicated() ? at.windows : 0}, trainer());
+  };
+  learner.average = [&] {
+    const Clock::time_point sync_start = Clock::now();
+    replicas.average(peers);
+    sync_seconds += seconds_since(sync_start);
+    ++syncs;
   };
   learner.stopped = [&](int signal, const driver::Position& at) {
-    Interrupted stop{signal, checkpoint};
+    Interrupted stop{signal, checkpoint};  // written by rank 0, the same exit everywhere
     report["interrupted"] = {
         {"signal", stop_name(signal)},
         {"epoch", at.pass},
@@ -375,11 +444,11 @@ void LinearRun::train() {
   learner.passed = [&](const driver::Position& at, double seconds) {
     // Progressive estimate: each row's margin at its pre-step w, plus ‖w̄‖²; the exact F(w̄)
     // comes from the final pass.
-    margins = trainer.take_progress();
+    margins = replicas.take_progress();
     progress.clear();
     std::fprintf(stderr, "epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g, accuracy ≈ %.4f\n",
                  static_cast<int>(at.pass) + 1, used.epochs, seconds,
-                 rows / 1e6 / std::max(seconds, 1e-9), trainer.objective(margins),
+                 rows / 1e6 / std::max(seconds, 1e-9), trainer().objective(margins),
                  margins.accuracy());
   };
   driver::LoopOptions loop;
@@ -387,12 +456,17 @@ void LinearRun::train() {
   loop.passes = static_cast<std::uint64_t>(used.epochs);
   loop.checkpoints = !checkpoint.empty();
   loop.every = job.every;
+  loop.sync_windows = replicated() ? sync_windows : 0;
+  loop.peers = &peers;
+  // Rows learnt: the steps of all replicas (at averagings, when a replicated run polls).
   loop.stop_requested = [&](std::uint64_t) {
-    return stop_requested(trainer.state().t, job.stop_after_rows);
+    return stop_requested(trainer().state().t * static_cast<std::uint64_t>(replicas.total()),
+                          job.stop_after_rows);
   };
   try {
-    trained = driver::run_passes(shards, learner, loop,
-                                 {position.epoch, 0, position.rows, trainer.state().t}, job.resume);
+    trained = driver::run_passes(
+        shards, learner, loop,
+        {position.epoch, position.windows, position.rows, trainer().state().t}, job.resume);
   } catch (...) {
     progress.clear();
     throw;
@@ -401,13 +475,15 @@ void LinearRun::train() {
 
 void LinearRun::finish() {
   // From here on a signal no longer stops the run: the model is a final pass and a write away.
+  // Of an MPI job's ranks, rank 0 alone finishes the model and writes it.
+  if (!leader) return;
   const io::ShardSet& shards = dataset->shards();
   const io::Manifest& manifest = shards.manifest();
   const std::string& checkpoint = job.checkpoint;
   const std::vector<float>* fold = nullptr;
   if (read.scale_maxabs) fold = warm ? &maxabs : &shards.feature_maxabs();
   const Clock::time_point finish_start = Clock::now();
-  model = trainer->finish_and_release(fold);
+  model = trainer().finish_and_release(fold);
   finish_seconds = seconds_since(finish_start);
 
   model.index_base = manifest.index_base;
@@ -420,6 +496,11 @@ void LinearRun::finish() {
   model.config["features"] = model.features;
   model.config["data"] = inputs;
   if (warm) model.config["warm_start"] = warm->record;
+  if (replicated())
+    model.config["data_parallel"] = {{"workers", workers},
+                                     {"ranks", peers.count},
+                                     {"replicas", replicas->total()},
+                                     {"sync_windows", sync_windows}};
 
   // One unshuffled pass for F(w̄), the margin distribution and the training accuracy. The model
   // has the scaling folded in, so it reads the rows raw (no scaling work) with one dense dot each.
@@ -453,7 +534,7 @@ void LinearRun::finish() {
       }
     });
   }
-  objective = trainer->objective(margins);  // ‖w̄‖² in the trained (scaled) space
+  objective = trainer().objective(margins);  // ‖w̄‖² in the trained (scaled) space
   eval_seconds = seconds_since(eval_start);
 
   std::unique_ptr<io::AtomicFile> written = staged.get();  // rethrows the write's error
@@ -471,9 +552,10 @@ void LinearRun::finish() {
 }
 
 int LinearRun::conclude() {
+  if (!leader) return kExitOk;
   const io::Manifest& manifest = dataset->shards().manifest();
-  const engine::LdmConfig& used = trainer->config();
-  const engine::LdmTrainer& trainer = *this->trainer;
+  const engine::LdmConfig& used = trainer().config();
+  const engine::LdmTrainer& trainer = this->trainer();
   const double learn_seconds = trained.learn_seconds, wait_seconds = trained.wait_seconds;
   const double train_seconds = trained.train_seconds;
   // Validation data: scored with the finished model, in data order.
@@ -516,6 +598,11 @@ int LinearRun::conclude() {
       {"margin_variance", margins.variance()},
       {"train_accuracy", margins.accuracy()},
       {"renormalisations", trainer.state().renorms},
+      {"workers", workers},
+      {"ranks", peers.count},
+      {"syncs", syncs},
+      {"sync_bytes", replicated() ? replicas->sync_bytes() : 0},
+      {"sync_seconds", sync_seconds},
       {"model_path", output}};
   if (validated) summary["validation"] = validated->metrics;
 
@@ -525,6 +612,11 @@ int LinearRun::conclude() {
                        {"save", save_seconds},         {"validation", validation_seconds},
                        {"total", total_seconds}};
   report["checkpoints_written"] = trained.checkpoints_written;
+  report["data_parallel"] = {{"workers", workers},
+                             {"ranks", peers.count},
+                             {"syncs", syncs},
+                             {"sync_bytes", replicated() ? replicas->sync_bytes() : 0},
+                             {"sync_seconds", sync_seconds}};
   report["objective"] = objective;
   report["objective_kind"] = no_final_pass ? "progressive" : "exact";
   nlohmann::ordered_json train_report = {{"rows", margins.rows},

@@ -29,21 +29,22 @@ void write_linear_checkpoint(const std::string& path, const nlohmann::json& conf
   scalars[kProgressSum] = p.sum;
   scalars[kProgressSumSq] = p.sum_sq;
   scalars[kProgressHinge] = p.hinge;
-  const nlohmann::json header = {
-      {"kind", "checkpoint"},
-      {"checkpoint_version", kCheckpointVersion},
-      {"algorithm", trainer.config().algorithm()},
-      {"config", config},
-      {"data", data},
-      {"position", {{"epoch", position.epoch}, {"rows", position.rows}}},
-      {"state",
-       {{"steps", s.t},
-        {"rng", s.rng},
-        {"renormalisations", s.renorms},
-        {"average_is_zero", s.avg_is_zero},
-        {"eta0_clamped", trainer.eta0_clamped()},
-        {"progress_rows", p.rows},
-        {"progress_correct", p.correct}}}};
+  nlohmann::json where = {{"epoch", position.epoch}, {"rows", position.rows}};
+  if (position.windows > 0) where["windows"] = position.windows;
+  const nlohmann::json header = {{"kind", "checkpoint"},
+                                 {"checkpoint_version", kCheckpointVersion},
+                                 {"algorithm", trainer.config().algorithm()},
+                                 {"config", config},
+                                 {"data", data},
+                                 {"position", where},
+                                 {"state",
+                                  {{"steps", s.t},
+                                   {"rng", s.rng},
+                                   {"renormalisations", s.renorms},
+                                   {"average_is_zero", s.avg_is_zero},
+                                   {"eta0_clamped", trainer.eta0_clamped()},
+                                   {"progress_rows", p.rows},
+                                   {"progress_correct", p.correct}}}};
   io::write_model_container(
       path, header,
       {io::view_of("scalars", scalars), io::view_of("weights_and_averages", s.wa)});
@@ -62,6 +63,9 @@ LinearCheckpoint read_linear_checkpoint(const std::string& path) {
     c.position.epoch =
         io::header_integer<std::uint64_t>(h.at("position").at("epoch"), path, "epoch");
     c.position.rows = io::header_integer<std::uint64_t>(h.at("position").at("rows"), path, "rows");
+    if (h.at("position").contains("windows"))
+      c.position.windows =
+          io::header_integer<std::uint64_t>(h.at("position").at("windows"), path, "windows");
     const nlohmann::json& s = h.at("state");
     c.state.t = io::header_integer<std::uint64_t>(s.at("steps"), path, "steps");
     c.state.rng = io::header_integer<std::uint64_t>(s.at("rng"), path, "rng");

@@ -17,10 +17,13 @@ namespace polymargin::cli {
 /// Version of the checkpoint header and arrays; a checkpoint of another version is refused.
 inline constexpr int kCheckpointVersion = 1;
 
-/// Where the reader stood: `rows` rows of epoch `epoch` (0-based) were learnt (0 ≤ rows ≤ m).
+/// Where the reader stood: `rows` rows of epoch `epoch` (0-based) were learnt (0 ≤ rows ≤ m), and
+/// in a data-parallel run (workers, ranks) its first `windows` windows: each rank's rows are those
+/// of its own part, so such a run resumes by windows.
 struct TrainPosition {
   std::uint64_t epoch = 0;
   std::uint64_t rows = 0;
+  std::uint64_t windows = 0;  // 0: resumed by rows
 };
 
 struct LinearCheckpoint {

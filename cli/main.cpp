@@ -1,5 +1,8 @@
 // polymargin: one binary, many subcommands. Errors from the library arrive here as typed
 // exceptions and leave as a one-line message and a documented exit code.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <iostream>
 #include <new>
 #include <string>
@@ -7,6 +10,7 @@
 
 #include "cli/command.h"
 #include "cli/signals.h"
+#include "driver/mpi_job.h"
 #include "engine/errors.h"
 
 namespace {
@@ -38,26 +42,63 @@ int main(int argc, char** argv) {
     std::cout << "polymargin 0.1.0\n";
     return cli::kExitOk;
   }
+  // Before MPI starts its threads: they inherit the mask that leaves the stop signals to ours.
   cli::start_signal_thread();
   cli::report_sigbus_as_io_error();
+  // A rank of an MPI job (mpirun): only `train` runs so. Rank 0 speaks for the job; the other
+  // ranks print nothing but their own error, which names them.
+  int error_fd = STDERR_FILENO;
+  std::string error_prefix;
+  if (driver::launched_as_rank()) {
+    if (name != "train") {
+      std::cerr << "error: only `polymargin train` runs as an MPI job (started by mpirun)\n";
+      return cli::kExitUsage;
+    }
+    try {
+      const driver::MpiJob& job = driver::join_mpi_job();
+      error_prefix =
+          "rank " + std::to_string(job.rank()) + " of " + std::to_string(job.size()) + ": ";
+      if (job.rank() != 0) {
+        error_fd = dup(STDERR_FILENO);
+        const int null = open("/dev/null", O_WRONLY);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        close(null);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "error: cannot join the MPI job: " << e.what() << "\n";
+      return cli::kExitInternal;
+    }
+  }
   const std::vector<std::string> args(argv + 2, argv + argc);
   for (const auto& c : cli::commands()) {
     if (c.name != name) continue;
+    std::string error;
+    int code = cli::kExitOk;
     try {
-      return c.run(args);
+      code = c.run(args);
     } catch (const ConfigError& e) {  // a learner's field: said with its flag
-      std::cerr << "error: " << cli::flag_of(e.field()) << " " << e.rule() << "\n";
-      return cli::exit_code_of(e);
+      error = "error: " + cli::flag_of(e.field()) + " " + e.rule();
+      code = cli::exit_code_of(e);
     } catch (const Error& e) {
-      std::cerr << "error: " << e.what() << "\n";
-      return cli::exit_code_of(e);
+      error = std::string("error: ") + e.what();
+      code = cli::exit_code_of(e);
     } catch (const std::bad_alloc&) {
-      std::cerr << "error: out of memory\n";
-      return cli::kExitIo;
+      error = "error: out of memory";
+      code = cli::kExitIo;
     } catch (const std::exception& e) {
-      std::cerr << "internal error: " << e.what() << "\n";
-      return cli::kExitInternal;
+      error = std::string("internal error: ") + e.what();
+      code = cli::kExitInternal;
     }
+    if (!error.empty()) {
+      std::cerr.flush();
+      const std::string line = error_prefix + error + "\n";
+      (void)!write(error_fd, line.data(), line.size());
+      // A rank that failed alone ends the whole job: the others may be waiting for it.
+      if (driver::mpi_job()) driver::MpiJob::abort(code);
+    }
+    driver::leave_mpi_job();
+    return code;
   }
   std::cerr << "error: unknown command '" << name << "'\n\n";
   print_usage(std::cerr);

@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "cli/train.h"
+#include "driver/mpi_job.h"
 #include "engine/errors.h"
 #include "io/atomic_file.h"
 #include "io/output_path.h"
@@ -137,7 +138,9 @@ CheckpointEvery parse_checkpoint_every(const std::string& text) {
 }
 
 int run_train_job(const std::vector<std::string>& args, TrainJob job) {
-  MetricsFile metrics(peek_option(args, "metrics-json", ""));
+  // Of an MPI job's ranks, rank 0 alone reports.
+  const driver::MpiJob* mpi = driver::mpi_job();
+  MetricsFile metrics(mpi && mpi->rank() != 0 ? "" : peek_option(args, "metrics-json", ""));
   try {
     const int code = job(args, metrics);
     if (code == kHelpShown) return kExitOk;

@@ -32,6 +32,7 @@ struct JobLearner final : driver::Learner {
   std::function<void(const driver::Position&, bool pass_end)> save;
   std::function<void(int reason, const driver::Position&)> stopped;  // must throw
   std::function<void(const driver::Position&, double seconds)> passed;
+  std::function<void()> average = [] {};  // the replicas, at a sync
 
   void learn(const CsrView& rows, const io::SpareWork& spare, const driver::Position& at) override {
     window(rows, spare, at);
@@ -40,6 +41,7 @@ struct JobLearner final : driver::Learner {
   void checkpoint(const driver::Position& at, bool pass_end) override { save(at, pass_end); }
   [[noreturn]] void stop(int reason, const driver::Position& at) override;
   void pass_end(const driver::Position& at, double seconds) override { passed(at, seconds); }
+  void sync() override { average(); }
 };
 
 /// Thrown by a learner that stopped on a signal, after saving what it could.

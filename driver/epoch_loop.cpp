@@ -1,5 +1,7 @@
 #include "driver/epoch_loop.h"
 
+#include <vector>
+
 #include "engine/errors.h"
 
 namespace polymargin::driver {
@@ -38,9 +40,19 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
     learner.checkpoint(at, pass_end);
     schedule.written();
   };
-  // Between windows: a stop request saves (with checkpoints) and ends the run.
+  const bool replicated = options.sync_windows > 0;
+  // Between windows (at syncs when replicated): a stop request saves (with checkpoints) and ends
+  // the run; with several processes, the first process's non-zero reason is everybody's.
   const auto stop_if_requested = [&](const Position& at) {
-    const int reason = options.stop_requested ? options.stop_requested(at.rows) : 0;
+    int reason = options.stop_requested ? options.stop_requested(at.rows) : 0;
+    if (options.peers && !options.peers->alone()) {
+      std::vector<double> reasons(static_cast<std::size_t>(options.peers->count), 0.0);
+      reasons[static_cast<std::size_t>(options.peers->index)] = reason;
+      options.peers->sum(reasons);
+      reason = 0;
+      for (const double r : reasons)
+        if (reason == 0) reason = static_cast<int>(r);
+    }
     if (reason == 0) return;
     if (options.checkpoints) save(at, false);
     learner.stop(reason, at);
@@ -60,6 +72,7 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
     double pass_learn = 0;  // timed here too: a pass cut short loses its ScanStats
     std::uint64_t pass_windows = 0;
     bool cut = false;
+    std::uint64_t synced = at.windows;  // the window count at the last sync
     if (skip < rows_per_pass) {
       try {
         const io::ScanStats stats =
@@ -81,6 +94,11 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
               at.rows += window.rows;
               schedule.learnt(window.rows);
               if (learner.done()) throw StopScan{};
+              if (replicated) {
+                if (at.windows % options.sync_windows != 0) return;
+                learner.sync();
+                synced = at.windows;
+              }
               stop_if_requested(at);
               if (options.checkpoints && schedule.due()) save(at, false);
             });
@@ -92,6 +110,10 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
         result.wait_seconds +=
             seconds_since(pass_start) - pass_learn;  // the pass's time not learning
       }
+    }
+    if (replicated && !cut && synced != at.windows) {  // the pass's end is a sync
+      learner.sync();
+      stop_if_requested(at);
     }
     if (!cut && options.checkpoints && schedule.per_pass() && pass_windows > 0) save(at, true);
     learner.pass_end(at, seconds_since(pass_start));

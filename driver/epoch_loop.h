@@ -18,6 +18,7 @@
 #include <string>
 
 #include "engine/csr.h"
+#include "engine/replicas.h"
 #include "io/shards.h"
 
 namespace polymargin::driver {
@@ -74,6 +75,9 @@ class Learner {
   [[noreturn]] virtual void stop(int reason, const Position& at) = 0;
   /// A pass ended at `at` after `seconds` (whole, or cut short by done()).
   virtual void pass_end(const Position& at, double seconds) = 0;
+  /// A data-parallel learner averages its replicas (LoopOptions::sync_windows): with several
+  /// processes, a collective call that every process makes at the same window.
+  virtual void sync() {}
 };
 
 struct LoopOptions {
@@ -86,6 +90,14 @@ struct LoopOptions {
   /// Polled before the first window and after each: a non-zero reason stops the run (given the
   /// rows learnt in all passes).
   std::function<int(std::uint64_t rows)> stop_requested;
+  /// A data-parallel run (docs/design.md, workers and ranks): the learner's replicas are averaged
+  /// (Learner::sync) after every `sync_windows` windows of a pass and at its end. Stop requests
+  /// are then polled, and checkpoints written, at syncs only: the model does not depend on when
+  /// a checkpoint was due, and a resumed run starts from one averaged state. 0: no syncs.
+  std::uint64_t sync_windows = 0;
+  /// The processes of the run (MPI ranks), which must stop at the same sync: a stop request of
+  /// any of them stops all. Null: this process alone.
+  const engine::Peers* peers = nullptr;
 };
 
 struct LoopResult {

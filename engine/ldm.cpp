@@ -24,7 +24,7 @@ constexpr std::uint64_t kCalibrationPairs = 1000;
 constexpr double kMinEta0 = 1.0 / (1 << 30);
 constexpr int kPatience = 3;
 // W and A are interleaved in one array (LdmState::wa).
-constexpr std::size_t kStride = 2;
+constexpr std::size_t kStride = LdmState::kStride;
 // How many steps ahead the row data of j is prefetched (2-8 measured alike; 1 is too late).
 constexpr std::size_t kRowLead = 3;
 

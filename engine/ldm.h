@@ -149,6 +149,7 @@ double ldm_objective(double lambda, double lambda1p, double lambda2p, const Marg
 /// The whole mutable state of a trainer: plain arrays and scalars, so that it can be checkpointed
 /// or all-reduced. See the invariants at the top of this file.
 struct LdmState {
+  static constexpr std::size_t kStride = 2;  // doubles per feature slot in wa
   // W and A interleaved, W_f = wa[2f], A_f = wa[2f + 1], for f = 0 … max_index + 1 (the last slot
   // is the bias feature): the averaging update of A_f then hits the cache line that the dot just
   // loaded for W_f, so a step after t0 costs no more misses than one before (ldm_bench: ×2 after
@@ -239,6 +240,8 @@ class LdmTrainer {
   double calibration_cost(const CsrView& sample, double eta);
   double clamp_eta0(double eta0);
   [[noreturn]] void diverged(std::uint64_t t, const char* what) const;
+
+  friend class LdmReplicas;  // averages replicas' states in place (engine/ldm_replicas.h)
 
   LdmConfig config_;
   std::uint64_t m_;

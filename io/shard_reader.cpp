@@ -212,15 +212,21 @@ struct Scaling {
 // Which blocks a window holds.
 struct WindowPlace {
   std::uint64_t number = 0;
+  std::uint64_t stream = 0;               // seed stream of its row order
   const std::uint32_t* blocks = nullptr;  // global block numbers, in reading order
   std::size_t block_count = 0;
 
-  // Window n of an epoch's block order, `window_blocks` blocks a window (the last may be short).
-  void place(const std::vector<std::uint32_t>& order, std::uint32_t window_blocks,
-             std::uint64_t n) {
+  // Window n of an epoch's block order, `window_blocks` blocks a window (the last may be short),
+  // or this reader's part of it (ReadOptions::parts): a contiguous slice of its blocks, possibly
+  // none. A part's rows are shuffled by a stream of their own, (window, part).
+  void place(const std::vector<std::uint32_t>& order, const ReadOptions& o, std::uint64_t n) {
     number = n;
-    blocks = order.data() + n * window_blocks;
-    block_count = std::min<std::uint64_t>(window_blocks, order.size() - n * window_blocks);
+    const std::uint64_t first = n * o.window_blocks;
+    const std::uint64_t count = std::min<std::uint64_t>(o.window_blocks, order.size() - first);
+    const std::uint64_t begin = count * o.part / o.parts, end = count * (o.part + 1) / o.parts;
+    blocks = order.data() + first + begin;
+    block_count = end - begin;
+    stream = o.parts == 1 ? n : n * o.parts + o.part;
   }
 };
 
@@ -404,6 +410,7 @@ struct ShardSet::Impl {
     if (raw && !o.shuffle && !scale) {  // zero copy: the sink reads the map itself
       for (std::size_t i = 0; i < w.block_count; ++i)
         w.views.push_back(shard::raw_block_view(data(w.blocks[i]), name(w.blocks[i])));
+      if (w.views.empty()) w.views.emplace_back();  // an empty part still marks its window
       w.release_after_sink = true;
       return;
     }
@@ -428,7 +435,7 @@ struct ShardSet::Impl {
         s.parts.push_back(s.concat.view());
       }
       shuffled_rows(
-          s.parts.size(), [&](std::size_t p) { return s.parts[p].rows; }, o, w.number, s.order);
+          s.parts.size(), [&](std::size_t p) { return s.parts[p].rows; }, o, w.stream, s.order);
       gather(s.parts, s.order.data(), rows, w.out);
     }
     if (scale && !scaled) scale->apply(w.out, s.scale_todo);
@@ -456,7 +463,7 @@ struct ShardSet::Impl {
 
   void start_reading(Reading& r, const ReadOptions& o, const std::vector<std::uint32_t>& order,
                      std::uint64_t n) const {
-    r.place(order, o.window_blocks, n);
+    r.place(order, o, n);
     r.parts.assign(r.block_count, CsrView{});
     if (manifest.codec != Codec::kRaw && r.buffers.size() < r.block_count)
       r.buffers.resize(r.block_count);
@@ -472,7 +479,7 @@ struct ShardSet::Impl {
       if (i == r.block_count) {
         shuffled_rows(
             r.block_count, [&](std::size_t p) { return blocks[r.blocks[p]].entry.rows; }, o,
-            r.number, r.order);
+            r.stream, r.order);
         return;
       }
       const std::uint32_t b = r.blocks[i];
@@ -566,7 +573,7 @@ struct ShardSet::Impl {
         if (o.shuffle) {
           finish_reading(reading, w, scratch, o, scale, divide_by);
         } else {
-          w.place(order, o.window_blocks, n);
+          w.place(order, o, n);
           prepare(w, scratch.local(), o, scale);
         }
         const Clock::time_point ready = Clock::now();
@@ -599,6 +606,9 @@ struct ShardSet::Impl {
       seeded_shuffle(order.data(), order.size(), rng);
     }
     const std::uint64_t window_count = (order.size() + o.window_blocks - 1) / o.window_blocks;
+    if (o.parts == 0 || o.part >= o.parts)
+      throw UsageError("reader part " + std::to_string(o.part) + " of " + std::to_string(o.parts) +
+                       " does not exist");
     if (o.first_window > window_count)
       throw UsageError("first window " + std::to_string(o.first_window) + " lies beyond the " +
                        std::to_string(window_count) + " windows of an epoch");
@@ -640,7 +650,7 @@ struct ShardSet::Impl {
                                               w = free_windows.back();
                                               free_windows.pop_back();
                                             }
-                                            w->place(order, o.window_blocks, next++);
+                                            w->place(order, o, next++);
                                             return w;
                                           }) &
               tbb::make_filter<Window*, Window*>(tbb::filter_mode::parallel,

@@ -136,6 +136,12 @@ struct ReadOptions {
   // which then starts its side that much later, while lockstep splits it between them. The rows
   // and their order are the same in both modes.
   bool lockstep = false;
+  // This reader's part of every window, for readers that share the data (the ranks of an MPI
+  // job): of each window's blocks in reading order, part `part` of `parts` reads the contiguous
+  // slice [B·part/parts, B·(part+1)/parts) and shuffles its rows by a seed stream of its own. The
+  // sink is still called once per window, with no rows when the slice is empty, so that every
+  // part sees the same window boundaries. parts = 1: the whole window, as always.
+  std::uint32_t part = 0, parts = 1;
 };
 
 /// Reading a lockstep scan lends its sink while the sink has the window: each call does one piece

@@ -8,6 +8,7 @@ packages=(
   zlib1g-dev libbz2-dev bzip2 gzip
   libgtest-dev libbenchmark-dev
   liblinear-tools time jq
+  libopenmpi-dev openmpi-bin
   clang-14 libclang-rt-14-dev clang-tidy-14
 )
 missing=()

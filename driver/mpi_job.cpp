@@ -1,0 +1,87 @@
+#include "driver/mpi_job.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#ifdef POLYMARGIN_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace polymargin::driver {
+
+namespace {
+std::optional<MpiJob> joined;
+}  // namespace
+
+bool launched_as_rank() {
+  // Open MPI's launcher sets OMPI_COMM_WORLD_SIZE; PMI_SIZE and PMIX_RANK cover other launchers
+  // (srun, hydra) of an MPI library the binary may be linked against.
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
+#ifdef POLYMARGIN_HAVE_MPI
+
+MpiJob::MpiJob() {
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    throw std::runtime_error("MPI_Init_thread failed");
+  if (provided < MPI_THREAD_SERIALIZED) {
+    MPI_Finalize();
+    throw std::runtime_error("the MPI library does not allow calls from more than one thread");
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+MpiJob::~MpiJob() {
+  MPI_Barrier(MPI_COMM_WORLD);  // rank 0 may still be writing the model
+  MPI_Finalize();
+}
+
+engine::Peers MpiJob::peers() const {
+  engine::Peers peers{rank_, size_, {}};
+  peers.sum = [](std::span<double> values) {
+    // In pieces of at most INT_MAX elements (MPI counts are int).
+    for (std::size_t at = 0; at < values.size(); at += INT_MAX) {
+      const int count = static_cast<int>(std::min<std::size_t>(INT_MAX, values.size() - at));
+      if (MPI_Allreduce(MPI_IN_PLACE, values.data() + at, count, MPI_DOUBLE, MPI_SUM,
+                        MPI_COMM_WORLD) != MPI_SUCCESS)
+        throw std::runtime_error("MPI_Allreduce failed");
+    }
+  };
+  return peers;
+}
+
+void MpiJob::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; should it, the rank still ends
+}
+
+#else
+
+MpiJob::MpiJob() {
+  throw std::runtime_error(
+      "started by an MPI launcher, but this build has no MPI (install libopenmpi-dev and rebuild)");
+}
+MpiJob::~MpiJob() = default;
+engine::Peers MpiJob::peers() const { return {}; }
+void MpiJob::abort(int code) { std::_Exit(code); }
+
+#endif
+
+MpiJob* mpi_job() { return joined ? &*joined : nullptr; }
+
+MpiJob& join_mpi_job() {
+  if (!joined) joined.emplace();
+  return *joined;
+}
+
+void leave_mpi_job() { joined.reset(); }
+
+}  // namespace polymargin::driver

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# train as an MPI job (Open MPI's mpirun): 2 and 3 ranks, each reading its part of every window,
+# give the same model bytes run after run, within 0.003 of one learner's accuracy on a9a (mean of 3
+# seeds); rank 0 alone writes; a rank that fails (bad data, SIGKILL) ends the job within 30 s with
+# a non-zero exit and a message naming it; a stopped job resumes byte for byte. Skipped (77) where
+# mpirun is absent or the binary was built without MPI.
+# Usage: tests/cli/mpi.sh BUILD/polymargin   (run from the repository root)
+set -euo pipefail
+
+bin=$(realpath "${1:?usage: $0 POLYMARGIN_BINARY}")
+root=$PWD
+work=$(mktemp -d "${TMPDIR:-/tmp}/pm_mpi.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+# shellcheck source=tests/cli/common.bash
+source "$(dirname "$0")/common.bash"
+cd "$work"
+
+command -v mpirun > /dev/null || { echo "mpirun not found: skipped"; exit 77; }
+# The test harness runs as root in CI: Open MPI refuses that unless told (here only, never in the
+# user's environment). --oversubscribe: more ranks than this machine's cores.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+# Under AddressSanitizer: Open MPI keeps allocations to the end by design; only its leaks are
+# suppressed.
+printf 'leak:libmpi\nleak:libopen-pal\nleak:libopen-rte\nleak:libpmix\nleak:libhwloc\nleak:libevent\n' \
+  > lsan.supp
+export LSAN_OPTIONS="suppressions=$work/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+mpi() { mpirun -np "$1" "$bin" "${@:2}"; }
+
+"$bin" convert "$root/data/a9a.zst" -o a9a.shards > /dev/null 2>&1
+"$bin" convert "$root/data/a9a.t.zst" -o a9a.t.shards > /dev/null 2>&1
+if ! mpi 1 train -d a9a.shards -o probe.bin --epochs 1 --avg-start-epochs 0 > /dev/null 2> probe.err; then
+  grep -q "this build has no MPI" probe.err && { echo "built without MPI: skipped"; exit 77; }
+  fail "mpirun -np 1 train: $(cat probe.err)"
+fi
+accuracy() { "$bin" eval -m "$1" -d a9a.t.shards --json 2> /dev/null | jq -r '.accuracy'; }
+
+# --- 1. one rank is the plain learner; 2 and 3 ranks are deterministic, rank 0 alone speaks -----------
+"$bin" train -d a9a.shards -o plain.bin > /dev/null 2>&1
+mpi 1 train -d a9a.shards -o one.bin > /dev/null 2>&1
+cmp -s plain.bin one.bin || fail "mpirun -np 1: not the plain learner's model"
+for r in 2 3; do
+  mpi $r train -d a9a.shards -o a.bin --window-blocks 2 --metrics-json a.json > a.out 2> a.err ||
+    fail "-np $r: $(cat a.err)"
+  mpi $r train -d a9a.shards -o b.bin --window-blocks 2 > /dev/null 2>&1
+  cmp -s a.bin b.bin || fail "-np $r: two runs gave different models"
+  [ "$(grep -c '^model written to' a.out)" = 1 ] || fail "-np $r: not one summary: $(cat a.out)"
+  [ "$(grep -c '^epoch 5/5' a.err)" = 1 ] || fail "-np $r: not one progress log: $(cat a.err)"
+  jq -e ".data_parallel.ranks == $r and .data_parallel.syncs > 0 and .status == \"ok\"" a.json \
+    > /dev/null || fail "-np $r: metrics: $(cat a.json)"
+  # Ranks and workers together.
+  mpi $r train -d a9a.shards -o w.bin --window-blocks 2 --workers 2 --json > w.json 2> w.err ||
+    fail "-np $r --workers 2: $(cat w.err)"
+  jq -e ".ranks == $r and .workers == 2" w.json > /dev/null || fail "-np $r --workers 2: $(cat w.json)"
+done
+
+# --- 2. accuracy: mean of 3 seeds within 0.003 of one learner ----------------------------------------
+for r in 2 3; do
+  one=0 many=0
+  for seed in 1 2 3; do
+    "$bin" train -d a9a.shards -o s1.bin --seed $seed > /dev/null 2>&1
+    mpi $r train -d a9a.shards -o sr.bin --seed $seed > /dev/null 2>&1
+    one=$(awk -v s="$one" -v a="$(accuracy s1.bin)" 'BEGIN { print s + a }')
+    many=$(awk -v s="$many" -v a="$(accuracy sr.bin)" 'BEGIN { print s + a }')
+  done
+  echo "a9a: one learner $(awk -v s="$one" 'BEGIN { print s / 3 }'), $r ranks $(awk -v s="$many" 'BEGIN { print s / 3 }')"
+  awk -v a="$many" -v b="$one" 'BEGIN { exit !((a - b) / 3 < 0.003 && (b - a) / 3 < 0.003) }' ||
+    fail "-np $r: accuracy $many / 3 against $one / 3"
+done
+
+# --- 3. a stopped job resumes byte for byte; rank 0 wrote the checkpoint -----------------------------
+mpi 2 train -d a9a.shards -o whole.bin --window-blocks 1 --epochs 3 > /dev/null 2>&1
+rc=0
+mpi 2 train -d a9a.shards -o part.bin --window-blocks 1 --epochs 3 --checkpoint ck.bin \
+  --stop-after-rows 40000 > /dev/null 2> stop.err || rc=$?
+[ "$rc" = 6 ] || fail "--stop-after-rows under mpirun exited $rc: $(cat stop.err)"
+[ -f ck.bin ] && [ ! -e part.bin ] || fail "no checkpoint, or a model, after the stop"
+mpi 2 train -d a9a.shards -o part.bin --window-blocks 1 --epochs 3 --checkpoint ck.bin \
+  --resume ck.bin > /dev/null 2> resume.err || fail "resume under mpirun: $(cat resume.err)"
+cmp -s whole.bin part.bin || fail "-np 2: the resumed model differs from the whole run's"
+
+# --- 4. a rank that fails ends the job ---------------------------------------------------------------
+# Bad data that one rank alone reads: a byte of the last block's payload flipped (the shard file's
+# header, index and size stay valid, so the job starts).
+cp -r a9a.shards bad.shards
+shard=$(ls bad.shards/*.pms | head -1)
+size=$(stat -c %s "$shard")
+printf '\xff' | dd of="$shard" bs=1 seek=$((size / 2)) conv=notrunc status=none
+rc=0
+start=$(date +%s)
+timeout 60 mpirun -np 3 "$bin" train -d bad.shards -o bad.bin > /dev/null 2> bad.err || rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "bad data on one rank: exit $rc: $(cat bad.err)"
+[ $(($(date +%s) - start)) -le 30 ] || fail "bad data on one rank: the job took over 30 s"
+grep -Eq "^rank [0-2] of 3: error: .*bad.shards" bad.err || fail "no message naming the rank: $(cat bad.err)"
+[ ! -e bad.bin ] || fail "a failed job wrote a model"
+
+# SIGKILL of rank 1 while the job trains.
+mpirun -np 2 "$bin" train -d a9a.shards -o kill.bin --epochs 100000 --window-blocks 1 \
+  > /dev/null 2> kill.err &
+job=$!
+victim=
+for _ in $(seq 200); do
+  for p in $(pgrep -f "train -d a9a.shards -o kill.bin" || true); do
+    tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
+  done
+  [ -n "$victim" ] && grep -qs "eta0" kill.err && break
+  sleep 0.05
+done
+[ -n "$victim" ] || fail "rank 1 never started: $(cat kill.err)"
+sleep 0.5
+start=$(date +%s)
+kill -KILL "$victim"
+rc=0
+timeout 60 tail --pid=$job -f /dev/null || true
+wait $job || rc=$?
+[ "$rc" != 0 ] || fail "a killed rank: the job exited 0"
+[ $(($(date +%s) - start)) -le 30 ] || fail "a killed rank: the job took over 30 s to end"
+grep -q "rank 1" kill.err || fail "a killed rank: no message naming it: $(cat kill.err)"
+[ -z "$(pgrep -f "train -d a9a.shards -o kill.bin" || true)" ] || fail "ranks left running"
+
+# --- 5. only train runs under mpirun -----------------------------------------------------------------
+rc=0
+mpirun -np 1 "$bin" convert "$root/data/a9a.zst" -o x.shards > /dev/null 2> conv.err || rc=$?
+[ "$rc" != 0 ] && grep -q "only \`polymargin train\` runs as an MPI job" conv.err ||
+  fail "convert under mpirun: exit $rc: $(cat conv.err)"
+echo "mpi: all passed"

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Data-parallel training in one process (train --workers N, ldm and svm): --workers 1 is the plain
+# learner byte for byte, a run is a function of (data, options, seed, N), the replicas' averaged
+# model is as accurate as one learner's (within 0.003 on a9a and, where ../shared/data has it,
+# ijcnn1; mean of 3 seeds), averaging every --sync-rows rows works, and a replicated run resumes
+# from its checkpoint byte for byte.
+# Usage: tests/cli/workers.sh BUILD/polymargin   (run from the repository root)
+set -euo pipefail
+
+bin=$(realpath "${1:?usage: $0 POLYMARGIN_BINARY}")
+root=$PWD
+work=$(mktemp -d "${TMPDIR:-/tmp}/pm_workers.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+# shellcheck source=tests/cli/common.bash
+source "$(dirname "$0")/common.bash"
+cd "$work"
+
+"$bin" convert "$root/data/a9a.zst" -o a9a.shards > /dev/null 2>&1
+"$bin" convert "$root/data/a9a.t.zst" -o a9a.t.shards > /dev/null 2>&1
+
+# accuracy MODEL TEST: the model's test accuracy.
+accuracy() { "$bin" eval -m "$1" -d "$2" --json 2> /dev/null | jq -r '.accuracy'; }
+
+# --- 1. --workers 1 is the learner itself ----------------------------------------------------------
+for algo in ldm svm; do
+  "$bin" train --algo $algo -d a9a.shards -o plain.bin --seed 3 > /dev/null 2>&1
+  "$bin" train --algo $algo -d a9a.shards -o one.bin --seed 3 --workers 1 > /dev/null 2>&1
+  cmp -s plain.bin one.bin || fail "$algo: --workers 1 is not the plain learner's model"
+done
+"$bin" train -d a9a.shards -o one.bin --workers 1 --json 2> /dev/null > one.json
+[ "$(jq -r '.syncs' one.json)" = 0 ] || fail "--workers 1 averaged: $(cat one.json)"
+
+# --- 2. determinism, and averaging at --sync-rows --------------------------------------------------
+# One block a window (8 windows an epoch): the default averages every 2 windows, --sync-rows 4096
+# every window.
+for n in 2 3; do
+  "$bin" train -d a9a.shards -o a.bin --workers $n --window-blocks 1 --json 2> /dev/null > a.json
+  "$bin" train -d a9a.shards -o b.bin --workers $n --window-blocks 1 > /dev/null 2>&1
+  cmp -s a.bin b.bin || fail "--workers $n: two runs gave different models"
+  [ "$(jq -r ".syncs" a.json)" = 20 ] || fail "--workers $n: $(jq -r ".syncs" a.json) syncs, not 4 an epoch"
+  "$bin" train -d a9a.shards -o c.bin --workers $n --window-blocks 1 --sync-rows 4096 --json \
+    2> /dev/null > c.json
+  [ "$(jq -r '.syncs' c.json)" = 40 ] || fail "--sync-rows 4096: $(jq -r '.syncs' c.json) syncs, not 8 an epoch"
+  cmp -s a.bin c.bin && fail "--sync-rows changed nothing"
+  jq -e ".workers == $n and .ranks == 1 and .sync_bytes > 0" a.json > /dev/null ||
+    fail "--json lacks the data-parallel figures: $(cat a.json)"
+done
+# The thread count never changes the model.
+"$bin" train -d a9a.shards -o t1.bin --workers 3 --threads 1 > /dev/null 2>&1
+"$bin" train -d a9a.shards -o t2.bin --workers 3 --threads 2 > /dev/null 2>&1
+cmp -s t1.bin t2.bin || fail "--workers 3: --threads 1 and 2 gave different models"
+
+# --- 3. accuracy: the mean of 3 seeds within 0.003 of one learner's --------------------------------
+# mean_accuracy TRAIN TEST ARGS...: mean test accuracy of seeds 1-3.
+mean_accuracy() {
+  local train=$1 test=$2 sum=0 seed
+  shift 2
+  for seed in 1 2 3; do
+    "$bin" train -d "$train" -o acc.bin --seed $seed "$@" > /dev/null 2>&1
+    sum=$(awk -v s="$sum" -v a="$(accuracy acc.bin "$test")" 'BEGIN { print s + a }')
+  done
+  awk -v s="$sum" 'BEGIN { printf "%.5f", s / 3 }'
+}
+# close SET ALGO N: --workers N within 0.003 of --workers 1 on SET.
+close() {
+  local train=$1 test=$2 algo=$3 n=$4 one many
+  one=$(mean_accuracy "$train" "$test" --algo "$algo")
+  many=$(mean_accuracy "$train" "$test" --algo "$algo" --workers "$n")
+  echo "$(basename "$train") $algo: 1 worker $one, $n workers $many"
+  awk -v a="$many" -v b="$one" 'BEGIN { exit !(a - b < 0.003 && b - a < 0.003) }' ||
+    fail "$(basename "$train") $algo --workers $n: $many, one worker $one"
+}
+for n in 2 3; do
+  for algo in ldm svm; do close a9a.shards a9a.t.shards $algo $n; done
+done
+ijcnn1=$root/../shared/data/ijcnn1
+if [ -f "$ijcnn1/ijcnn1.trn.bz2" ]; then
+  "$bin" convert "$ijcnn1/ijcnn1.trn.bz2" -o ijcnn1.shards > /dev/null 2>&1
+  "$bin" convert "$ijcnn1/ijcnn1.tst.bz2" -o ijcnn1.t.shards > /dev/null 2>&1
+  for n in 2 3; do close ijcnn1.shards ijcnn1.t.shards ldm $n; done
+else
+  echo "ijcnn1 not found under ../shared/data: its accuracy check is skipped"
+fi
+
+# --- 4. a replicated run stops at an averaging and resumes byte for byte ---------------------------
+"$bin" train -d a9a.shards -o whole.bin --workers 2 --window-blocks 1 --epochs 3 > /dev/null 2>&1
+rc=0
+"$bin" train -d a9a.shards -o part.bin --workers 2 --window-blocks 1 --epochs 3 \
+  --checkpoint ck.bin --stop-after-rows 40000 > /dev/null 2> stop.err || rc=$?
+[ "$rc" = 6 ] || fail "--stop-after-rows exited $rc: $(cat stop.err)"
+[ -f ck.bin ] && [ ! -e part.bin ] || fail "the stopped run left no checkpoint, or a model"
+"$bin" train -d a9a.shards -o part.bin --workers 2 --window-blocks 1 --epochs 3 \
+  --checkpoint ck.bin --resume ck.bin > /dev/null 2> resume.err || fail "resume: $(cat resume.err)"
+cmp -s whole.bin part.bin || fail "--workers 2: the resumed model differs from the whole run's"
+# Another worker count is another run.
+"$bin" train -d a9a.shards -o x.bin --workers 2 --window-blocks 1 --epochs 3 \
+  --checkpoint ck2.bin --stop-after-rows 40000 > /dev/null 2>&1 || true
+expect 2 "workers" train -d a9a.shards -o x.bin --workers 3 --window-blocks 1 --epochs 3 \
+  --resume ck2.bin
+
+# --- 5. bad values ---------------------------------------------------------------------------------
+expect 2 "--workers must be 1 to 1024" train -d a9a.shards -o x.bin --workers 0
+expect 2 "--workers must be 1 to 1024" train -d a9a.shards -o x.bin --workers 5000
+echo "workers: all passed"
