@@ -36,8 +36,10 @@ namespace {
 
 // --workers: at most as many as --threads allows.
 constexpr int kMaxWorkers = 1024;
-// Averagings an epoch of a replicated run makes by default (--sync-rows 0).
-constexpr std::uint64_t kSyncsPerEpoch = 4;
+// Averagings an epoch of a replicated run makes by default (--sync-rows 0): one, at its end. At
+// KDD size an averaging moves the replicas' whole (W, A) arrays (16 bytes a feature id each), as
+// much memory traffic as a fifth of an epoch's learning on two cores (docs/performance.md).
+constexpr std::uint64_t kSyncsPerEpoch = 1;
 
 // One of --lambdaN (paper units) or --lambdaN-rel (λN/(mC)); unset: the engine's default ratio.
 std::optional<double> lambda_option(const po::variables_map& vm, const std::string& name,
@@ -154,6 +156,7 @@ struct LinearRun : TrainRun {
   bool leader = true;
   std::uint64_t sync_windows = 0;  // sync_rows in whole windows (replicated runs)
   std::uint64_t syncs = 0;         // averagings made
+  std::uint64_t sync_bytes = 0;    // what each hands to the all-reduce
   double sync_seconds = 0;         // their time (part of learning)
   // What the steps hand on.
   std::optional<LinearCheckpoint> resumed;
@@ -219,7 +222,7 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
       "every --sync-rows rows (1: one learner, as without the option)")(
       "sync-rows", po::value(&sync_rows)->default_value(0),
       "with several workers or MPI ranks: rows of the whole run between averagings, in whole "
-      "windows (0: four times an epoch); every epoch ends with one");
+      "windows (0: once an epoch); every epoch ends with one");
   job.add_to(opts, "epoch");
   po::positional_options_description positional;
   positional.add("data", -1);
@@ -457,6 +460,7 @@ void LinearRun::train() {
   loop.checkpoints = !checkpoint.empty();
   loop.every = job.every;
   loop.sync_windows = replicated() ? sync_windows : 0;
+  sync_bytes = replicated() ? replicas.sync_bytes() : 0;
   loop.peers = &peers;
   // Rows learnt: the steps of all replicas (at averagings, when a replicated run polls).
   loop.stop_requested = [&](std::uint64_t) {
@@ -601,7 +605,7 @@ int LinearRun::conclude() {
       {"workers", workers},
       {"ranks", peers.count},
       {"syncs", syncs},
-      {"sync_bytes", replicated() ? replicas->sync_bytes() : 0},
+      {"sync_bytes", sync_bytes},
       {"sync_seconds", sync_seconds},
       {"model_path", output}};
   if (validated) summary["validation"] = validated->metrics;
@@ -615,7 +619,7 @@ int LinearRun::conclude() {
   report["data_parallel"] = {{"workers", workers},
                              {"ranks", peers.count},
                              {"syncs", syncs},
-                             {"sync_bytes", replicated() ? replicas->sync_bytes() : 0},
+                             {"sync_bytes", sync_bytes},
                              {"sync_seconds", sync_seconds}};
   report["objective"] = objective;
   report["objective_kind"] = no_final_pass ? "progressive" : "exact";

@@ -117,37 +117,52 @@ void LdmReplicas::average(const Peers& peers) {
     scale.push_back({s.a, s.b, s.c, s.avg_is_zero});
     arrays.push_back(replica->state_.wa.data());
   }
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, slots, kSlotGrain),
-                    [&](const tbb::blocked_range<std::size_t>& range) {
-                      for (std::size_t f = range.begin(); f != range.end(); ++f) {
-                        double w_sum = 0, avg_sum = 0;
-                        for (std::size_t k = 0; k < n; ++k) {
-                          const double W = arrays[k][kStride * f], A = arrays[k][kStride * f + 1];
-                          const Scale& s = scale[k];
-                          w_sum += W / s.a;
-                          avg_sum += s.avg_is_zero ? W / s.a : (A + s.b * W) / s.c;
-                        }
-                        arrays[0][kStride * f] = w_sum;
-                        arrays[0][kStride * f + 1] = avg_sum;
-                      }
-                    });
-  peers.sum_in_place({lead.wa.data(), lead.wa.size()});
-  peers.sum_in_place(scalars);
-
-  // The mean, into every local replica.
+  const auto represented_sums = [&](std::size_t f, double& w_sum, double& avg_sum) {
+    w_sum = avg_sum = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const double W = arrays[k][kStride * f], A = arrays[k][kStride * f + 1];
+      const Scale& s = scale[k];
+      w_sum += W / s.a;
+      avg_sum += s.avg_is_zero ? W / s.a : (A + s.b * W) / s.c;
+    }
+  };
+  const auto write_mean = [&](std::size_t f, double w, double avg) {
+    for (std::size_t k = 0; k < n; ++k) {
+      arrays[k][kStride * f] = w;
+      arrays[k][kStride * f + 1] = avg;
+    }
+  };
   const double inverse = 1.0 / total_;
-  const bool averaging = scalars[2] > 0;
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, slots, kSlotGrain),
-                    [&](const tbb::blocked_range<std::size_t>& range) {
-                      for (std::size_t f = range.begin(); f != range.end(); ++f) {
-                        const double w = arrays[0][kStride * f] * inverse;
-                        const double avg = averaging ? arrays[0][kStride * f + 1] * inverse : 0.0;
-                        for (std::size_t k = 0; k < n; ++k) {
-                          arrays[k][kStride * f] = w;
-                          arrays[k][kStride * f + 1] = avg;
-                        }
-                      }
-                    });
+  const auto each_slot = [&](auto&& body) {
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, slots, kSlotGrain),
+                      [&](const tbb::blocked_range<std::size_t>& range) {
+                        for (std::size_t f = range.begin(); f != range.end(); ++f) body(f);
+                      });
+  };
+  bool averaging = scalars[2] > 0;
+  if (peers.alone()) {
+    // One pass: each slot's sum becomes its mean in every replica at once.
+    each_slot([&](std::size_t f) {
+      double w_sum, avg_sum;
+      represented_sums(f, w_sum, avg_sum);
+      write_mean(f, w_sum * inverse, averaging ? avg_sum * inverse : 0.0);
+    });
+  } else {
+    // The sums in the lead's array, summed over the processes in place, then the mean everywhere.
+    each_slot([&](std::size_t f) {
+      double w_sum, avg_sum;
+      represented_sums(f, w_sum, avg_sum);
+      arrays[0][kStride * f] = w_sum;
+      arrays[0][kStride * f + 1] = avg_sum;
+    });
+    peers.sum({lead.wa.data(), lead.wa.size()});
+    peers.sum(scalars);
+    averaging = scalars[2] > 0;
+    each_slot([&](std::size_t f) {
+      write_mean(f, arrays[0][kStride * f] * inverse,
+                 averaging ? arrays[0][kStride * f + 1] * inverse : 0.0);
+    });
+  }
   const auto t = static_cast<std::uint64_t>(scalars[0]) / static_cast<std::uint64_t>(total_);
   for (std::size_t k = 0; k < n; ++k) {
     LdmTrainer& replica = *replicas_[k];

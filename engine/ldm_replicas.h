@@ -1,4 +1,4 @@
-// Data-parallel averaged SGD for the linear LDM/SVM (docs/algorithms.md §1.7): replicas of one
+// Data-parallel averaged SGD for the linear LDM/SVM (docs/algorithms.md §1.9): replicas of one
 // LdmTrainer, each stepping through its own share of every window, averaged every so often.
 //
 // A run has `total` replicas spread over the processes of engine/replicas.h's Peers; this object
