@@ -64,13 +64,15 @@ for algo in $algos; do
   [ "$algo" = cpm ] && model=polytope
   options=(--algo "$algo" -c "$c" --epochs "$epochs" --bias 1)
   [ "$algo" = cpm ] && options=(--algo cpm --iterations "$cpm_iter")
+  parallel=no
+  case "$("$bin" train --algo "$algo" --help 2>&1)" in *--workers*) parallel=yes ;; esac
   for codec in $codecs; do
     shards=$(data "$model" "$codec")
     test=$work/scale-$model.$rows.test.shards
     base_wall="" base_acc=""
     for r in $ranks; do
       for n in $workers; do
-        if [ $((n * r)) -gt 1 ] && ! "$bin" train --algo "$algo" --help 2>&1 | grep -q -- --workers; then
+        if [ $((n * r)) -gt 1 ] && [ "$parallel" = no ]; then
           continue  # a learner without data parallelism: its baseline alone
         fi
         replicas=()
