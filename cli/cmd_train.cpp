@@ -34,13 +34,6 @@
 namespace polymargin::cli {
 namespace {
 
-// --workers: at most as many as --threads allows.
-constexpr int kMaxWorkers = 1024;
-// Averagings an epoch of a replicated run makes by default (--sync-rows 0): one, at its end. At
-// KDD size an averaging moves the replicas' whole (W, A) arrays (16 bytes a feature id each), as
-// much memory traffic as a fifth of an epoch's learning on two cores (docs/performance.md).
-constexpr std::uint64_t kSyncsPerEpoch = 1;
-
 // One of --lambdaN (paper units) or --lambdaN-rel (λN/(mC)); unset: the engine's default ratio.
 std::optional<double> lambda_option(const po::variables_map& vm, const std::string& name,
                                     double rows, double c) {
@@ -149,15 +142,7 @@ struct LinearRun : TrainRun {
   std::string algo, eta0_text, scale, pairing, warm_start_path;
   engine::LdmConfig config;
   bool no_final_pass = false;
-  int workers = 1;              // replicas in this process
-  std::uint64_t sync_rows = 0;  // rows of the whole run between averagings; 0: kSyncsPerEpoch
-  // The ranks of an MPI job (one alone without mpirun); rank 0 leads: prints, writes.
-  engine::Peers peers;
-  bool leader = true;
-  std::uint64_t sync_windows = 0;  // sync_rows in whole windows (replicated runs)
-  std::uint64_t syncs = 0;         // averagings made
-  std::uint64_t sync_bytes = 0;    // what each hands to the all-reduce
-  double sync_seconds = 0;         // their time (part of learning)
+  DataParallel parallel;  // --workers, --sync-rows, the ranks of an MPI job
   // What the steps hand on.
   std::optional<LinearCheckpoint> resumed;
   engine::LabelMap labels;
@@ -216,13 +201,8 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
       "then gives the last epoch's progressive estimates")("json", po::bool_switch(&json),
                                                            "print the summary as JSON on stdout")(
       "warm-start", po::value(&warm_start_path),
-      "start from this model (same algorithm and labels; new features start at 0)")(
-      "workers", po::value(&workers)->default_value(1),
-      "replicas of the learner in this process, each learning its share of every window, averaged "
-      "every --sync-rows rows (1: one learner, as without the option)")(
-      "sync-rows", po::value(&sync_rows)->default_value(0),
-      "with several workers or MPI ranks: rows of the whole run between averagings, in whole "
-      "windows (0: once an epoch); every epoch ends with one");
+      "start from this model (same algorithm and labels; new features start at 0)");
+  parallel.add_to(opts);
   job.add_to(opts, "epoch");
   po::positional_options_description positional;
   positional.add("data", -1);
@@ -241,18 +221,12 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
                         vm.count("lambda2-rel")))
     throw UsageError("train: --algo svm takes no λ1, λ2 (it is LDM with λ1 = λ2 = 0)");
   check_config(config, {{"c", "C"}});
-  if (workers < 1 || workers > kMaxWorkers)
-    throw UsageError("train: --workers must be 1 to " + std::to_string(kMaxWorkers) + " (got " +
-                     std::to_string(workers) + ")");
-  if (const driver::MpiJob* mpi = driver::mpi_job()) {
-    peers = mpi->peers();
-    leader = mpi->rank() == 0;
-  }
+  parallel.check();
   check_train_paths(vm);
   job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
   // Of an MPI job's ranks only rank 0 writes, and locks.
-  if (leader) locks.emplace(output, job.checkpoint);
+  if (parallel.leader) locks.emplace(output, job.checkpoint);
   if (!job.resume.empty()) resumed = read_linear_checkpoint(job.resume);
   stop_signals.emplace();
   return true;
@@ -277,17 +251,19 @@ void LinearRun::open() {
   // Memory, before the first weight exists: W and A (doubles) of every worker, the scaling table
   // (float) and, with a warm start, its model (double), a slot per feature id up to the largest.
   const std::uint64_t slots = std::uint64_t{max_index} + 2;
-  const std::uint64_t per_slot =
-      16 * static_cast<std::uint64_t>(workers) + (scale == "maxabs" ? 4 : 0) + (warm ? 8 : 0);
+  const std::uint64_t per_slot = 16 * static_cast<std::uint64_t>(parallel.workers) +
+                                 (scale == "maxabs" ? 4 : 0) + (warm ? 8 : 0);
   check_fits(slots * per_slot + kRunOverheadBytes,
-             "--algo " + algo + (workers > 1 ? " --workers " + std::to_string(workers) : "") +
+             "--algo " + algo +
+                 (parallel.workers > 1 ? " --workers " + std::to_string(parallel.workers) : "") +
                  " on feature ids up to " + std::to_string(max_index) + " (" +
                  std::to_string(per_slot) + " bytes a feature id, + 256 MiB)",
-             workers > 1 ? "use fewer --workers, or renumber the features densely"
-                         : "the weights are indexed by feature id: renumber the features densely "
-                           "(or hash them into fewer ids)");
-  replicas.emplace(config, manifest.rows, max_index, labels, workers, workers * peers.count,
-                   workers * peers.index);
+             parallel.workers > 1
+                 ? "use fewer --workers, or renumber the features densely"
+                 : "the weights are indexed by feature id: renumber the features densely "
+                   "(or hash them into fewer ids)");
+  replicas.emplace(config, manifest.rows, max_index, labels, parallel.workers, parallel.total(),
+                   parallel.first());
   const engine::LdmConfig& used = trainer().config();
 
   // What decides the model besides the data: a resumed run must have exactly this.
@@ -305,17 +281,7 @@ void LinearRun::open() {
                 {"pairing", pairing},
                 {"max_index", max_index},
                 {"warm_start", warm ? warm->record["model_checksum"] : nlohmann::json()}};
-  if (replicated()) {
-    // Whole windows between averagings: every rank counts the same windows (its part of each).
-    const std::uint64_t windows =
-        (manifest.total_blocks + window_blocks - 1) / std::max<std::uint32_t>(window_blocks, 1);
-    const std::uint64_t rows_per_window = std::max<std::uint64_t>(1, manifest.rows / windows);
-    const std::uint64_t every = sync_rows > 0 ? sync_rows : manifest.rows / kSyncsPerEpoch;
-    sync_windows = std::max<std::uint64_t>(1, (every + rows_per_window / 2) / rows_per_window);
-    run_config["workers"] = workers;
-    run_config["ranks"] = peers.count;
-    run_config["sync_windows"] = sync_windows;
-  }
+  parallel.plan(manifest, window_blocks, run_config);
   run_data = data_identity(manifest);
   report["config"] = run_config;
   if (resumed) {
@@ -340,8 +306,9 @@ void LinearRun::open() {
   read.threads = threads;
   read.window_blocks = window_blocks;
   read.scale_maxabs = scale == "maxabs";
-  read.part = static_cast<std::uint32_t>(peers.index);  // a rank reads its part of every window
-  read.parts = static_cast<std::uint32_t>(peers.count);
+  read.part =
+      static_cast<std::uint32_t>(parallel.peers.index);  // a rank reads its part of every window
+  read.parts = static_cast<std::uint32_t>(parallel.peers.count);
   // With a warm start the trained space may hold features today's data lacks (max|x| = 0): they
   // keep a scale of 1, so their old weights decay under the regulariser instead of vanishing.
   // Warm start only: the data's maxima widened to the model's features (a copy: 81 MB at KDD
@@ -385,13 +352,7 @@ void LinearRun::announce() const {
   if (trainer().eta0() > 0)
     std::fprintf(stderr, "eta0 %g%s\n", trainer().eta0(),
                  trainer().eta0_clamped() ? " (clamped to 0.5/λ)" : "");
-  if (replicated())
-    std::fprintf(stderr,
-                 "data-parallel: %d replicas (%d worker%s x %d rank%s), averaged every %llu "
-                 "windows (%.1f MB each) and at every epoch's end\n",
-                 replicas->total(), workers, workers == 1 ? "" : "s", peers.count,
-                 peers.count == 1 ? "" : "s", static_cast<unsigned long long>(sync_windows),
-                 static_cast<double>(replicas->sync_bytes()) / 1e6);
+  parallel.announce(replicas->sync_bytes(), "epoch");
   if (resumed)
     std::fprintf(stderr, "resuming from %s: epoch %llu, %llu rows of it done, step %llu\n",
                  resume.c_str(), static_cast<unsigned long long>(position.epoch + 1),
@@ -412,7 +373,7 @@ void LinearRun::train() {
   JobLearner learner;
   learner.window = [&](const CsrView& window, const io::SpareWork&, const driver::Position& at) {
     if (trainer().eta0() <= 0) {  // calibrate on the first window, and say what was found
-      replicas.calibrate(window, peers);
+      replicas.calibrate(window, parallel.peers);
       if (trainer().eta0() <= 0) return;  // no rank had rows: every rank passes over this window
       progress.clear();
       std::fprintf(stderr, "eta0 %g (calibrated)\n", trainer().eta0());
@@ -425,15 +386,15 @@ void LinearRun::train() {
   // replicated run saves at averagings only (all replicas then agree), rank 0 alone, and records
   // the windows (its rows are its own part's).
   learner.save = [&](const driver::Position& at, bool) {
-    if (!leader) return;
+    if (!parallel.leader) return;
     write_linear_checkpoint(checkpoint, run_config, run_data,
                             {at.pass, at.pass_rows, replicated() ? at.windows : 0}, trainer());
   };
   learner.average = [&] {
     const Clock::time_point sync_start = Clock::now();
-    replicas.average(peers);
-    sync_seconds += seconds_since(sync_start);
-    ++syncs;
+    replicas.average(parallel.peers);
+    parallel.sync_seconds += seconds_since(sync_start);
+    ++parallel.syncs;
   };
   learner.stopped = [&](int signal, const driver::Position& at) {
     Interrupted stop{signal, checkpoint};  // written by rank 0, the same exit everywhere
@@ -459,9 +420,9 @@ void LinearRun::train() {
   loop.passes = static_cast<std::uint64_t>(used.epochs);
   loop.checkpoints = !checkpoint.empty();
   loop.every = job.every;
-  loop.sync_windows = replicated() ? sync_windows : 0;
-  sync_bytes = replicated() ? replicas.sync_bytes() : 0;
-  loop.peers = &peers;
+  loop.sync_windows = replicated() ? parallel.sync_windows : 0;
+  parallel.sync_bytes = replicated() ? replicas.sync_bytes() : 0;
+  loop.peers = &parallel.peers;
   // Rows learnt: the steps of all replicas (at averagings, when a replicated run polls).
   loop.stop_requested = [&](std::uint64_t) {
     return stop_requested(trainer().state().t * static_cast<std::uint64_t>(replicas.total()),
@@ -480,7 +441,7 @@ void LinearRun::train() {
 void LinearRun::finish() {
   // From here on a signal no longer stops the run: the model is a final pass and a write away.
   // Of an MPI job's ranks, rank 0 alone finishes the model and writes it.
-  if (!leader) return;
+  if (!parallel.leader) return;
   const io::ShardSet& shards = dataset->shards();
   const io::Manifest& manifest = shards.manifest();
   const std::string& checkpoint = job.checkpoint;
@@ -501,10 +462,10 @@ void LinearRun::finish() {
   model.config["data"] = inputs;
   if (warm) model.config["warm_start"] = warm->record;
   if (replicated())
-    model.config["data_parallel"] = {{"workers", workers},
-                                     {"ranks", peers.count},
+    model.config["data_parallel"] = {{"workers", parallel.workers},
+                                     {"ranks", parallel.peers.count},
                                      {"replicas", replicas->total()},
-                                     {"sync_windows", sync_windows}};
+                                     {"sync_windows", parallel.sync_windows}};
 
   // One unshuffled pass for F(w̄), the margin distribution and the training accuracy. The model
   // has the scaling folded in, so it reads the rows raw (no scaling work) with one dense dot each.
@@ -556,7 +517,7 @@ void LinearRun::finish() {
 }
 
 int LinearRun::conclude() {
-  if (!leader) return kExitOk;
+  if (!parallel.leader) return kExitOk;
   const io::Manifest& manifest = dataset->shards().manifest();
   const engine::LdmConfig& used = trainer().config();
   const engine::LdmTrainer& trainer = this->trainer();
@@ -602,11 +563,11 @@ int LinearRun::conclude() {
       {"margin_variance", margins.variance()},
       {"train_accuracy", margins.accuracy()},
       {"renormalisations", trainer.state().renorms},
-      {"workers", workers},
-      {"ranks", peers.count},
-      {"syncs", syncs},
-      {"sync_bytes", sync_bytes},
-      {"sync_seconds", sync_seconds},
+      {"workers", parallel.workers},
+      {"ranks", parallel.peers.count},
+      {"syncs", parallel.syncs},
+      {"sync_bytes", parallel.sync_bytes},
+      {"sync_seconds", parallel.sync_seconds},
       {"model_path", output}};
   if (validated) summary["validation"] = validated->metrics;
 
@@ -616,11 +577,7 @@ int LinearRun::conclude() {
                        {"save", save_seconds},         {"validation", validation_seconds},
                        {"total", total_seconds}};
   report["checkpoints_written"] = trained.checkpoints_written;
-  report["data_parallel"] = {{"workers", workers},
-                             {"ranks", peers.count},
-                             {"syncs", syncs},
-                             {"sync_bytes", sync_bytes},
-                             {"sync_seconds", sync_seconds}};
+  report["data_parallel"] = parallel.report();
   report["objective"] = objective;
   report["objective_kind"] = no_final_pass ? "progressive" : "exact";
   nlohmann::ordered_json train_report = {{"rows", margins.rows},

@@ -29,6 +29,8 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
                      {"adjusted", s.adjusted},
                      {"seconds", s.seconds},
                      {"history_capacity", s.history_capacity}});
+    // A replicated run's steps of all replicas (docs/algorithms.md §2.8); absent for one trainer.
+    if (s.run_steps > 0) sides.back()["run_steps"] = s.run_steps;
     const std::string_view u = trainer.side_weights(i);
     arrays.push_back({array_name("weights", i), dbl ? "f64" : "f32",
                       {u.size() / (dbl ? 8 : 4) / faces, faces}, u});
@@ -72,6 +74,8 @@ CpmCheckpoint read_cpm_checkpoint(const std::string& path) {
       s.seconds = js.at("seconds").get<double>();
       s.history_capacity =
           io::header_integer<std::uint64_t>(js.at("history_capacity"), path, "history_capacity");
+      if (js.contains("run_steps"))
+        s.run_steps = io::header_integer<std::uint64_t>(js.at("run_steps"), path, "run_steps");
       c.sides.push_back(std::move(s));
     }
   } catch (const nlohmann::json::exception& e) {

@@ -25,6 +25,7 @@
 #include "cli/train_jobs.h"
 #include "driver/epoch_loop.h"
 #include "engine/cpm.h"
+#include "engine/cpm_replicas.h"
 #include "engine/errors.h"
 #include "io/cpm_model_file.h"
 #include "io/shards.h"
@@ -77,17 +78,21 @@ struct CpmRun : TrainRun {
   void train();                                      // the passes: driver::run_passes
   void save();                                       // the model, from U, a side at a time
   int conclude();                                    // validation, report, summary
+  engine::CpmTrainer& trainer() { return replicas->lead(); }
+  const engine::CpmTrainer& trainer() const { return replicas->lead(); }
+  bool replicated() const { return parallel.total() > 1; }
 
   // Options of the CPM.
   std::string algo, scale, sides, precision, classes_text, warm_start;
   engine::CpmConfig config;
   std::int64_t iterations = 0;
+  DataParallel parallel;  // --workers, --sync-rows, the ranks of an MPI job
   // What the steps hand on.
   std::optional<CpmCheckpoint> resumed;
   double allocate_seconds = 0, save_seconds = 0;
   engine::CpmProblem problem;
   std::uint64_t available = 0, need = 0;  // memory: MemAvailable (or the cgroup's), the run's
-  std::optional<engine::CpmTrainer> trainer;
+  std::optional<engine::CpmReplicas> replicas;  // one in all: exactly a single CpmTrainer
   nlohmann::json run_config, run_data;
   std::uint64_t windows = 0;  // of a pass
   CpmPosition position;       // where training starts: the start, or the checkpoint's position
@@ -137,6 +142,7 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
       "json", po::bool_switch(&json), "print the summary as JSON on stdout")(
       "warm-start", po::value(&warm_start),
       "not for the CPM (refused): use --resume FILE to continue an interrupted run");
+  parallel.add_to(opts);
   job.add_to(opts, "pass");
   po::positional_options_description positional;
   positional.add("data", -1);
@@ -167,10 +173,17 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
   check_config(
       config,
       {{"faces", "-k (faces K)"}, {"c", "-c (C)"}, {"perplexity", "--entropy (a perplexity)"}});
+  parallel.check();
+  if (parallel.total() > 1 && config.perplexity > 1)
+    throw UsageError(
+        "train: --entropy above 1 is for one learner only: ASSIGN's history (each training row's "
+        "last face) is not averaged between --workers or MPI ranks; use --entropy 1, or one "
+        "worker");
   check_train_paths(vm);
   job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
-  locks.emplace(output, job.checkpoint);
+  // Of an MPI job's ranks only rank 0 writes, and locks.
+  if (parallel.leader) locks.emplace(output, job.checkpoint);
   if (!job.resume.empty()) resumed = read_cpm_checkpoint(job.resume);
   stop_signals.emplace();
   return true;
@@ -202,10 +215,14 @@ void CpmRun::size() {
   const io::Manifest& manifest = dataset->shards().manifest();
   // Memory: decided before the first weight is allocated.
   available = io::available_memory();
-  const std::uint64_t need_double =
-      engine::cpm_training_bytes(config, problem, engine::CpmPrecision::kDouble) + kOverheadBytes;
-  const std::uint64_t need_float =
-      engine::cpm_training_bytes(config, problem, engine::CpmPrecision::kFloat) + kOverheadBytes;
+  // Every worker holds a whole trainer (its U and state); a replicated float run sums its average
+  // through a 32 MiB double copy, within the overhead.
+  const auto workers = static_cast<std::uint64_t>(parallel.workers);
+  const auto bytes_of = [&](const engine::CpmConfig& c, engine::CpmPrecision p) {
+    return engine::cpm_training_bytes(c, problem, p) * workers + kOverheadBytes;
+  };
+  const std::uint64_t need_double = bytes_of(config, engine::CpmPrecision::kDouble);
+  const std::uint64_t need_float = bytes_of(config, engine::CpmPrecision::kFloat);
   const auto fits = [&](std::uint64_t need) { return available == 0 || need <= available; };
   // A resumed run keeps the precision its checkpoint was written in, whatever memory says now.
   if (precision == "auto" && resumed && resumed->config.contains("precision") &&
@@ -221,9 +238,7 @@ void CpmRun::size() {
     // fewer slots than the feature ids), else the most faces that fit.
     engine::CpmConfig smaller = config;
     smaller.precision = engine::CpmPrecision::kFloat;
-    const auto fits_as = [&](const engine::CpmConfig& c) {
-      return fits(engine::cpm_training_bytes(c, problem, c.precision) + kOverheadBytes);
-    };
+    const auto fits_as = [&](const engine::CpmConfig& c) { return fits(bytes_of(c, c.precision)); };
     const std::uint64_t slots = std::uint64_t{manifest.max_index} + 1;
     int bits = std::min(31, static_cast<int>(std::bit_width(slots)) - 1);
     for (; bits >= 10; --bits) {
@@ -245,11 +260,13 @@ void CpmRun::size() {
                         : "use at most " + std::to_string(low) + " faces (-k)" +
                               (smaller.hash_bits ? " with --hash-bits 10" : "");
     }
+    if (workers > 1) remedy = "use fewer --workers, or " + remedy;
     throw MemoryError("train: the CPM needs " + gib(need) +
                       " (K = " + std::to_string(config.faces) + " faces x " +
                       std::to_string(std::uint64_t{manifest.max_index} + 1) +
-                      " weight slots per side, + ASSIGN history + 256 MiB) but only " +
-                      gib(available) + " are available: " + remedy);
+                      " weight slots per side, + ASSIGN history" +
+                      (workers > 1 ? ", x " + std::to_string(workers) + " workers" : "") +
+                      " + 256 MiB) but only " + gib(available) + " are available: " + remedy);
   }
 }
 
@@ -257,7 +274,9 @@ void CpmRun::allocate() {
   const io::Manifest& manifest = dataset->shards().manifest();
   // U's pages are mapped as the trainer is built, by the --threads threads.
   const Clock::time_point allocate_start = Clock::now();
-  tbb::task_arena(threads).execute([&] { trainer.emplace(config, problem); });
+  tbb::task_arena(threads).execute([&] {
+    replicas.emplace(config, problem, parallel.workers, parallel.total(), parallel.first());
+  });
   allocate_seconds = seconds_since(allocate_start);
 
   // What decides the model besides the data: a resumed run must have exactly this.
@@ -265,6 +284,7 @@ void CpmRun::allocate() {
   run_config["algorithm"] = "cpm";
   run_config["scale"] = scale;
   run_config["window_blocks"] = window_blocks;
+  parallel.plan(manifest, window_blocks, run_config);
   run_data = data_identity(manifest);
   report["config"] = run_config;
   windows = io::window_count(manifest, window_blocks);
@@ -275,10 +295,11 @@ void CpmRun::allocate() {
     position = resumed->position;
     std::vector<std::string_view> weights(resumed->weights.begin(), resumed->weights.end());
     try {
-      trainer->restore(resumed->batches, resumed->sides, weights);
+      trainer().restore(resumed->batches, resumed->sides, weights);
     } catch (const std::invalid_argument& e) {
       throw DataError(job.resume, 0, 0, std::string("checkpoint does not fit the run: ") + e.what());
     }
+    replicas->spread_lead();
     resumed.reset();  // U is in the trainer now: the checkpoint's copy goes
     report["resumed_from"] = {{"checkpoint", job.resume},
                               {"pass", position.pass},
@@ -289,7 +310,7 @@ void CpmRun::allocate() {
 
 void CpmRun::announce() const {
   const io::Manifest& manifest = dataset->shards().manifest();
-  const bool multi = trainer->multiclass();
+  const bool multi = trainer().multiclass();
   std::fprintf(stderr, "train cpm: %s: %llu rows, %llu features, %llu non-zeros%s\n", data.c_str(),
                static_cast<unsigned long long>(manifest.rows),
                static_cast<unsigned long long>(manifest.features),
@@ -299,7 +320,7 @@ void CpmRun::announce() const {
                "%s: K %d  C %g  entropy perplexity %g (h = %.4g nats)  cost ratio %g  sides %s  "
                "hash bits %d  scale %s\n",
                multi ? ("one-vs-one over " + std::to_string(manifest.label_counts.size()) +
-                        " classes, " + std::to_string(trainer->status().size()) + " sides")
+                        " classes, " + std::to_string(trainer().status().size()) + " sides")
                            .c_str()
                      : "binary",
                config.faces, config.c, config.perplexity, std::log(config.perplexity),
@@ -308,6 +329,7 @@ void CpmRun::announce() const {
                config.precision == engine::CpmPrecision::kDouble ? "double" : "float",
                gib(need - kOverheadBytes).c_str(),
                available ? gib(available).c_str() : "unknown");
+  parallel.announce(replicas->sync_bytes(), "pass");
   if (report.contains("resumed_from"))
     std::fprintf(stderr, "resuming from %s: pass %llu, %llu of its %llu windows done, %llu rows\n",
                  job.resume.c_str(), static_cast<unsigned long long>(position.pass + 1),
@@ -318,7 +340,7 @@ void CpmRun::announce() const {
 
 void CpmRun::train() {
   const io::ShardSet& shards = dataset->shards();
-  engine::CpmTrainer& trainer = *this->trainer;
+  engine::CpmReplicas& replicas = *this->replicas;
   io::ReadOptions read;
   read.seed = config.seed;
   read.threads = threads;
@@ -327,19 +349,31 @@ void CpmRun::train() {
   // With a side per thread or more, the sides keep every thread busy: a window is then read by all
   // threads (lockstep), its reading started by those whose sides finished the window before first
   // (scan_lending), rather than by one of them ahead of its side.
-  read.lockstep = trainer.sides() >= static_cast<std::size_t>(threads);
+  read.lockstep = trainer().sides() * static_cast<std::size_t>(parallel.workers) >=
+                  static_cast<std::size_t>(threads);
+  read.part =
+      static_cast<std::uint32_t>(parallel.peers.index);  // a rank reads its part of a window
+  read.parts = static_cast<std::uint32_t>(parallel.peers.count);
   // The epoch loop is the driver's; what the CPM does with a window, a checkpoint, a stop and the
   // end of a pass is said here. Its position: {pass, windows of it learnt, rows in all passes}.
   JobLearner learner;
   learner.window = [&](const CsrView& window, const io::SpareWork& spare, const driver::Position&) {
-    trainer.learn(window, spare);
+    replicas.learn(window, spare);
   };
-  learner.finished = [&] { return trainer.done(); };
+  learner.finished = [&] { return replicas.done(); };
+  // A replicated run saves at averagings only (all replicas then agree), rank 0 alone.
   learner.save = [&](const driver::Position& at, bool pass_end) {
+    if (!parallel.leader) return;
     write_cpm_checkpoint(
         job.checkpoint, run_config, run_data,
         pass_end ? CpmPosition{at.pass + 1, 0, at.rows} : CpmPosition{at.pass, at.windows, at.rows},
-        trainer);
+        trainer());
+  };
+  learner.average = [&] {
+    const Clock::time_point sync_start = Clock::now();
+    replicas.average(parallel.peers);
+    parallel.sync_seconds += seconds_since(sync_start);
+    ++parallel.syncs;
   };
   learner.stopped = [&](int signal, const driver::Position& at) {
     Interrupted stop{signal, job.checkpoint};
@@ -353,7 +387,7 @@ void CpmRun::train() {
   };
   learner.passed = [&](const driver::Position& at, double seconds) {
     std::uint64_t steps = 0, total = 0;
-    for (const auto& s : trainer.status()) {
+    for (const auto& s : replicas.status()) {
       steps += s.steps;
       total += s.iterations;
     }
@@ -365,17 +399,24 @@ void CpmRun::train() {
   loop.read = read;
   loop.checkpoints = !job.checkpoint.empty();
   loop.every = job.every;
+  loop.sync_windows = replicated() ? parallel.sync_windows : 0;
+  parallel.sync_bytes = replicated() ? replicas.sync_bytes() : 0;
+  loop.peers = &parallel.peers;
+  // Rows learnt: under MPI, this rank's part of each window times the ranks (near the run's).
   loop.stop_requested = [&](std::uint64_t rows) {
-    return stop_requested(rows, job.stop_after_rows);
+    return stop_requested(rows * static_cast<std::uint64_t>(parallel.peers.count),
+                          job.stop_after_rows);
   };
   trained = driver::run_passes(shards, learner, loop,
                                {position.pass, position.batches, 0, position.rows}, job.resume);
 }
 
 void CpmRun::save() {
+  // Of an MPI job's ranks, rank 0 alone writes the model.
+  if (!parallel.leader) return;
   const io::ShardSet& shards = dataset->shards();
   const io::Manifest& manifest = shards.manifest();
-  engine::CpmTrainer& trainer = *this->trainer;
+  engine::CpmTrainer& trainer = this->trainer();
   const bool scale_maxabs = scale == "maxabs";
   const Clock::time_point save_start = Clock::now();
   // The weights go to the file straight from U, a chunk at a time: no float copy of the model is
@@ -390,6 +431,11 @@ void CpmRun::save() {
   model.config["max_index"] = manifest.max_index;
   model.config["features"] = manifest.features;
   model.config["data"] = inputs;
+  if (replicated())
+    model.config["data_parallel"] = {{"workers", parallel.workers},
+                                     {"ranks", parallel.peers.count},
+                                     {"replicas", replicas->total()},
+                                     {"sync_windows", parallel.sync_windows}};
   for (const auto& m : model.machines)
     for (const auto& f : m.sides) outers.push_back(f.outer);
   for (const auto& m : model.machines) machine_labels.emplace_back(m.positive, m.negative);
@@ -417,10 +463,13 @@ void CpmRun::save() {
 }
 
 int CpmRun::conclude() {
+  if (!parallel.leader) return kExitOk;
   const io::Manifest& manifest = dataset->shards().manifest();
-  const engine::CpmTrainer& trainer = *this->trainer;
+  const engine::CpmTrainer& trainer = this->trainer();
   const bool multi = trainer.multiclass();
-  const std::uint64_t passes = trained.end.pass + 1;
+  // A replicated run can be done at a pass's end (an average): the loop then stands at the next
+  // pass, not begun.
+  const std::uint64_t passes = trained.end.pass + (trained.end.windows > 0 ? 1 : 0);
   const double learn_seconds = trained.learn_seconds, wait_seconds = trained.wait_seconds;
   const double train_seconds = trained.train_seconds;
   const Clock::time_point validation_start = Clock::now();
@@ -435,7 +484,7 @@ int CpmRun::conclude() {
   const double total_seconds = seconds_since(start);
 
   nlohmann::ordered_json side_list = nlohmann::ordered_json::array();
-  const std::vector<engine::CpmTrainer::SideStatus> status = trainer.status();
+  const std::vector<engine::CpmTrainer::SideStatus> status = replicas->status();
   std::uint64_t all_steps = 0;
   {
     const std::size_t per_machine = status.size() / machines;
@@ -485,9 +534,15 @@ int CpmRun::conclude() {
       {"train_seconds", train_seconds},
       {"learn_seconds", learn_seconds},
       {"read_wait_seconds", wait_seconds},
-      {"steps_per_second", train_seconds > 0 ? static_cast<double>(all_steps) / train_seconds : 0.0},
+      {"steps_per_second",
+       train_seconds > 0 ? static_cast<double>(all_steps) / train_seconds : 0.0},
       {"save_seconds", save_seconds},
       {"total_seconds", total_seconds},
+      {"workers", parallel.workers},
+      {"ranks", parallel.peers.count},
+      {"syncs", parallel.syncs},
+      {"sync_bytes", parallel.sync_bytes},
+      {"sync_seconds", parallel.sync_seconds},
       {"side_details", side_list},
       {"model_path", output}};
   if (validated) summary["validation"] = validated->metrics;
@@ -498,6 +553,7 @@ int CpmRun::conclude() {
                        {"save", save_seconds},     {"validation", validation_seconds},
                        {"total", total_seconds}};
   report["checkpoints_written"] = trained.checkpoints_written;
+  report["data_parallel"] = parallel.report();
   if (validated) report["validation"] = validated->metrics;
   if (json) {
     std::cout << summary.dump(2) << "\n";

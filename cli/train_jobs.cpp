@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -135,6 +136,57 @@ CheckpointEvery parse_checkpoint_every(const std::string& text) {
   else
     every.seconds = value * scale;
   return every;
+}
+
+void DataParallel::add_to(po::options_description& opts) {
+  opts.add_options()(
+      "workers", po::value(&workers)->default_value(1),
+      "replicas of the learner in this process, each learning its share of every window, averaged "
+      "every --sync-rows rows (1: one learner, as without the option)")(
+      "sync-rows", po::value(&sync_rows)->default_value(0),
+      "with several workers or MPI ranks: rows of the whole run between averagings, in whole "
+      "windows (0: once an epoch); every epoch ends with one");
+}
+
+void DataParallel::check() {
+  if (workers < 1 || workers > kMaxWorkers)
+    throw UsageError("train: --workers must be 1 to " + std::to_string(kMaxWorkers) + " (got " +
+                     std::to_string(workers) + ")");
+  if (const driver::MpiJob* mpi = driver::mpi_job()) {
+    peers = mpi->peers();
+    leader = mpi->rank() == 0;
+  }
+}
+
+void DataParallel::plan(const io::Manifest& manifest, std::uint32_t window_blocks,
+                        nlohmann::json& run_config) {
+  if (total() == 1) return;
+  const std::uint64_t windows =
+      (manifest.total_blocks + window_blocks - 1) / std::max<std::uint32_t>(window_blocks, 1);
+  const std::uint64_t rows_per_window = std::max<std::uint64_t>(1, manifest.rows / windows);
+  const std::uint64_t every = sync_rows > 0 ? sync_rows : manifest.rows / kSyncsPerEpoch;
+  sync_windows = std::max<std::uint64_t>(1, (every + rows_per_window / 2) / rows_per_window);
+  run_config["workers"] = workers;
+  run_config["ranks"] = peers.count;
+  run_config["sync_windows"] = sync_windows;
+}
+
+void DataParallel::announce(std::uint64_t sync_bytes, const char* pass) const {
+  if (total() == 1) return;
+  std::fprintf(stderr,
+               "data-parallel: %d replicas (%d worker%s x %d rank%s), averaged every %llu windows "
+               "(%.1f MB each) and at every %s's end\n",
+               total(), workers, workers == 1 ? "" : "s", peers.count, peers.count == 1 ? "" : "s",
+               static_cast<unsigned long long>(sync_windows), static_cast<double>(sync_bytes) / 1e6,
+               pass);
+}
+
+nlohmann::json DataParallel::report() const {
+  return {{"workers", workers},
+          {"ranks", peers.count},
+          {"syncs", syncs},
+          {"sync_bytes", sync_bytes},
+          {"sync_seconds", sync_seconds}};
 }
 
 int run_train_job(const std::vector<std::string>& args, TrainJob job) {

@@ -44,6 +44,42 @@ struct JobLearner final : driver::Learner {
   void sync() override { average(); }
 };
 
+/// --workers and --sync-rows of a data-parallel run (docs/design.md), and the MPI job's ranks:
+/// what LDM/SVM and CPM runs share about their replicas.
+struct DataParallel {
+  int workers = 1;              // replicas in this process
+  std::uint64_t sync_rows = 0;  // rows of the whole run between averagings; 0: kSyncsPerEpoch
+  // The ranks of an MPI job (one alone without mpirun); rank 0 leads: prints, writes.
+  engine::Peers peers;
+  bool leader = true;
+  std::uint64_t sync_windows = 0;  // sync_rows in whole windows (replicated runs)
+  std::uint64_t syncs = 0;         // averagings made
+  std::uint64_t sync_bytes = 0;    // what each hands to the all-reduce
+  double sync_seconds = 0;         // their time (part of learning)
+
+  /// Averagings an epoch (a pass) makes by default (--sync-rows 0): one, at its end. At KDD size
+  /// an averaging moves the replicas' whole arrays (the LDM's (W, A), 16 bytes a feature id; the
+  /// CPM's U, 8 K bytes a feature id and side), as much memory traffic as a fifth of an epoch's
+  /// learning on two cores (docs/performance.md).
+  static constexpr std::uint64_t kSyncsPerEpoch = 1;
+  static constexpr int kMaxWorkers = 1024;
+
+  void add_to(boost::program_options::options_description& opts);
+  /// Checks --workers and joins the MPI job's ranks (if any): after parsing.
+  void check();
+  int total() const { return workers * peers.count; }
+  int first() const { return workers * peers.index; }
+  /// Sets sync_windows (whole windows of `window_blocks` blocks between averagings: every rank
+  /// counts the same windows, its part of each) and records workers, ranks and sync_windows in
+  /// `run_config` (a resume with other counts is another run). Nothing for one replica in all.
+  void plan(const io::Manifest& manifest, std::uint32_t window_blocks, nlohmann::json& run_config);
+  /// Says on stderr how the replicas are spread and averaged (nothing for one in all); `pass`
+  /// names the learner's pass ("epoch").
+  void announce(std::uint64_t sync_bytes, const char* pass) const;
+  /// The run's figures for --json and --metrics-json.
+  nlohmann::json report() const;
+};
+
 /// Thrown by a learner that stopped on a signal, after saving what it could.
 struct Interrupted {
   int signal = 0;          // SIGTERM, SIGINT, or kStopAfterRows

@@ -26,6 +26,7 @@
 
 #include "engine/cpm_model.h"
 #include "engine/csr.h"
+#include "engine/replicas.h"
 
 namespace polymargin::engine {
 
@@ -86,6 +87,7 @@ class CpmTrainer {
   /// Per side (machines × sides, in order): its T, steps made, and rows of its two classes.
   struct SideStatus {
     std::uint64_t iterations = 0, steps = 0, rows = 0, outer_rows = 0, updates = 0;
+    std::uint64_t run_steps = 0;  // a replica's: the steps of all replicas (engine/cpm_replicas.h)
     double seconds = 0;  // time spent in this side's steps
     double assignment_entropy = 0;  // of the assignment counts (nats)
     std::uint64_t assignments = 0;  // entries counted: distinct outer rows with an entropy floor
@@ -108,6 +110,7 @@ class CpmTrainer {
   /// everything the next batches depend on (a checkpoint's content).
   struct SideState {
     std::uint64_t steps = 0, updates = 0, adjusted = 0;
+    std::uint64_t run_steps = 0;  // a replica's: the steps of all replicas at the last average
     double seconds = 0;
     std::vector<double> intercept_sums;       // B = b/σ per face (exact for float sides too)
     std::vector<std::int64_t> face_counts;    // ASSIGN's n_k
@@ -139,6 +142,25 @@ class CpmTrainer {
   /// Gives side `side`'s U (and ASSIGN history) back: it cannot learn or export afterwards.
   void release_weights(std::size_t side);
 
+  /// Data parallelism (engine/cpm_replicas.h): this trainer becomes replica `global` of `total`.
+  /// Each side then makes, in each interval between averages, its 1/total share of the run's steps
+  /// still to make (λ_s stays 1/(C·T) of the whole run), and orders its rows from the replica's own
+  /// seed stream. Nothing for total = 1. ConfigError
+  /// (perplexity) with an entropy floor: ASSIGN's history is per training row and is not averaged.
+  void make_replica(int global, int total);
+  /// Every side of every replica (`local` of this process, of every process of `peers`) replaced
+  /// by their mean, face by face: W = σU and b = σB averaged over all replicas, the steps set to
+  /// t = ⌊Σt / total⌋ and U, B rescaled to σ = 1/(t + 1), the run's steps (all replicas') counted
+  /// up; the face counts become those at the last
+  /// average plus every replica's increments since. The counters (updates, adjustments, seconds)
+  /// are summed into `local[0]` when `holds_totals`, zeroed elsewhere. A collective call.
+  static void average(const std::vector<CpmTrainer*>& local, bool holds_totals, const Peers& peers);
+  /// Takes `lead`'s state (U, intercepts, steps, counts, batches; its counters when
+  /// `with_totals`, else zeros): a resumed replicated run continues from one averaged state.
+  void take_state(const CpmTrainer& lead, bool with_totals);
+  /// Bytes average() hands to Peers::sum.
+  std::uint64_t sync_bytes() const;
+
   struct Side;  // one CPM being trained (engine/cpm_train.cpp)
 
  private:
@@ -147,6 +169,7 @@ class CpmTrainer {
   std::vector<double> classes_;
   std::vector<std::unique_ptr<Side>> sides_;
   std::uint64_t batches_ = 0;
+  int replicas_ = 1;  // replicas in the run (make_replica)
 
   void commit_weights();
 };

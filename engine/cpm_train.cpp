@@ -2,6 +2,7 @@
 // CPM.
 
 #include <sys/mman.h>
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 #include <xxhash.h>
@@ -14,6 +15,7 @@
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include "engine/cpm.h"
 #include "engine/cpm_assign.h"
@@ -106,9 +108,13 @@ struct alignas(64) CpmTrainer::Side {
   FeatureHash hash;
   std::uint64_t seed = 0;
   std::uint64_t iterations = 0, steps = 0, rows = 0, outer_rows = 0, updates = 0, adjusted = 0;
+  std::uint64_t limit = 0;  // steps this learner makes: T, or a replica's share of what is left
+  // A replica's: the steps of all replicas together and its own step count, at the last average.
+  std::uint64_t made = 0, synced_steps = 0;
   double lambda = 0, cost_outer = 0.5, cost_inner = 0.5, threshold = 0;
   double seconds = 0;
   FaceCounts counts{1};
+  std::vector<std::int64_t> synced;  // a replica's counts at the last average
   // UNADJ, kept only with an entropy floor (h > 0): without one ASSIGN always takes the natural
   // face and needs no history, and every outer-row step counts once in `counts`.
   AssignHistory history{0};
@@ -132,8 +138,22 @@ struct alignas(64) CpmTrainer::Side {
   /// kernel maps them now rather than at a step.
   virtual void commit_pages(std::size_t begin, std::size_t end) = 0;
   virtual void restore_accumulators(std::string_view weights, const std::vector<double>& b) = 0;
+  /// Averaging (CpmTrainer::average), U[first, first + out.size()): out = σU (`add`: out += σU).
+  virtual void add_represented(std::uint64_t first, std::span<double> out, bool add) const = 0;
+  /// U[first + i] = in[i] · scale.
+  virtual void assign(std::uint64_t first, std::span<const double> in, double scale) = 0;
+  /// U itself when its accumulators are doubles (the average is summed in place), else null.
+  virtual double* doubles() = 0;
+  virtual void set_b(int k, double value) = 0;
 
   double sigma() const { return 1.0 / (static_cast<double>(steps) + 1.0); }
+  // A replica's next interval (one of `total`): its share of the run's steps still to make, so the
+  // replicas together make T; none once they have (done).
+  void plan_interval(int total) {
+    const auto n = static_cast<std::uint64_t>(total);
+    synced_steps = steps;
+    limit = made >= iterations ? steps : steps + (iterations - made + n - 1) / n;
+  }
   bool keeps_history() const { return threshold > 0; }
   int label_of(const CsrView& rows, std::size_t r) const {
     return (rows.labels[r] == positive ? 1 : -1) * outer;
@@ -151,7 +171,7 @@ struct alignas(64) CpmTrainer::Side {
 
   // This side's rows of the batch, in its own seeded order, until T steps are made.
   void learn(const CsrView& batch, std::uint64_t batch_number) {
-    if (steps >= iterations) return;
+    if (steps >= limit) return;
     const auto start = std::chrono::steady_clock::now();
     order.clear();
     for (std::size_t r = 0; r < batch.rows; ++r)
@@ -168,7 +188,7 @@ struct alignas(64) CpmTrainer::Side {
     if (n > 1) prefetch_row(batch, order[1]);
     std::uint64_t next_key = n ? request(batch, order[0]) : 0;
     for (std::size_t i = 0; i < n; ++i) {
-      if (steps >= iterations) break;
+      if (steps >= limit) break;
       const std::uint32_t r = order[i];
       const std::uint64_t key = next_key;
       if (i + 2 < n) prefetch_row(batch, order[i + 2]);
@@ -278,6 +298,30 @@ struct SideOf : CpmTrainer::Side {
                                   std::to_string(bias.size()));
     if (!w.empty()) std::memcpy(weights.data(), w.data(), w.size());
     for (std::size_t k = 0; k < b.size(); ++k) bias[k] = static_cast<Acc>(b[k]);
+  }
+
+  void add_represented(std::uint64_t first, std::span<double> out, bool add) const override {
+    const double s = sigma();
+    const Acc* u = weights.data() + first;
+    if (add) {
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] += static_cast<double>(u[i]) * s;
+    } else {
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(u[i]) * s;
+    }
+  }
+  void assign(std::uint64_t first, std::span<const double> in, double scale) override {
+    Acc* u = weights.data() + first;
+    for (std::size_t i = 0; i < in.size(); ++i) u[i] = static_cast<Acc>(in[i] * scale);
+  }
+  double* doubles() override {
+    if constexpr (std::is_same_v<Acc, double>) {
+      return weights.data();
+    } else {
+      return nullptr;
+    }
+  }
+  void set_b(int k, double value) override {
+    bias[static_cast<std::size_t>(k)] = static_cast<Acc>(value);
   }
 
   double u(std::uint64_t i) const override { return static_cast<double>(weights[i]); }
@@ -436,6 +480,7 @@ CpmTrainer::CpmTrainer(const CpmConfig& config, const CpmProblem& problem)
                          ? config_.iterations
                          : static_cast<std::uint64_t>(std::ceil(config_.epochs * double(s.rows)));
       if (s.iterations == 0) throw ConfigError("epochs", "gives no SGD step (T = 0)");
+      s.limit = s.iterations;
       s.lambda = 1.0 / (config_.c * static_cast<double>(s.iterations));
       s.cost_inner = config_.cost_ratio / (1 + config_.cost_ratio);
       s.cost_outer = 1 / (1 + config_.cost_ratio);
@@ -493,7 +538,7 @@ void CpmTrainer::learn(const CsrView& batch, const std::function<bool()>& spare)
 
 bool CpmTrainer::done() const {
   return std::all_of(sides_.begin(), sides_.end(),
-                     [](const auto& s) { return s->steps >= s->iterations; });
+                     [](const auto& s) { return s->steps >= s->limit; });
 }
 
 std::vector<CpmTrainer::SideStatus> CpmTrainer::status() const {
@@ -502,6 +547,7 @@ std::vector<CpmTrainer::SideStatus> CpmTrainer::status() const {
     SideStatus st;
     st.iterations = s->iterations;
     st.steps = s->steps;
+    st.run_steps = s->made;
     st.rows = s->rows;
     st.outer_rows = s->outer_rows;
     st.updates = s->updates;
@@ -518,6 +564,7 @@ CpmTrainer::SideState CpmTrainer::side_state(std::size_t side) const {
   const Side& s = *sides_.at(side);
   SideState st;
   st.steps = s.steps;
+  st.run_steps = s.made;
   st.updates = s.updates;
   st.adjusted = s.adjusted;
   st.seconds = s.seconds;
@@ -541,7 +588,9 @@ void CpmTrainer::restore(std::uint64_t batches, const std::vector<SideState>& si
     Side& s = *sides_[i];
     const SideState& st = sides[i];
     const std::string which = "side " + std::to_string(i) + ": ";
-    if (st.steps > s.iterations || st.updates > st.steps || st.adjusted > st.steps)
+    // A replicated run's lead holds the counters of all its replicas, made in run_steps steps.
+    const std::uint64_t made = replicas_ == 1 ? st.steps : st.run_steps;
+    if (st.steps > s.iterations || st.updates > made || st.adjusted > made)
       throw std::invalid_argument(which + "step counters beyond its T = " +
                                   std::to_string(s.iterations));
     if (st.face_counts.size() != static_cast<std::size_t>(s.faces))
@@ -562,7 +611,7 @@ void CpmTrainer::restore(std::uint64_t batches, const std::vector<SideState>& si
       if (n < 0) throw std::invalid_argument(which + "negative face count");
       counted += n;
     }
-    if (static_cast<std::uint64_t>(counted) > st.steps)
+    if (static_cast<std::uint64_t>(counted) > made)
       throw std::invalid_argument(which + "more face counts than steps");
     try {
       s.history = AssignHistory::restore(st.history_capacity, st.history_keys, st.history_faces);
@@ -571,7 +620,9 @@ void CpmTrainer::restore(std::uint64_t batches, const std::vector<SideState>& si
     }
     s.restore_accumulators(weights[i], st.intercept_sums);
     s.counts = FaceCounts(st.face_counts);
+    s.synced = st.face_counts;
     s.steps = st.steps;
+    s.made = st.run_steps;
     s.updates = st.updates;
     s.adjusted = st.adjusted;
     s.seconds = st.seconds;
@@ -650,6 +701,139 @@ CpmModel CpmTrainer::finish(const std::vector<float>* maxabs) {
     s.release();  // before the next side's model is built: peak = U + one side's model
   }
   return model;
+}
+
+namespace {
+
+// Seed stream of the replicas' row orders, apart from every other stream.
+constexpr std::uint64_t kReplicaStream = 0x43504d5245504c53ULL;  // "CPMREPLS"
+// Accumulators a task of the averaging handles (256 KiB of doubles), and those summed by one
+// Peers::sum when U is float (a double copy of that many is made, 32 MiB).
+constexpr std::size_t kAverageGrain = 32768;
+constexpr std::size_t kFloatChunk = std::size_t{1} << 22;
+
+}  // namespace
+
+void CpmTrainer::make_replica(int global, int total) {
+  if (total <= 1) return;
+  if (config_.perplexity > 1)
+    throw ConfigError("perplexity",
+                      "must be 1 (no entropy floor) with several replicas: ASSIGN's history of "
+                      "each training row is not averaged (got " +
+                          text(config_.perplexity) + ")");
+  replicas_ = total;
+  for (auto& s : sides_) {
+    s->seed = derive_seed(s->seed, kReplicaStream, static_cast<std::uint64_t>(global));
+    s->synced = s->counts.counts();
+    s->plan_interval(total);
+  }
+}
+
+void CpmTrainer::average(const std::vector<CpmTrainer*>& local, bool holds_totals,
+                         const Peers& peers) {
+  CpmTrainer& lead = *local.front();
+  const int total = lead.replicas_;
+  if (total == 1) return;
+  const std::size_t n = local.size();
+  const auto K = static_cast<std::size_t>(lead.config_.faces);
+  for (std::size_t i = 0; i < lead.sides_.size(); ++i) {
+    std::vector<Side*> sides;
+    for (CpmTrainer* replica : local) sides.push_back(replica->sides_[i].get());
+    Side& first = *sides.front();
+    // The scalars: Σt, the counters, b = σB of every face, the face counts' increments and the
+    // steps made since the last average.
+    std::vector<double> scalars(5 + 2 * K, 0.0);
+    for (const Side* s : sides) {
+      scalars[0] += static_cast<double>(s->steps);
+      scalars[1] += static_cast<double>(s->updates);
+      scalars[2] += static_cast<double>(s->adjusted);
+      scalars[3] += s->seconds;
+      scalars[4 + 2 * K] += static_cast<double>(s->steps - s->synced_steps);
+      for (std::size_t k = 0; k < K; ++k) {
+        scalars[4 + k] += s->b(static_cast<int>(k)) * s->sigma();
+        scalars[4 + K + k] +=
+            static_cast<double>(s->counts.count(static_cast<int>(k)) - s->synced[k]);
+      }
+    }
+    peers.sum_in_place(scalars);
+    const std::uint64_t t =
+        static_cast<std::uint64_t>(scalars[0]) / static_cast<std::uint64_t>(total);
+    // U = W̄/σ with σ = 1/(t + 1), W̄ = ΣW / total.
+    const double scale = (static_cast<double>(t) + 1.0) / static_cast<double>(total);
+
+    // W = σU of every replica summed slot by slot in replica order: into the lead's U itself when
+    // it holds doubles, else a chunk at a time through a double copy. Then every replica takes
+    // the mean (the lead last: with U summed in place, its array is the sum).
+    const std::uint64_t size = first.slots * K;
+    double* in_place = first.doubles();
+    std::vector<double> buffer;
+    const std::uint64_t chunk =
+        in_place ? std::max<std::uint64_t>(size, 1) : std::min<std::uint64_t>(size, kFloatChunk);
+    if (!in_place) buffer.resize(chunk);
+    for (std::uint64_t begin = 0; begin < size; begin += chunk) {
+      const std::size_t len = std::min(chunk, size - begin);
+      double* sum = in_place ? in_place + begin : buffer.data();
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, len, kAverageGrain),
+                        [&](const tbb::blocked_range<std::size_t>& r) {
+                          const std::span<double> out(sum + r.begin(), r.size());
+                          for (std::size_t k = 0; k < n; ++k)
+                            sides[k]->add_represented(begin + r.begin(), out, k > 0);
+                        });
+      peers.sum_in_place({sum, len});
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, len, kAverageGrain),
+                        [&](const tbb::blocked_range<std::size_t>& r) {
+                          const std::span<const double> in(sum + r.begin(), r.size());
+                          for (std::size_t k = n; k-- > 0;)
+                            sides[k]->assign(begin + r.begin(), in, scale);
+                        });
+    }
+    // Counts: those at the last average plus all increments, the same in every replica.
+    std::vector<std::int64_t> counts = first.synced;
+    for (std::size_t k = 0; k < K; ++k) counts[k] += static_cast<std::int64_t>(scalars[4 + K + k]);
+    for (std::size_t r = 0; r < n; ++r) {
+      Side& s = *sides[r];
+      for (std::size_t k = 0; k < K; ++k) s.set_b(static_cast<int>(k), scalars[4 + k] * scale);
+      s.steps = t;
+      s.made += static_cast<std::uint64_t>(scalars[4 + 2 * K]);
+      s.plan_interval(total);
+      s.counts = FaceCounts(counts);
+      s.synced = counts;
+      const bool totals = holds_totals && r == 0;
+      s.updates = totals ? static_cast<std::uint64_t>(scalars[1]) : 0;
+      s.adjusted = totals ? static_cast<std::uint64_t>(scalars[2]) : 0;
+      s.seconds = totals ? scalars[3] : 0;
+    }
+  }
+}
+
+void CpmTrainer::take_state(const CpmTrainer& lead, bool with_totals) {
+  for (std::size_t i = 0; i < sides_.size(); ++i) {
+    Side& s = *sides_[i];
+    const Side& from = *lead.sides_.at(i);
+    if (&s != &from) {
+      std::vector<double> b;
+      for (int k = 0; k < from.faces; ++k) b.push_back(from.b(k));
+      s.restore_accumulators(from.weight_bytes(), b);
+      s.counts = from.counts;
+      s.steps = from.steps;
+      s.made = from.made;
+    }
+    s.synced = s.counts.counts();
+    s.plan_interval(replicas_);
+    if (!with_totals) {
+      s.updates = s.adjusted = 0;
+      s.seconds = 0;
+    }
+  }
+  batches_ = lead.batches_;
+}
+
+std::uint64_t CpmTrainer::sync_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& s : sides_)
+    bytes +=
+        (s->slots * std::uint64_t(s->faces) + 5 + 2 * std::uint64_t(s->faces)) * sizeof(double);
+  return bytes;
 }
 
 }  // namespace polymargin::engine

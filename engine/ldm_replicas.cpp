@@ -73,14 +73,8 @@ void LdmReplicas::learn(const CsrView& window) {
     replicas_.front()->learn(window);
     return;
   }
-  const std::size_t n = replicas_.size();
-  tbb::parallel_for(
-      tbb::blocked_range<std::size_t>(0, n, 1),
-      [&](const tbb::blocked_range<std::size_t>& range) {
-        for (std::size_t k = range.begin(); k != range.end(); ++k)
-          replicas_[k]->learn(share_of(window, k, n));
-      },
-      tbb::simple_partitioner());
+  learn_shares(window, replicas_.size(),
+               [&](std::size_t k, const CsrView& share) { replicas_[k]->learn(share); });
 }
 
 void LdmReplicas::average(const Peers& peers) {

@@ -9,6 +9,9 @@
 // made.
 #pragma once
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -41,6 +44,18 @@ inline CsrView share_of(const CsrView& window, std::size_t k, std::size_t n) {
   share.labels = window.labels + begin;
   share.offsets = window.offsets + begin;
   return share;
+}
+
+/// learn(k, share_of(window, k, n)) for k < n, in parallel (oneTBB, one task a replica): how
+/// replicas step through their shares of a window.
+template <class Learn>
+void learn_shares(const CsrView& window, std::size_t n, const Learn& learn) {
+  tbb::parallel_for(
+      tbb::blocked_range<std::size_t>(0, n, 1),
+      [&](const tbb::blocked_range<std::size_t>& range) {
+        for (std::size_t k = range.begin(); k != range.end(); ++k) learn(k, share_of(window, k, n));
+      },
+      tbb::simple_partitioner());
 }
 
 }  // namespace polymargin::engine

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# train as an MPI job (Open MPI's mpirun): 2 and 3 ranks, each reading its part of every window,
-# give the same model bytes run after run, within 0.003 of one learner's accuracy on a9a (mean of 3
-# seeds); rank 0 alone writes; a rank that fails (bad data, SIGKILL) ends the job within 30 s with
-# a non-zero exit and a message naming it; a stopped job resumes byte for byte. Skipped (77) where
-# mpirun is absent or the binary was built without MPI.
+# train as an MPI job (Open MPI's mpirun; ldm and cpm): 2 and 3 ranks, each reading its part of
+# every window, give the same model bytes run after run, within 0.003 of one learner's accuracy on
+# a9a (mean of 3 seeds); rank 0 alone writes; a rank that fails (bad data, SIGKILL) ends the job
+# within 30 s with a non-zero exit and a message naming it; a stopped job resumes byte for byte.
+# Skipped (77) where mpirun is absent or the binary was built without MPI.
 # Usage: tests/cli/mpi.sh BUILD/polymargin   (run from the repository root)
 set -euo pipefail
 
@@ -55,18 +55,21 @@ for r in 2 3; do
 done
 
 # --- 2. accuracy: mean of 3 seeds within 0.003 of one learner ----------------------------------------
-for r in 2 3; do
-  one=0 many=0
+# close R ARGS...: `train ARGS` on R ranks within 0.003 of one process (mean test accuracy, 3 seeds).
+close() {
+  local r=$1 one=0 many=0 seed
+  shift
   for seed in 1 2 3; do
-    "$bin" train -d a9a.shards -o s1.bin --seed $seed > /dev/null 2>&1
-    mpi $r train -d a9a.shards -o sr.bin --seed $seed > /dev/null 2>&1
+    "$bin" train -d a9a.shards -o s1.bin --seed $seed "$@" > /dev/null 2>&1
+    mpi "$r" train -d a9a.shards -o sr.bin --seed $seed "$@" > /dev/null 2>&1
     one=$(awk -v s="$one" -v a="$(accuracy s1.bin)" 'BEGIN { print s + a }')
     many=$(awk -v s="$many" -v a="$(accuracy sr.bin)" 'BEGIN { print s + a }')
   done
-  echo "a9a: one learner $(awk -v s="$one" 'BEGIN { print s / 3 }'), $r ranks $(awk -v s="$many" 'BEGIN { print s / 3 }')"
+  echo "a9a $*: one process $(awk -v s="$one" 'BEGIN { print s / 3 }'), $r ranks $(awk -v s="$many" 'BEGIN { print s / 3 }')"
   awk -v a="$many" -v b="$one" 'BEGIN { exit !((a - b) / 3 < 0.003 && (b - a) / 3 < 0.003) }' ||
-    fail "-np $r: accuracy $many / 3 against $one / 3"
-done
+    fail "-np $r $*: accuracy $many / 3 against $one / 3"
+}
+for r in 2 3; do close $r; done
 
 # --- 3. a stopped job resumes byte for byte; rank 0 wrote the checkpoint -----------------------------
 mpi 2 train -d a9a.shards -o whole.bin --window-blocks 1 --epochs 3 > /dev/null 2>&1
@@ -79,7 +82,33 @@ mpi 2 train -d a9a.shards -o part.bin --window-blocks 1 --epochs 3 --checkpoint 
   --resume ck.bin > /dev/null 2> resume.err || fail "resume under mpirun: $(cat resume.err)"
 cmp -s whole.bin part.bin || fail "-np 2: the resumed model differs from the whole run's"
 
-# --- 4. a rank that fails ends the job ---------------------------------------------------------------
+# --- 4. the CPM: one rank is the trainer; 2 and 3 ranks deterministic, as accurate, resumable ------
+"$bin" train --algo cpm -d a9a.shards -o plain.bin > /dev/null 2>&1
+mpi 1 train --algo cpm -d a9a.shards -o one.bin > /dev/null 2>&1
+cmp -s plain.bin one.bin || fail "cpm, mpirun -np 1: not the plain trainer's model"
+for r in 2 3; do
+  mpi $r train --algo cpm -d a9a.shards -o a.bin --window-blocks 2 --metrics-json a.json \
+    > a.out 2> a.err || fail "cpm -np $r: $(cat a.err)"
+  mpi $r train --algo cpm -d a9a.shards -o b.bin --window-blocks 2 > /dev/null 2>&1
+  cmp -s a.bin b.bin || fail "cpm -np $r: two runs gave different models"
+  [ "$(grep -c '^model written to' a.out)" = 1 ] || fail "cpm -np $r: not one summary: $(cat a.out)"
+  jq -e ".data_parallel.ranks == $r and .data_parallel.syncs > 0 and .status == \"ok\"" a.json \
+    > /dev/null || fail "cpm -np $r: metrics: $(cat a.json)"
+  mpi $r train --algo cpm -d a9a.shards -o w.bin --window-blocks 2 --workers 2 --json > w.json \
+    2> w.err || fail "cpm -np $r --workers 2: $(cat w.err)"
+  jq -e ".ranks == $r and .workers == 2" w.json > /dev/null || fail "cpm -np $r --workers 2: $(cat w.json)"
+  close $r --algo cpm
+done
+mpi 2 train --algo cpm -d a9a.shards -o whole.bin --window-blocks 1 --epochs 3 > /dev/null 2>&1
+rc=0
+mpi 2 train --algo cpm -d a9a.shards -o part.bin --window-blocks 1 --epochs 3 --checkpoint ck.bin \
+  --stop-after-rows 40000 > /dev/null 2> stop.err || rc=$?
+[ "$rc" = 6 ] && [ -f ck.bin ] && [ ! -e part.bin ] || fail "cpm stop under mpirun: exit $rc: $(cat stop.err)"
+mpi 2 train --algo cpm -d a9a.shards -o part.bin --window-blocks 1 --epochs 3 --checkpoint ck.bin \
+  --resume ck.bin > /dev/null 2> resume.err || fail "cpm resume under mpirun: $(cat resume.err)"
+cmp -s whole.bin part.bin || fail "cpm -np 2: the resumed model differs from the whole run's"
+
+# --- 5. a rank that fails ends the job ---------------------------------------------------------------
 # Bad data that one rank alone reads: a byte of the last block's payload flipped (the shard file's
 # header, index and size stay valid, so the job starts).
 cp -r a9a.shards bad.shards
@@ -118,7 +147,7 @@ wait $job || rc=$?
 grep -q "rank 1" kill.err || fail "a killed rank: no message naming it: $(cat kill.err)"
 [ -z "$(pgrep -f "train -d a9a.shards -o kill.bin" || true)" ] || fail "ranks left running"
 
-# --- 5. only train runs under mpirun -----------------------------------------------------------------
+# --- 6. only train runs under mpirun -----------------------------------------------------------------
 rc=0
 mpirun -np 1 "$bin" convert "$root/data/a9a.zst" -o x.shards > /dev/null 2> conv.err || rc=$?
 [ "$rc" != 0 ] && grep -q "only \`polymargin train\` runs as an MPI job" conv.err ||

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Data-parallel training in one process (train --workers N, ldm and svm): --workers 1 is the plain
-# learner byte for byte, a run is a function of (data, options, seed, N), the replicas' averaged
-# model is as accurate as one learner's (within 0.003 on a9a and, where ../shared/data has it,
-# ijcnn1; mean of 3 seeds), averaging every --sync-rows rows works, and a replicated run resumes
-# from its checkpoint byte for byte.
+# Data-parallel training in one process (train --workers N; ldm, svm and cpm): --workers 1 is the
+# plain learner byte for byte, a run is a function of (data, options, seed, N), the replicas'
+# averaged model is as accurate as one learner's (within 0.003 on a9a and, where ../shared/data has
+# it, ijcnn1; mean of 3 seeds), averaging every --sync-rows rows works, and a replicated run
+# resumes from its checkpoint byte for byte.
 # Usage: tests/cli/workers.sh BUILD/polymargin   (run from the repository root)
 set -euo pipefail
 
@@ -98,7 +98,47 @@ cmp -s whole.bin part.bin || fail "--workers 2: the resumed model differs from t
 expect 2 "workers" train -d a9a.shards -o x.bin --workers 3 --window-blocks 1 --epochs 3 \
   --resume ck2.bin
 
-# --- 5. bad values ---------------------------------------------------------------------------------
+# --- 5. the CPM: --workers 1 is the trainer itself, N replicas deterministic and as accurate -------
+"$bin" train --algo cpm -d a9a.shards -o plain.bin --seed 3 > /dev/null 2>&1
+"$bin" train --algo cpm -d a9a.shards -o one.bin --seed 3 --workers 1 --json 2> /dev/null > one.json
+cmp -s plain.bin one.bin || fail "cpm: --workers 1 is not the plain trainer's model"
+[ "$(jq -r '.syncs' one.json)" = 0 ] || fail "cpm --workers 1 averaged: $(cat one.json)"
+for n in 2 3; do
+  # 4 averagings a pass (8 windows), more than the default one.
+  "$bin" train --algo cpm -d a9a.shards -o a.bin --workers $n --window-blocks 1 --epochs 4 \
+    --sync-rows 8192 --json 2> /dev/null > a.json
+  "$bin" train --algo cpm -d a9a.shards -o b.bin --workers $n --window-blocks 1 --epochs 4 \
+    --sync-rows 8192 --threads 1 > /dev/null 2>&1
+  cmp -s a.bin b.bin || fail "cpm --workers $n: two runs (2 and 1 threads) gave different models"
+  cmp -s a.bin plain.bin && fail "cpm --workers $n: the plain trainer's model"
+  jq -e ".workers == $n and .ranks == 1 and .syncs >= 16 and .sync_bytes > 0" a.json > /dev/null ||
+    fail "cpm --workers $n: --json lacks the data-parallel figures: $(cat a.json)"
+  # T steps per side in all, shared between the replicas (each makes its ceil(T/N)).
+  jq -e '.side_details | all(.steps >= .iterations and .steps < .iterations + 3)' a.json \
+    > /dev/null || fail "cpm --workers $n: steps are not T: $(jq -c '.side_details' a.json)"
+  close a9a.shards a9a.t.shards cpm $n
+done
+if [ -d ijcnn1.shards ]; then
+  for n in 2 3; do close ijcnn1.shards ijcnn1.t.shards cpm $n; done
+fi
+# A stopped replicated CPM resumes byte for byte; another worker count is another run.
+"$bin" train --algo cpm -d a9a.shards -o whole.bin --workers 2 --window-blocks 1 --epochs 3 \
+  > /dev/null 2>&1
+rc=0
+"$bin" train --algo cpm -d a9a.shards -o part.bin --workers 2 --window-blocks 1 --epochs 3 \
+  --checkpoint ck3.bin --stop-after-rows 40000 > /dev/null 2> stop.err || rc=$?
+[ "$rc" = 6 ] && [ -f ck3.bin ] && [ ! -e part.bin ] || fail "cpm stop: exit $rc: $(cat stop.err)"
+cp ck3.bin ck4.bin
+"$bin" train --algo cpm -d a9a.shards -o part.bin --workers 2 --window-blocks 1 --epochs 3 \
+  --checkpoint ck3.bin --resume ck3.bin > /dev/null 2> resume.err || fail "cpm resume: $(cat resume.err)"
+cmp -s whole.bin part.bin || fail "cpm --workers 2: the resumed model differs from the whole run's"
+expect 2 "workers" train --algo cpm -d a9a.shards -o x.bin --workers 3 --window-blocks 1 --epochs 3 \
+  --resume ck4.bin
+# ASSIGN's history is per row: an entropy floor trains with one worker only.
+expect 2 "--entropy above 1 is for one learner only" train --algo cpm -d a9a.shards -o x.bin \
+  --workers 2 --entropy 2
+
+# --- 6. bad values ---------------------------------------------------------------------------------
 expect 2 "--workers must be 1 to 1024" train -d a9a.shards -o x.bin --workers 0
 expect 2 "--workers must be 1 to 1024" train -d a9a.shards -o x.bin --workers 5000
 echo "workers: all passed"

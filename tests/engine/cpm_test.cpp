@@ -2,6 +2,8 @@
 // tests prove): K = 1 is Pegasos step by step, the O(1) entropies equal brute force, ASSIGN picks
 // as docs/algorithms.md §2.4 says, and the model does not depend on the thread count.
 
+#include "engine/cpm.h"
+
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
 #include <unistd.h>
@@ -15,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cpm.h"
 #include "engine/cpm_assign.h"
+#include "engine/cpm_replicas.h"
 #include "engine/errors.h"
 #include "engine/random.h"
 
@@ -523,6 +525,162 @@ TEST(Cpm, RefusesBadConfigurations) {
   one_class.label_counts.resize(1);
   EXPECT_THROW(CpmTrainer(c, one_class), UsageError);
   EXPECT_NO_THROW(CpmTrainer(c, problem_of(data)));
+}
+
+// Rows [begin, end) of `b` as one batch.
+CsrView rows_of(const CsrBuffer& b, std::size_t begin, std::size_t end) {
+  CsrView v = b.view();
+  v.rows = end - begin;
+  v.labels += begin;
+  v.offsets += begin;
+  return v;
+}
+
+// Data parallelism (docs/algorithms.md §2.8): two replicas' faces averaged are, face by face, the
+// float64 mean of the weights W = σU and intercepts b = σB they represent; the steps become
+// Σt/total, the face counts the sum of the increments, the counters the lead's.
+void check_average(CpmPrecision precision, double tolerance) {
+  const CsrBuffer data = random_rows(300, 50, 6, 11);
+  CpmConfig config;
+  config.faces = 4;
+  config.iterations = 2000;
+  config.c = 0.1;
+  config.precision = precision;
+  const CpmProblem problem = problem_of(data);
+  CpmTrainer a(config, problem), b(config, problem);
+  a.make_replica(0, 2);
+  b.make_replica(1, 2);
+  // Different rows and different numbers of steps: σ differs between the two.
+  a.learn(rows_of(data, 0, 170));
+  b.learn(rows_of(data, 170, 300));
+  const auto sa = a.status(), sb = b.status();
+  ASSERT_NE(sa[0].steps, sb[0].steps);
+  std::vector<std::vector<double>> mean_w, mean_b;
+  std::vector<std::vector<std::int64_t>> counts;
+  for (std::size_t side = 0; side < a.sides(); ++side) {
+    std::vector<double> w = a.weights(side), wb = b.weights(side);
+    std::vector<double> i = a.intercepts(side), ib = b.intercepts(side);
+    for (std::size_t k = 0; k < w.size(); ++k) w[k] = (w[k] + wb[k]) / 2;
+    for (std::size_t k = 0; k < i.size(); ++k) i[k] = (i[k] + ib[k]) / 2;
+    mean_w.push_back(w);
+    mean_b.push_back(i);
+    std::vector<std::int64_t> c = a.side_state(side).face_counts;
+    const std::vector<std::int64_t> cb = b.side_state(side).face_counts;
+    for (std::size_t k = 0; k < c.size(); ++k) c[k] += cb[k];
+    counts.push_back(c);
+  }
+  CpmTrainer::average({&a, &b}, true, Peers{});
+  for (std::size_t side = 0; side < a.sides(); ++side) {
+    const double scale = std::max(1.0, max_abs(mean_w[side]));
+    EXPECT_GT(max_abs(mean_w[side]), 1e-3);  // there is something to average
+    for (const CpmTrainer* r : {&a, &b}) {
+      EXPECT_LE(max_abs_diff(r->weights(side), mean_w[side]), tolerance * scale) << side;
+      EXPECT_LE(max_abs_diff(r->intercepts(side), mean_b[side]), tolerance * scale) << side;
+      EXPECT_EQ(r->side_state(side).face_counts, counts[side]) << side;
+      EXPECT_EQ(r->status()[side].steps, (sa[side].steps + sb[side].steps) / 2) << side;
+    }
+    EXPECT_EQ(a.status()[side].updates, sa[side].updates + sb[side].updates);
+    EXPECT_EQ(b.status()[side].updates, 0u);
+  }
+  // The next interval counts only the increments since this average.
+  const auto before = a.side_state(0).face_counts;
+  b.learn(rows_of(data, 0, 100));
+  const auto after_b = b.side_state(0).face_counts;
+  CpmTrainer::average({&a, &b}, true, Peers{});
+  EXPECT_EQ(a.side_state(0).face_counts, after_b);
+  EXPECT_NE(after_b, before);
+}
+
+TEST(CpmReplicas, AverageIsTheMeanOfWhatTheyRepresent) {
+  check_average(CpmPrecision::kDouble, 1e-12);
+}
+
+TEST(CpmReplicas, AverageOfFloatAccumulators) { check_average(CpmPrecision::kFloat, 1e-5); }
+
+TEST(CpmReplicas, OneReplicaIsTheTrainer) {
+  const CsrBuffer data = random_rows(200, 40, 5, 5);
+  CpmConfig config;
+  config.faces = 3;
+  config.epochs = 3;
+  const CpmProblem problem = problem_of(data);
+  CpmTrainer plain(config, problem);
+  CpmReplicas one(config, problem, 1, 1, 0);
+  while (!plain.done()) {
+    plain.learn(data.view());
+    one.learn(data.view());
+    one.average(Peers{});
+  }
+  EXPECT_TRUE(one.done());
+  for (std::size_t side = 0; side < plain.sides(); ++side) {
+    EXPECT_EQ(one.lead().side_weights(side), plain.side_weights(side));
+    EXPECT_EQ(one.lead().intercepts(side), plain.intercepts(side));
+  }
+}
+
+TEST(CpmReplicas, ShareTheStepsAndIgnoreTheThreadCount) {
+  const CsrBuffer data = random_rows(240, 40, 5, 9);
+  CpmConfig config;
+  config.faces = 3;
+  config.iterations = 1000;
+  const CpmProblem problem = problem_of(data);
+  std::vector<std::string> weights;
+  for (const int threads : {1, 2}) {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+    CpmReplicas three(config, problem, 3, 3, 0);
+    int windows = 0;
+    while (!three.done()) {
+      three.learn(rows_of(data, 0, 120));
+      three.learn(rows_of(data, 120, 240));
+      EXPECT_FALSE(three.done());  // done changes at averages only
+      three.average(Peers{});
+      ++windows;
+    }
+    // T steps in all (each replica makes at most its third of what is left in an interval).
+    for (const auto& s : three.status()) {
+      EXPECT_GE(s.steps, config.iterations);
+      EXPECT_LT(s.steps, config.iterations + 3);
+    }
+    EXPECT_GT(windows, 2);
+    weights.emplace_back(three.lead().side_weights(0));
+  }
+  EXPECT_EQ(weights[0], weights[1]);
+}
+
+// A replica whose shares hold no rows (a rank with no part of small windows) leaves its steps to
+// the others: the run still makes its T steps and ends.
+TEST(CpmReplicas, ReplicasWithoutRowsLeaveTheirStepsToTheOthers) {
+  const CsrBuffer data = random_rows(90, 30, 4, 4);
+  CpmConfig config;
+  config.faces = 2;
+  config.iterations = 500;
+  const CpmProblem problem = problem_of(data);
+  CpmTrainer a(config, problem), b(config, problem), c(config, problem);
+  a.make_replica(0, 3);
+  b.make_replica(1, 3);
+  c.make_replica(2, 3);
+  int averages = 0;
+  for (; !a.done() && averages < 200; ++averages) {
+    a.learn(data.view());
+    b.learn(rows_of(data, 0, 0));
+    c.learn(rows_of(data, 0, 0));
+    CpmTrainer::average({&a, &b, &c}, true, Peers{});
+  }
+  EXPECT_TRUE(a.done() && b.done() && c.done());
+  EXPECT_LT(averages, 200);
+  for (const auto& s : a.status()) {
+    EXPECT_GE(s.run_steps, config.iterations);
+    EXPECT_LT(s.run_steps, config.iterations + 3);
+  }
+}
+
+TEST(CpmReplicas, RefuseAnEntropyFloor) {
+  const CsrBuffer data = random_rows(50, 20, 4, 2);
+  CpmConfig config;
+  config.faces = 4;
+  config.iterations = 100;
+  config.perplexity = 2;
+  EXPECT_THROW(CpmReplicas(config, problem_of(data), 2, 2, 0), ConfigError);
+  EXPECT_NO_THROW(CpmReplicas(config, problem_of(data), 1, 1, 0));
 }
 
 }  // namespace
