@@ -65,7 +65,7 @@ close() {
     one=$(awk -v s="$one" -v a="$(accuracy s1.bin)" 'BEGIN { print s + a }')
     many=$(awk -v s="$many" -v a="$(accuracy sr.bin)" 'BEGIN { print s + a }')
   done
-  echo "a9a $*: one process $(awk -v s="$one" 'BEGIN { print s / 3 }'), $r ranks $(awk -v s="$many" 'BEGIN { print s / 3 }')"
+  echo "a9a ${*:-ldm}: one process $(awk -v s="$one" 'BEGIN { print s / 3 }'), $r ranks $(awk -v s="$many" 'BEGIN { print s / 3 }')"
   awk -v a="$many" -v b="$one" 'BEGIN { exit !((a - b) / 3 < 0.003 && (b - a) / 3 < 0.003) }' ||
     fail "-np $r $*: accuracy $many / 3 against $one / 3"
 }
@@ -101,12 +101,12 @@ for r in 2 3; do
 done
 mpi 2 train --algo cpm -d a9a.shards -o whole.bin --window-blocks 1 --epochs 3 > /dev/null 2>&1
 rc=0
-mpi 2 train --algo cpm -d a9a.shards -o part.bin --window-blocks 1 --epochs 3 --checkpoint ck.bin \
+mpi 2 train --algo cpm -d a9a.shards -o cpart.bin --window-blocks 1 --epochs 3 --checkpoint cck.bin \
   --stop-after-rows 40000 > /dev/null 2> stop.err || rc=$?
-[ "$rc" = 6 ] && [ -f ck.bin ] && [ ! -e part.bin ] || fail "cpm stop under mpirun: exit $rc: $(cat stop.err)"
-mpi 2 train --algo cpm -d a9a.shards -o part.bin --window-blocks 1 --epochs 3 --checkpoint ck.bin \
-  --resume ck.bin > /dev/null 2> resume.err || fail "cpm resume under mpirun: $(cat resume.err)"
-cmp -s whole.bin part.bin || fail "cpm -np 2: the resumed model differs from the whole run's"
+[ "$rc" = 6 ] && [ -f cck.bin ] && [ ! -e cpart.bin ] || fail "cpm stop under mpirun: exit $rc: $(cat stop.err)"
+mpi 2 train --algo cpm -d a9a.shards -o cpart.bin --window-blocks 1 --epochs 3 --checkpoint cck.bin \
+  --resume cck.bin > /dev/null 2> resume.err || fail "cpm resume under mpirun: $(cat resume.err)"
+cmp -s whole.bin cpart.bin || fail "cpm -np 2: the resumed model differs from the whole run's"
 
 # --- 5. a rank that fails ends the job ---------------------------------------------------------------
 # Bad data that one rank alone reads: a byte of the last block's payload flipped (the shard file's

@@ -125,13 +125,13 @@ fi
 "$bin" train --algo cpm -d a9a.shards -o whole.bin --workers 2 --window-blocks 1 --epochs 3 \
   > /dev/null 2>&1
 rc=0
-"$bin" train --algo cpm -d a9a.shards -o part.bin --workers 2 --window-blocks 1 --epochs 3 \
+"$bin" train --algo cpm -d a9a.shards -o cpart.bin --workers 2 --window-blocks 1 --epochs 3 \
   --checkpoint ck3.bin --stop-after-rows 40000 > /dev/null 2> stop.err || rc=$?
-[ "$rc" = 6 ] && [ -f ck3.bin ] && [ ! -e part.bin ] || fail "cpm stop: exit $rc: $(cat stop.err)"
+[ "$rc" = 6 ] && [ -f ck3.bin ] && [ ! -e cpart.bin ] || fail "cpm stop: exit $rc: $(cat stop.err)"
 cp ck3.bin ck4.bin
-"$bin" train --algo cpm -d a9a.shards -o part.bin --workers 2 --window-blocks 1 --epochs 3 \
+"$bin" train --algo cpm -d a9a.shards -o cpart.bin --workers 2 --window-blocks 1 --epochs 3 \
   --checkpoint ck3.bin --resume ck3.bin > /dev/null 2> resume.err || fail "cpm resume: $(cat resume.err)"
-cmp -s whole.bin part.bin || fail "cpm --workers 2: the resumed model differs from the whole run's"
+cmp -s whole.bin cpart.bin || fail "cpm --workers 2: the resumed model differs from the whole run's"
 expect 2 "workers" train --algo cpm -d a9a.shards -o x.bin --workers 3 --window-blocks 1 --epochs 3 \
   --resume ck4.bin
 # ASSIGN's history is per row: an entropy floor trains with one worker only.
