@@ -631,6 +631,11 @@ std::string algorithm_list() {
 // Dispatches on --algo; each learner parses the arguments itself.
 int run_train(const std::vector<std::string>& args) {
   const std::string algo = peek_option(args, "algo", "ldm");
+  // The streamed learners average replicas across ranks; the kernel learners hold the whole set
+  // in one process, and every rank would train (and write) the same model.
+  if (driver::mpi_job() && algo != "ldm" && algo != "svm" && algo != "cpm")
+    throw UsageError("train --algo " + algo +
+                     ": only ldm, svm and cpm run as an MPI job; run it without mpirun");
   for (const Command& a : train_algorithms())
     if (a.name == algo) {
       const bool help = std::find(args.begin(), args.end(), "--help") != args.end() ||
