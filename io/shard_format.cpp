@@ -535,21 +535,26 @@ MappedFile::MappedFile(const std::string& path) {
     }
     data_ = static_cast<const std::uint8_t*>(p);
   }
-  ::close(fd);  // the mapping keeps the file alive
+  fd_ = fd;
 }
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      fd_(std::exchange(other.fd_, -1)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
     if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+    if (fd_ >= 0) ::close(fd_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    fd_ = std::exchange(other.fd_, -1);
   }
   return *this;
 }
@@ -575,6 +580,17 @@ void MappedFile::populate(std::size_t offset, std::size_t size) const {
 #define MADV_POPULATE_READ 22
 #endif
   advise(data_, size_, offset, size, MADV_POPULATE_READ);
+}
+
+// Advisory, like madvise above: a failure leaves the page cache as it was.
+void MappedFile::will_need(std::size_t offset, std::size_t size) const {
+  if (fd_ >= 0 && size > 0)
+    ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(size), POSIX_FADV_WILLNEED);
+}
+
+void MappedFile::drop_cached(std::size_t offset, std::size_t size) const {
+  if (fd_ >= 0 && size > 0)
+    ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(size), POSIX_FADV_DONTNEED);
 }
 
 }  // namespace polymargin::io::shard

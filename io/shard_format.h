@@ -233,10 +233,18 @@ class MappedFile {
   /// Maps [offset, offset + size) in one call (Linux 5.14+; a no-op elsewhere), which is cheaper
   /// than a page fault for every 64 KiB the first touch would take.
   void populate(std::size_t offset, std::size_t size) const;
+  /// Starts reading [offset, offset + size) into the page cache and returns without waiting for
+  /// it (posix_fadvise WILLNEED: the kernel queues the reads, up to its read-ahead size a request).
+  void will_need(std::size_t offset, std::size_t size) const;
+  /// Drops the page cache's clean pages of [offset, offset + size) that no process maps
+  /// (posix_fadvise DONTNEED): pages a streaming pass is done with stop competing with the memory
+  /// of the weights.
+  void drop_cached(std::size_t offset, std::size_t size) const;
 
  private:
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
+  int fd_ = -1;  // kept open for the page cache advice above
 };
 
 }  // namespace polymargin::io::shard

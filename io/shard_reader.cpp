@@ -31,10 +31,11 @@
 #include <numeric>
 
 #include "engine/errors.h"
+#include "engine/random.h"
 #include "engine/sparse.h"
+#include "io/read_ahead.h"
 #include "io/shard_format.h"
 #include "io/shard_manifest.h"
-#include "engine/random.h"
 #include "io/shards.h"
 
 namespace polymargin::io {
@@ -284,6 +285,42 @@ struct ShardSet::Impl {
   void populate(std::uint64_t b) const {
     files[blocks[b].shard].populate(blocks[b].entry.offset, blocks[b].entry.bytes);
   }
+  // populate() in a scan: with the I/O stage on, the block's missing pages are first asked for
+  // as one read of exactly the block, so that a block the stage has not reached yet (the first
+  // windows of a scan) is not read by page faults, each of which reads the kernel's read-ahead
+  // window around it (8 MiB here) and, in a shuffled order, mostly pages of other blocks.
+  void fetch(std::uint64_t b, const ReadOptions& o) const {
+    if (o.read_ahead_bytes > 0)
+      files[blocks[b].shard].will_need(blocks[b].entry.offset, blocks[b].entry.bytes);
+    populate(b);
+  }
+
+  // The I/O stage of a scan of windows [first, end) of `order`. Data that takes more than half the
+  // memory the process may use would not be found cached by the next pass anyway: the pages of
+  // consumed windows are then dropped, and what is read ahead is at most a quarter of that memory
+  // (read-ahead beyond what the page cache can hold is evicted before it is used, and read again).
+  std::unique_ptr<ReadAhead> read_ahead(const ReadOptions& o,
+                                        const std::vector<std::uint32_t>& order,
+                                        std::uint64_t end) const {
+    std::uint64_t data_bytes = 0;
+    for (const ShardInfo& s : manifest.shards) data_bytes += s.bytes;
+    const std::uint64_t memory = usable_memory();
+    const bool drop = memory > 0 && data_bytes > memory / 2;
+    const std::uint64_t budget =
+        drop ? std::min(o.read_ahead_bytes, memory / 4) : o.read_ahead_bytes;
+    // Only this reader's part of each window (ReadOptions::parts): the other parts' blocks are
+    // other readers' to read.
+    const WindowExtents extents = [this, &order, &o](std::uint64_t n,
+                                                     std::vector<BlockExtent>& out) {
+      WindowPlace place;
+      place.place(order, o, n);
+      for (std::size_t i = 0; i < place.block_count; ++i) {
+        const Block& b = blocks[place.blocks[i]];
+        out.push_back({&files[b.shard], b.entry.offset, b.entry.bytes});
+      }
+    };
+    return std::make_unique<ReadAhead>(extents, o.first_window, end, budget, drop);
+  }
 
   const std::vector<float>& feature_maxabs() const {
     std::call_once(maxabs_once, [&] {
@@ -397,7 +434,7 @@ struct ShardSet::Impl {
     bool any_values = false;
     for (std::size_t i = 0; i < w.block_count; ++i) {
       const std::uint32_t b = w.blocks[i];
-      populate(b);
+      fetch(b, o);
       const shard::BlockHeader h =
           shard::check_block(data(b), blocks[b].entry, manifest.codec, name(b));
       rows += h.rows;
@@ -483,7 +520,7 @@ struct ShardSet::Impl {
         return;
       }
       const std::uint32_t b = r.blocks[i];
-      populate(b);
+      fetch(b, o);
       const shard::BlockHeader h =
           shard::check_block(data(b), blocks[b].entry, manifest.codec, name(b));
       const bool values = (h.flags & shard::kBlockHasValues) != 0;
@@ -564,6 +601,7 @@ struct ShardSet::Impl {
     const SpareWork lent = [&] { return lend(reading, scratch, o, divide_by); };
     const SpareWork none = [] { return false; };
     ScanStats stats;
+    const std::unique_ptr<ReadAhead> ahead_of_reader = read_ahead(o, order, window_count);
     tbb::task_arena arena(threads);
     arena.execute([&] {
       Clock::time_point begin = Clock::now();
@@ -590,6 +628,7 @@ struct ShardSet::Impl {
         stats.blocks += w.block_count;
         if (w.release_after_sink)
           for (std::size_t i = 0; i < w.block_count; ++i) release(w.blocks[i]);
+        ahead_of_reader->consumed(n);
       }
     });
     return stats;
@@ -632,6 +671,7 @@ struct ShardSet::Impl {
 
     const SpareWork no_spare = [] { return false; };
     ScanStats stats;
+    const std::unique_ptr<ReadAhead> ahead_of_reader = read_ahead(o, order, window_count);
     std::uint64_t next = o.first_window;
     Clock::time_point last = Clock::now();
     tbb::task_arena arena(threads);
@@ -671,6 +711,7 @@ struct ShardSet::Impl {
                 stats.blocks += w->block_count;
                 if (w->release_after_sink)
                   for (std::size_t i = 0; i < w->block_count; ++i) release(w->blocks[i]);
+                ahead_of_reader->consumed(w->number);
                 std::lock_guard lock(free_mutex);
                 free_windows.push_back(w);
               }));

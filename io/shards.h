@@ -142,6 +142,12 @@ struct ReadOptions {
   // sink is still called once per window, with no rows when the slice is empty, so that every
   // part sees the same window boundaries. parts = 1: the whole window, as always.
   std::uint32_t part = 0, parts = 1;
+  // The I/O stage (io/read_ahead.h): bytes of blocks asked of the disk ahead of the window being
+  // learnt; 0: none (each block is then read when a decoder first touches it). Pages of consumed
+  // blocks are dropped from the page cache, and the budget held to a quarter of the memory, when
+  // the shards take more than half the memory the process may use (MemAvailable or its cgroup's
+  // limit). Neither changes the rows or their order.
+  std::uint64_t read_ahead_bytes = std::uint64_t{64} << 20;
 };
 
 /// Reading a lockstep scan lends its sink while the sink has the window: each call does one piece

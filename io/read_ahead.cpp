@@ -1,0 +1,166 @@
+#include "io/read_ahead.h"
+
+#include <algorithm>
+#include <deque>
+#include <exception>
+#include <fstream>
+#include <string>
+
+#include "io/shards.h"
+
+namespace polymargin::io {
+
+std::uint64_t disk_read_bytes() {
+  std::ifstream in("/proc/self/io");
+  std::string key;
+  std::uint64_t value = 0;
+  while (in >> key >> value)
+    if (key == "read_bytes:") return value;
+  return 0;
+}
+
+namespace {
+
+// The first number in `path`, if it reads as one ("max" and a missing file do not).
+bool read_limit(const std::string& path, std::uint64_t& value) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  try {
+    value = std::stoull(text);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::uint64_t cgroup_memory_limit() {
+  std::uint64_t limit = 0;
+  const auto lower = [&](const std::string& path) {
+    std::uint64_t l = 0;
+    if (read_limit(path, l) && l > 0 && (limit == 0 || l < limit)) limit = l;
+  };
+  std::ifstream groups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(groups, line)) {  // "ID:CONTROLLERS:PATH"
+    const std::size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (controllers.empty())
+      lower("/sys/fs/cgroup" + path + "/memory.max");
+    else if ((',' + controllers + ',').find(",memory,") != std::string::npos)
+      lower("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes");
+  }
+  lower("/sys/fs/cgroup/memory.max");
+  return limit;
+}
+
+std::uint64_t usable_memory() {
+  std::uint64_t available = available_memory();
+  const std::uint64_t limit = cgroup_memory_limit();
+  if (limit > 0 && (available == 0 || limit < available)) available = limit;
+  return available;
+}
+
+ReadAhead::ReadAhead(WindowExtents extents, std::uint64_t first, std::uint64_t end,
+                     std::uint64_t budget_bytes, bool drop)
+    : extents_(std::move(extents)),
+      end_(end),
+      budget_(budget_bytes),
+      drop_(drop),
+      consumed_(first) {
+  if ((budget_ > 0 || drop_) && first < end_) thread_ = std::thread([this] { run(); });
+}
+
+ReadAhead::~ReadAhead() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ReadAhead::consumed(std::uint64_t n) {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    consumed_ = std::max(consumed_, n + 1);
+  }
+  wake_.notify_one();
+}
+
+namespace {
+
+// A window's extents in file-offset order, neighbours merged: one request per run of adjacent
+// blocks, each request as large as the blocks allow.
+void merge_extents(std::vector<BlockExtent>& extents) {
+  std::sort(extents.begin(), extents.end(), [](const BlockExtent& a, const BlockExtent& b) {
+    return a.file != b.file ? a.file < b.file : a.offset < b.offset;
+  });
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < extents.size(); ++i) {
+    const BlockExtent e = extents[i];
+    BlockExtent* last = kept > 0 ? &extents[kept - 1] : nullptr;
+    if (last && last->file == e.file && last->offset + last->bytes == e.offset)
+      last->bytes += e.bytes;
+    else
+      extents[kept++] = e;
+  }
+  extents.resize(kept);
+}
+
+std::uint64_t total_bytes(const std::vector<BlockExtent>& extents) {
+  std::uint64_t bytes = 0;
+  for (const BlockExtent& e : extents) bytes += e.bytes;
+  return bytes;
+}
+
+}  // namespace
+
+// Windows [dropped, issued) have been asked for and not yet consumed; `ahead` holds their bytes.
+// The reads go out a window at a time while the bytes ahead stay within the budget; the windows up
+// to the one after the window being consumed always go, however large, so that even a budget
+// below a window's size overlaps the next window's reading with this one's learning.
+void ReadAhead::run() {
+  std::vector<BlockExtent> extents;
+  std::deque<std::uint64_t> ahead;
+  std::uint64_t issued = consumed_, dropped = consumed_, ahead_bytes = 0;
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    const std::uint64_t consumed = consumed_;
+    lock.unlock();
+    for (; dropped < consumed; ++dropped) {
+      if (dropped < issued) {
+        ahead_bytes -= ahead.front();
+        ahead.pop_front();
+      }
+      if (!drop_) continue;
+      extents.clear();
+      extents_(dropped, extents);
+      for (const BlockExtent& e : extents) e.file->drop_cached(e.offset, e.bytes);
+    }
+    issued = std::max(issued, consumed);
+    bool sent = false;
+    if (budget_ > 0 && issued < end_) {
+      extents.clear();
+      extents_(issued, extents);
+      const std::uint64_t bytes = total_bytes(extents);
+      if (issued <= consumed + 1 || ahead_bytes + bytes <= budget_) {
+        merge_extents(extents);
+        for (const BlockExtent& e : extents) e.file->will_need(e.offset, e.bytes);
+        ahead.push_back(bytes);
+        ahead_bytes += bytes;
+        ++issued;
+        sent = true;
+      }
+    }
+    lock.lock();
+    if (!sent) wake_.wait(lock, [&] { return stop_ || consumed_ != consumed; });
+  }
+}
+
+}  // namespace polymargin::io
