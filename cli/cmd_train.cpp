@@ -304,6 +304,7 @@ void LinearRun::open() {
 
   read.seed = config.seed;
   read.threads = threads;
+  read.read_ahead_bytes = job.read_ahead_mib << 20;
   read.window_blocks = window_blocks;
   read.scale_maxabs = scale == "maxabs";
   read.part =
@@ -569,7 +570,9 @@ int LinearRun::conclude() {
       {"sync_bytes", parallel.sync_bytes},
       {"sync_seconds", parallel.sync_seconds},
       {"model_path", output}};
+  summary.update(reading_json(trained));
   if (validated) summary["validation"] = validated->metrics;
+  report["reading"] = reading_json(trained);
 
   report["seconds"] = {{"open", open_seconds},         {"train", train_seconds},
                        {"learn", learn_seconds},       {"read_wait", wait_seconds},

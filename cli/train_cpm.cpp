@@ -344,6 +344,7 @@ void CpmRun::train() {
   io::ReadOptions read;
   read.seed = config.seed;
   read.threads = threads;
+  read.read_ahead_bytes = job.read_ahead_mib << 20;
   read.window_blocks = window_blocks;
   read.scale_maxabs = scale == "maxabs";
   // With a side per thread or more, the sides keep every thread busy: a window is then read by all
@@ -545,7 +546,9 @@ int CpmRun::conclude() {
       {"sync_seconds", parallel.sync_seconds},
       {"side_details", side_list},
       {"model_path", output}};
+  summary.update(reading_json(trained));
   if (validated) summary["validation"] = validated->metrics;
+  report["reading"] = reading_json(trained);
   report["passes"] = passes;
   report["seconds"] = {{"open", open_seconds},     {"allocate", allocate_seconds},
                        {"train", train_seconds},

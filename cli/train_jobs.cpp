@@ -311,16 +311,29 @@ void JobOptions::add_to(po::options_description& opts, const std::string& pass) 
       "validation", po::value(&validation)->multitoken(),
       "data to evaluate the model on after training (accuracy, AUC; in --json and "
       "--metrics-json)")("metrics-json", po::value(&metrics),
-                         "write a machine-readable summary of the run here, also when it fails");
+                         "write a machine-readable summary of the run here, also when it fails")(
+      "read-ahead", po::value(&read_ahead_mib)->default_value(64),
+      "MiB of shard blocks read from disk ahead of the learner (0: none); the model does not "
+      "depend on it");
 }
 
 void JobOptions::check() {
+  if (read_ahead_mib > (std::uint64_t{1} << 20))
+    throw UsageError("train: --read-ahead is in MiB and at most 1048576 (1 TiB)");
   if (!checkpoint_every.empty()) {
     if (checkpoint.empty()) throw UsageError("train: --checkpoint-every needs --checkpoint FILE");
     every = parse_checkpoint_every(checkpoint_every);
   }
   if (stop_after_rows > 0 && checkpoint.empty())
     throw UsageError("train: --stop-after-rows needs --checkpoint FILE (to continue from)");
+}
+
+nlohmann::ordered_json reading_json(const driver::LoopResult& trained) {
+  std::uint64_t bytes = 0;
+  for (const std::uint64_t b : trained.pass_disk_bytes) bytes += b;
+  return {{"disk_read_bytes", bytes},
+          {"disk_read_bytes_per_epoch", trained.pass_disk_bytes},
+          {"read_wait_seconds_per_epoch", trained.pass_wait_seconds}};
 }
 
 JobLocks::JobLocks(const std::string& output, const std::string& checkpoint_path)

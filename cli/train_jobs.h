@@ -164,6 +164,7 @@ struct JobOptions {
   std::uint64_t stop_after_rows = 0;
   std::vector<std::string> validation;
   CheckpointEvery every;  // parsed by check()
+  std::uint64_t read_ahead_mib = 64;  // io::ReadOptions::read_ahead_bytes, in MiB
 
   /// Adds them to `opts`; `pass` names a pass over the data in the help ("epoch", "pass").
   void add_to(boost::program_options::options_description& opts, const std::string& pass);
@@ -171,6 +172,10 @@ struct JobOptions {
   /// The paths are check_train_paths' (cli/train.h).
   void check();
 };
+
+/// What a run read, for --json and --metrics-json: the bytes read from disk in all and per pass,
+/// and the seconds the learner waited for data per pass.
+nlohmann::ordered_json reading_json(const driver::LoopResult& trained);
 
 /// The locks of a job: MODEL.lock and, with --checkpoint, CHECKPOINT.lock, taken at once (a second
 /// job writing either is refused before any work) and held until the job ends.

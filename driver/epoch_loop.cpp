@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "engine/errors.h"
+#include "io/read_ahead.h"
 
 namespace polymargin::driver {
 
@@ -73,6 +74,8 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
     std::uint64_t pass_windows = 0;
     bool cut = false;
     std::uint64_t synced = at.windows;  // the window count at the last sync
+    const std::uint64_t disk_before = io::disk_read_bytes();
+    const double wait_before = result.wait_seconds;
     if (skip < rows_per_pass) {
       try {
         const io::ScanStats stats =
@@ -111,6 +114,8 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
             seconds_since(pass_start) - pass_learn;  // the pass's time not learning
       }
     }
+    result.pass_disk_bytes.push_back(io::disk_read_bytes() - disk_before);
+    result.pass_wait_seconds.push_back(result.wait_seconds - wait_before);
     if (replicated && !cut && synced != at.windows) {  // the pass's end is a sync
       learner.sync();
       stop_if_requested(at);

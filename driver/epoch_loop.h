@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "engine/csr.h"
 #include "engine/replicas.h"
@@ -105,6 +106,9 @@ struct LoopResult {
   double learn_seconds = 0;  // inside the learner
   double wait_seconds = 0;   // waiting for data
   double train_seconds = 0;  // the whole loop
+  // Per pass made: bytes read from disk (io::disk_read_bytes) and seconds waiting for data.
+  std::vector<std::uint64_t> pass_disk_bytes;
+  std::vector<double> pass_wait_seconds;
   int checkpoints_written = 0;
 };
 
