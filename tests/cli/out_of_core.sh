@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Data larger than memory: train inside a memory cgroup whose limit (48 MiB) is smaller than the
+# shards (raw and zstd), from a cold page cache, gives the same model bytes as the run with
+# everything cached, with the I/O stage on (the default --read-ahead) and off (--read-ahead 0);
+# the run reports the bytes it read from disk per epoch, and its peak RSS stays within the
+# documented bound (weights W and A + 256 MiB). Exit 77 (skipped) where no memory cgroup can be
+# made (not root, no memory controller) or /usr/bin/time is missing.
+# Usage: tests/cli/out_of_core.sh BUILD/polymargin   (run from the repository root)
+set -euo pipefail
+
+bin=${1:?usage: $0 POLYMARGIN_BINARY}
+source scripts/memory_cgroup.bash
+source tests/cli/common.bash
+[ -x /usr/bin/time ] || { echo "skipped: /usr/bin/time is missing" >&2; exit 77; }
+cgroup_open "polymargin-test-$$" || { echo "skipped: no memory cgroup" >&2; exit 77; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/pm_out_of_core.XXXXXX")
+trap 'cgroup_close; rm -rf "$work"' EXIT
+limit_mib=48
+cgroup_limit "$limit_mib"
+
+features=50000
+for codec in raw zstd; do
+  shards=$work/$codec.shards
+  rows=$([ "$codec" = raw ] && echo 300000 || echo 700000)  # 87 MB of raw blocks, 60 MB of zstd
+  "$bin" gen --like kdda --rows "$rows" --features "$features" --seed 3 --codec "$codec" \
+    --block-rows 1024 -o "$shards" > /dev/null
+  bytes=$(cat "$shards"/*.pms | wc -c)
+  [ "$bytes" -gt $((limit_mib * 1048576)) ] ||
+    fail "$codec: the shards ($bytes bytes) must be larger than the limit for this test"
+  train=(train --algo ldm -d "$shards" --epochs 3 --seed 1 --threads 2 --window-blocks 2)
+  "$bin" "${train[@]}" -o "$work/cached.model" --json > "$work/cached.json"
+  for read_ahead in 64 0; do
+    drop_file_cache "$shards"/*.pms
+    rc=0
+    cgroup_run /usr/bin/time -f %M -o "$work/rss" "$bin" "${train[@]}" --read-ahead "$read_ahead" \
+      -o "$work/limited.model" --json --metrics-json "$work/metrics.json" > "$work/limited.json" ||
+      rc=$?
+    [ "$rc" -eq 0 ] || fail "$codec, --read-ahead $read_ahead: exit $rc under a $limit_mib MiB limit"
+    cmp "$work/cached.model" "$work/limited.model" ||
+      fail "$codec, --read-ahead $read_ahead: the model under the limit differs"
+    [ "$(jq '.disk_read_bytes_per_epoch | length' "$work/limited.json")" -eq 3 ] ||
+      fail "$codec: disk_read_bytes_per_epoch is not one number per epoch"
+    [ "$(jq '.read_wait_seconds_per_epoch | length' "$work/limited.json")" -eq 3 ] ||
+      fail "$codec: read_wait_seconds_per_epoch is not one number per epoch"
+    # The shards cannot stay cached under the limit: every epoch reads from disk.
+    jq -e '.disk_read_bytes_per_epoch | all(. > 0)' "$work/limited.json" > /dev/null ||
+      fail "$codec, --read-ahead $read_ahead: an epoch under the limit read nothing from disk"
+    has_keys "$work/metrics.json" .reading disk_read_bytes disk_read_bytes_per_epoch \
+      read_wait_seconds_per_epoch
+    rss_kib=$(cat "$work/rss")
+    bound_kib=$(((features + 2) * 16 / 1024 + 256 * 1024))
+    [ "$rss_kib" -le "$bound_kib" ] ||
+      fail "$codec: peak RSS $rss_kib KiB above the bound $bound_kib KiB"
+  done
+  # Data that fits stays cached (its pages are not dropped): no epoch of it reads from disk.
+  jq -e '.disk_read_bytes_per_epoch | length == 3 and all(. == 0)' "$work/cached.json" \
+    > /dev/null || fail "$codec: a cached run read from disk: $(cat "$work/cached.json")"
+done
+echo "out_of_core: ok"
