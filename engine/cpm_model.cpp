@@ -40,11 +40,23 @@ double CpmModel::side_score(std::size_t m, std::size_t side, const CsrView& rows
   const CpmFaces& s = machines[m].sides[side];
   const std::size_t K = static_cast<std::size_t>(s.faces);
   std::fill(work, work + K, 0.0);
+  const auto scaled = [&](std::uint32_t j) {  // as the reader scales the value
+    float x = rows.values ? rows.values[j] : 1.0f;
+    const std::uint32_t f = rows.indices[j];
+    if (!maxabs.empty() && maxabs[f] > 0) x /= maxabs[f];
+    return x;
+  };
+  double norm = 0;  // --normalize l2: the reader's normalize_rows_l2, over the features known
+  if (normalize_l2) {
+    for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j)
+      if (rows.indices[j] <= max_index) norm += static_cast<double>(scaled(j)) * scaled(j);
+    norm = std::sqrt(norm);
+  }
   for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j) {
     const std::uint32_t f = rows.indices[j];
     if (f > max_index) continue;
-    float x = rows.values ? rows.values[j] : 1.0f;
-    if (!maxabs.empty() && maxabs[f] > 0) x /= maxabs[f];
+    float x = scaled(j);
+    if (norm > 0) x = static_cast<float>(x / norm);
     double v = x;
     const std::uint64_t slot = hash.slot(f, v);
     const float* w = &s.weights[slot * K];
@@ -147,6 +159,7 @@ nlohmann::json CpmModel::to_json() const {
   nlohmann::json j = info_json();
   j["hash_bits"] = hash.bits;
   j["scaled"] = !maxabs.empty();
+  if (normalize_l2) j["normalize"] = "l2";
   if (!maxabs.empty()) {
     nlohmann::json s = nlohmann::json::object();
     for (std::size_t f = 0; f < maxabs.size(); ++f)

@@ -40,6 +40,7 @@ nlohmann::json LinearModel::to_json() const {
   j["bias_value"] = bias_value;
   j["bias_weight"] = bias_weight;
   j["scaled"] = !scale.empty();
+  if (normalize_l2) j["normalize"] = "l2";
   nlohmann::json w = nlohmann::json::object();
   for (std::size_t f = 0; f < weights.size(); ++f)
     if (weights[f] != 0) w[std::to_string(f)] = weights[f];
@@ -50,6 +51,7 @@ nlohmann::json LinearModel::to_json() const {
 std::string LinearModel::to_text() const {
   std::ostringstream out;
   out << info_text() << "bias " << bias_value << " " << bias_weight << "\n"
+      << (normalize_l2 ? "normalize l2\n" : "")
       << "# feature_id weight" << (scale.empty() ? "" : " scale") << "\n";
   char buf[64];
   for (std::size_t f = 0; f < weights.size(); ++f) {

@@ -25,6 +25,7 @@ void save_cpm_model(engine::CpmModel model, const std::string& path,
   nlohmann::json header = model_header("cpm", model);
   header["hash_bits"] = model.hash.bits;
   header["vote_seed"] = model.vote_seed;
+  if (model.normalize_l2) header["normalize"] = "l2";  // absent: none (files before it too)
   // The arrays are written from the model's own vectors (views): at KDD size each side's weights
   // are 0.8 GB, which a copy would allocate, fault in and fill again before the write.
   const auto bytes = [](const auto& v) {
@@ -75,6 +76,10 @@ engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
   try {
     model.hash.bits = header_integer<int>(file.header.at("hash_bits"), path, "hash_bits");
     model.vote_seed = header_integer<std::uint64_t>(file.header.at("vote_seed"), path, "vote_seed");
+    const std::string normalize = file.header.value("normalize", std::string("none"));
+    if (normalize != "none" && normalize != "l2")
+      corrupt(path, "malformed cpm model header: normalize '" + normalize + "'");
+    model.normalize_l2 = normalize == "l2";
     if (model.hash.bits < 0 || model.hash.bits > 31)
       corrupt(path, "hash_bits out of range: " + std::to_string(model.hash.bits));
     const std::uint64_t slots =

@@ -326,6 +326,7 @@ void save_model(const engine::LinearModel& model, const std::string& path) {
 std::unique_ptr<AtomicFile> stage_model(const engine::LinearModel& model, const std::string& path) {
   nlohmann::json header = model_header("linear", model);
   header["bias"] = {{"value", model.bias_value}, {"weight", model.bias_weight}};
+  if (model.normalize_l2) header["normalize"] = "l2";  // absent: none (files before it too)
   // Views, not copies: the weights are hundreds of MB at KDD size.
   std::vector<ModelArrayView> arrays{view_of("weights", model.weights)};
   if (!model.scale.empty()) arrays.push_back(view_of("scale", model.scale));
@@ -346,6 +347,10 @@ engine::LinearModel linear_from(const ModelContainer& file, const std::string& p
   try {
     model.bias_value = file.header.at("bias").at("value").get<double>();
     model.bias_weight = file.header.at("bias").at("weight").get<double>();
+    const std::string normalize = file.header.value("normalize", std::string("none"));
+    if (normalize != "none" && normalize != "l2")
+      corrupt(path, "malformed linear model header: normalize '" + normalize + "'");
+    model.normalize_l2 = normalize == "l2";
   } catch (const nlohmann::json::exception& e) {
     corrupt(path, std::string("malformed linear model header: ") + e.what());
   }

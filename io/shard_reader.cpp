@@ -31,6 +31,7 @@
 #include <numeric>
 
 #include "engine/errors.h"
+#include "engine/normalize.h"
 #include "engine/random.h"
 #include "engine/sparse.h"
 #include "io/read_ahead.h"
@@ -444,14 +445,14 @@ struct ShardSet::Impl {
     check_window_nnz(w.block_count, nnz);
     w.views.clear();
     w.release_after_sink = false;
-    if (raw && !o.shuffle && !scale) {  // zero copy: the sink reads the map itself
+    if (raw && !o.shuffle && !scale && !o.normalize_l2) {  // zero copy: the sink reads the map itself
       for (std::size_t i = 0; i < w.block_count; ++i)
         w.views.push_back(shard::raw_block_view(data(w.blocks[i]), name(w.blocks[i])));
       if (w.views.empty()) w.views.emplace_back();  // an empty part still marks its window
       w.release_after_sink = true;
       return;
     }
-    const bool values = any_values || scale != nullptr;
+    const bool values = any_values || scale != nullptr || o.normalize_l2;
     size_buffer(w.out, rows, nnz, values);
     // Scaled while decoding where the decoder can (it then visits only the values that are not 1),
     // else by a pass over the window's values at the end.
@@ -476,6 +477,7 @@ struct ShardSet::Impl {
       gather(s.parts, s.order.data(), rows, w.out);
     }
     if (scale && !scaled) scale->apply(w.out, s.scale_todo);
+    if (o.normalize_l2) engine::normalize_rows_l2(w.out);
     w.views.push_back(w.out.view());
     for (std::size_t i = 0; i < w.block_count; ++i) release(w.blocks[i]);
   }
@@ -572,7 +574,7 @@ struct ShardSet::Impl {
     static_cast<WindowPlace&>(w) = r;
     w.views.clear();
     w.release_after_sink = false;
-    size_buffer(w.out, rows, nnz, r.any_values.load() || scale != nullptr);
+    size_buffer(w.out, rows, nnz, r.any_values.load() || scale != nullptr || o.normalize_l2);
     gather_offsets(r.parts, r.order.data(), rows, w.out);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows, kGatherGrain),
                       [&](const tbb::blocked_range<std::size_t>& range) {
@@ -581,6 +583,7 @@ struct ShardSet::Impl {
     if (manifest.codec == Codec::kRaw)
       for (std::size_t i = 0; i < r.block_count; ++i) release(r.blocks[i]);
     if (scale && !divide_by) scale->apply(w.out, scratch.local().scale_todo);
+    if (o.normalize_l2) engine::normalize_rows_l2(w.out);
     w.views.push_back(w.out.view());
   }
 

@@ -126,6 +126,7 @@ struct ReadOptions {
   std::uint32_t window_blocks = 8;  // rows are shuffled within windows of this many blocks
   int threads = 0;                  // decode threads; 0: all hardware threads
   bool scale_maxabs = false;        // divide each value by its feature's max |value| (into [0,1])
+  bool normalize_l2 = false;        // then divide each row by its L2 norm (engine/normalize.h)
   // Windows of the epoch's order left out: neither read nor decoded, and the later windows are
   // numbered (and shuffled) as in a full scan. A resumed run skips those it has learnt.
   std::uint64_t first_window = 0;

@@ -1,0 +1,31 @@
+// Row normalisation (--normalize l2): each row divided by its Euclidean norm, after the per-feature
+// scaling, so every row has length 1. The reader applies it to the rows it hands a learner (no pass
+// of its own); the models apply the same rule to the rows they score.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <string>
+
+#include "engine/csr.h"
+
+namespace polymargin::engine {
+
+enum class Normalize { kNone, kL2 };
+
+/// "none" | "l2"; std::invalid_argument otherwise (the caller names its flag).
+Normalize parse_normalize(const std::string& text);
+std::string normalize_name(Normalize n);
+
+/// The norm a row is divided by: sqrt(Σ v²) summed in double; 0 for a row of no non-zero.
+inline double l2_norm(const float* values, std::size_t n) {
+  double sum = 0;
+  for (std::size_t k = 0; k < n; ++k) sum += static_cast<double>(values[k]) * values[k];
+  return std::sqrt(sum);
+}
+
+/// Divides the values of every row of `rows` by the row's L2 norm (rows of norm 0 stay as they
+/// are). Rows without explicit values (all ones) get them first.
+void normalize_rows_l2(CsrBuffer& rows);
+
+}  // namespace polymargin::engine
