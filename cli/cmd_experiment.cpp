@@ -43,13 +43,6 @@ using nlohmann::json;
 // Bumped when the meaning of a cell's result changes, so old caches are not served.
 constexpr int kCellVersion = 1;
 
-std::string self_executable() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw IoError("cannot find this program's path (/proc/self/exe): " + ec.message());
-  return self.string();
-}
-
 std::vector<std::string> split_words(const std::string& text) {
   std::istringstream in(text);
   std::vector<std::string> words;

@@ -21,6 +21,7 @@
 #include "cli/progress.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
+#include "cli/tune.h"
 #include "driver/epoch_loop.h"
 #include "driver/mpi_job.h"
 #include "engine/errors.h"
@@ -74,7 +75,7 @@ struct WarmStart {
 
 WarmStart load_warm_start(const std::string& path, const std::string& algo,
                           const engine::LabelMap& labels, const io::Manifest& manifest,
-                          double bias) {
+                          double bias, bool normalize_l2) {
   WarmStart warm;
   warm.path = path;
   warm.model = io::load_model(path);  // DataError for a model of another kind
@@ -97,6 +98,10 @@ WarmStart load_warm_start(const std::string& path, const std::string& algo,
     throw UsageError("train: --warm-start " + path + " was trained with --bias " +
                      number(m.bias_value) + ", this run has --bias " + number(bias) +
                      " (they must agree)");
+  if (m.normalize_l2 != normalize_l2)
+    throw UsageError("train: --warm-start " + path + " was trained with --normalize " +
+                     (m.normalize_l2 ? "l2" : "none") + ", this run has --normalize " +
+                     (normalize_l2 ? "l2" : "none") + " (they must agree)");
   const std::uint32_t max_index = std::max(m.max_index, manifest.max_index);
   warm.record = {{"model", path},
                  {"model_checksum", model_file_checksum(path)},
@@ -139,7 +144,7 @@ struct LinearRun : TrainRun {
   bool replicated() const { return replicas->total() > 1; }
 
   // Options of the LDM/SVM.
-  std::string algo, eta0_text, scale, pairing, warm_start_path;
+  std::string algo, eta0_text, scale, normalize, pairing, warm_start_path;
   engine::LdmConfig config;
   bool no_final_pass = false;
   DataParallel parallel;  // --workers, --sync-rows, the ranks of an MPI job
@@ -182,10 +187,13 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
       "averaging starts after this many epochs (t0 = this × m)")(
       "eta0", po::value(&eta0_text)->default_value("auto"),
       "initial step size, or auto: calibrated on 1000 seeded pairs")(
-      "bias", po::value(&config.bias)->default_value(0),
-      "value B of a constant (regularised) bias feature; 0: no bias")(
+      "bias", po::value(&config.bias)->default_value(1),
+      "value B of a constant (regularised) bias feature; 0: no bias (the papers' protocol)")(
       "scale", po::value(&scale)->default_value("maxabs"),
       "maxabs: divide each feature by its max |value| (the papers' [0,1] protocol) | none")(
+      "normalize", po::value(&normalize)->default_value("none"),
+      "l2: divide each row by its Euclidean norm after --scale (the model does it when it scores) "
+      "| none")(
       "seed", po::value(&config.seed)->default_value(1), "seed of shuffling, pairing, calibration")(
       "threads", po::value(&threads)->default_value(0),
       "decode/convert threads (0: all cores); the model does not depend on it")(
@@ -212,6 +220,8 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   if (scale != "maxabs" && scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
+  if (normalize != "l2" && normalize != "none")
+    throw UsageError("train: --normalize must be l2 or none (got '" + normalize + "')");
   if (window_blocks == 0) throw UsageError("train: --window-blocks must be at least 1");
   if (pairing != "next" && pairing != "permuted")
     throw UsageError("train: --pairing must be next or permuted (got '" + pairing + "')");
@@ -245,7 +255,8 @@ void LinearRun::open() {
     config.lambda2 = lambda_option(vm, "lambda2", rows, config.c);
   }
   if (!warm_start_path.empty())
-    warm = load_warm_start(warm_start_path, algo, labels, manifest, config.bias);
+    warm = load_warm_start(warm_start_path, algo, labels, manifest, config.bias,
+                           normalize == "l2");
   max_index = manifest.max_index;
   if (warm) max_index = std::max(max_index, warm->model.max_index);
   // Memory, before the first weight exists: W and A (doubles) of every worker, the scaling table
@@ -282,6 +293,7 @@ void LinearRun::open() {
                 {"max_index", max_index},
                 {"warm_start", warm ? warm->record["model_checksum"] : nlohmann::json()}};
   parallel.plan(manifest, window_blocks, run_config);
+  if (normalize == "l2") run_config["normalize"] = normalize;  // absent: none, as before it was
   run_data = data_identity(manifest);
   report["config"] = run_config;
   if (resumed) {
@@ -310,6 +322,7 @@ void LinearRun::open() {
   read.part =
       static_cast<std::uint32_t>(parallel.peers.index);  // a rank reads its part of every window
   read.parts = static_cast<std::uint32_t>(parallel.peers.count);
+  read.normalize_l2 = normalize == "l2";
   // With a warm start the trained space may hold features today's data lacks (max|x| = 0): they
   // keep a scale of 1, so their old weights decay under the regulariser instead of vanishing.
   // Warm start only: the data's maxima widened to the model's features (a copy: 81 MB at KDD
@@ -347,9 +360,11 @@ void LinearRun::announce() const {
                static_cast<unsigned long long>(manifest.label_counts.begin()->second),
                number(labels.positive).c_str(),
                static_cast<unsigned long long>(manifest.label_counts.rbegin()->second));
-  std::fprintf(stderr, "lambda1 %g  lambda2 %g  C %g  epochs %d  avg-start %d  bias %g  scale %s\n",
+  std::fprintf(stderr,
+               "lambda1 %g  lambda2 %g  C %g  epochs %d  avg-start %d  bias %g  scale %s  "
+               "normalize %s\n",
                *used.lambda1, *used.lambda2, used.c, used.epochs, used.avg_start_epochs, used.bias,
-               scale.c_str());
+               scale.c_str(), normalize.c_str());
   if (trainer().eta0() > 0)
     std::fprintf(stderr, "eta0 %g%s\n", trainer().eta0(),
                  trainer().eta0_clamped() ? " (clamped to 0.5/λ)" : "");
@@ -448,9 +463,21 @@ void LinearRun::finish() {
   const std::string& checkpoint = job.checkpoint;
   const std::vector<float>* fold = nullptr;
   if (read.scale_maxabs) fold = warm ? &maxabs : &shards.feature_maxabs();
+  // A normalised model cannot fold the scaling into its weights (the norm is of the scaled row):
+  // it keeps the scaling as multipliers and applies both when it scores.
+  const std::vector<float>* kept = read.normalize_l2 ? fold : nullptr;
+  if (kept) fold = nullptr;
   const Clock::time_point finish_start = Clock::now();
   model = trainer().finish_and_release(fold);
   finish_seconds = seconds_since(finish_start);
+  model.normalize_l2 = read.normalize_l2;
+  if (kept) {
+    model.scale.assign(kept->size(), 0.0f);
+    for (std::size_t f = 0; f < kept->size(); ++f)
+      if ((*kept)[f] > 0) model.scale[f] = 1.0f / (*kept)[f];
+    model.scale.resize(std::size_t{max_index} + 1, 0.0f);
+  }
+  if (read.normalize_l2) model.config["normalize"] = normalize;
 
   model.index_base = manifest.index_base;
   model.features = std::uint64_t{max_index} + 1 - static_cast<std::uint64_t>(manifest.index_base);
@@ -467,6 +494,7 @@ void LinearRun::finish() {
                                      {"ranks", parallel.peers.count},
                                      {"replicas", replicas->total()},
                                      {"sync_windows", parallel.sync_windows}};
+  if (!tune_record().is_null()) model.config["tune"] = tune_record();
 
   // One unshuffled pass for F(w̄), the margin distribution and the training accuracy. The model
   // has the scaling folded in, so it reads the rows raw (no scaling work) with one dense dot each.
@@ -486,6 +514,7 @@ void LinearRun::finish() {
     read.shuffle = false;
     read.epoch = 0;
     read.scale_maxabs = false;
+    read.normalize_l2 = false;  // the model scales and normalises as it scores
     std::vector<double> scores;
     shards.scan(read, [&](const CsrView& batch) {
       scores.resize(batch.rows);
@@ -547,6 +576,7 @@ int LinearRun::conclude() {
       {"bias", used.bias},
       {"seed", used.seed},
       {"scale", scale},
+      {"normalize", normalize},
       {"eta0", trainer.eta0()},
       {"label_map", {{"negative", labels.negative}, {"positive", labels.positive}}},
       {"open_seconds", open_seconds},
@@ -573,6 +603,7 @@ int LinearRun::conclude() {
   summary.update(reading_json(trained));
   if (validated) summary["validation"] = validated->metrics;
   report["reading"] = reading_json(trained);
+  if (!tune_record().is_null()) summary["tune"] = report["tune"] = tune_record();
 
   report["seconds"] = {{"open", open_seconds},         {"train", train_seconds},
                        {"learn", learn_seconds},       {"read_wait", wait_seconds},
@@ -643,13 +674,17 @@ int run_train(const std::vector<std::string>& args) {
     if (a.name == algo) {
       const bool help = std::find(args.begin(), args.end(), "--help") != args.end() ||
                         std::find(args.begin(), args.end(), "-h") != args.end();
-      const int code = a.run(args);
+      if (!help && tune_requested(args)) return run_tuned(args, algo, a.run);
+      std::vector<std::string> plain = args;  // --help with --tune: the learner's help, then tune's
+      std::erase(plain, std::string("--tune"));
+      const int code = a.run(plain);
       if (help) {
         std::cout << "learners (--algo):\n";
         for (const Command& other : train_algorithms())
           std::cout << "  " << other.name << std::string(8 - std::min<std::size_t>(7, other.name.size()), ' ')
                     << other.summary << "\n";
-        std::cout << "(polymargin train --algo NAME --help: the options of NAME)\n";
+        std::cout << "(polymargin train --algo NAME --help: the options of NAME)\n\n"
+                  << tune_help();
       }
       return code;
     }

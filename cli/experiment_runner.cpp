@@ -50,6 +50,8 @@ std::string last_lines(const std::string& text, int lines) {
   return text.substr(begin, end - begin);
 }
 
+}  // namespace
+
 // Streams every row of `inputs` (LIBSVM text, or one shard directory) in data order.
 void for_each_batch(const std::vector<std::string>& inputs, int threads, const io::RowSink& sink) {
   if (inputs.size() == 1 && io::is_shard_dir(inputs[0])) {
@@ -65,7 +67,12 @@ void for_each_batch(const std::vector<std::string>& inputs, int threads, const i
   io::read_libsvm_text(inputs, text, sink);
 }
 
-}  // namespace
+std::string self_executable() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw IoError("cannot find this program's path (/proc/self/exe): " + ec.message());
+  return self.string();
+}
 
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& work_dir) {
   const std::string out_path = work_dir + "/stdout", err_path = work_dir + "/stderr";

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/text_reader.h"
+
 namespace polymargin::cli::experiment {
 
 /// What a finished child process cost and said.
@@ -25,6 +27,12 @@ struct ChildResult {
 /// files under `work_dir`, and waits for it. The child dies with the experiment (PR_SET_PDEATHSIG),
 /// so a killed run leaves no learner running. Throws IoError when it cannot be started.
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& work_dir);
+
+/// The path of this program (/proc/self/exe), for running it as a child; IoError when unknown.
+std::string self_executable();
+
+/// Streams every row of `inputs` (LIBSVM text, or one shard directory) in data order.
+void for_each_batch(const std::vector<std::string>& inputs, int threads, const io::RowSink& sink);
 
 /// The path of an executable named `name` in PATH, or "" when there is none.
 std::string find_in_path(const std::string& name);

@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 #include "cli/cpm_checkpoint.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
+#include "cli/tune.h"
 #include "driver/epoch_loop.h"
 #include "engine/cpm.h"
 #include "engine/cpm_replicas.h"
@@ -83,7 +85,7 @@ struct CpmRun : TrainRun {
   bool replicated() const { return parallel.total() > 1; }
 
   // Options of the CPM.
-  std::string algo, scale, sides, precision, classes_text, warm_start;
+  std::string algo, scale, sides, precision, classes_text, warm_start, cost_text, normalize;
   engine::CpmConfig config;
   std::int64_t iterations = 0;
   DataParallel parallel;  // --workers, --sync-rows, the ranks of an MPI job
@@ -117,8 +119,9 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
       "iterations", po::value(&iterations), "T, SGD steps per side (default: --epochs)")(
       "epochs", po::value(&config.epochs)->default_value(10),
       "T = this x the side's rows, when --iterations is not given")(
-      "cost,c", po::value(&config.c)->default_value(config.c),
-      "C: regularisation lambda = 1/(C T) (the paper's grid: 1, 0.1, ..., 1e-4)")(
+      "cost,c", po::value(&cost_text)->default_value("auto"),
+      "C: regularisation lambda = 1/(C T) (the paper's grid: 1, 0.1, ..., 1e-4); auto: 3/sqrt(m) "
+      "within [0.01, 1] for m rows (lambda shrinks as 1/sqrt(m))")(
       "entropy", po::value(&config.perplexity)->default_value(1),
       "ASSIGN's entropy floor as a perplexity P in [1, K] (effective number of faces): the "
       "paper's h = ln P; 1 = off (h = 0). The paper's grid h = log(jK/10) is P = jK/10")(
@@ -130,6 +133,9 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
       "comma-separated labels the data must have, each with rows (multiclass check)")(
       "scale", po::value(&scale)->default_value("maxabs"),
       "maxabs: divide each feature by its max |value| (stored in the model) | none")(
+      "normalize", po::value(&normalize)->default_value("none"),
+      "l2: divide each row by its Euclidean norm after --scale (the model does it when it scores) "
+      "| none")(
       "hash-bits", po::value(&config.hash_bits)->default_value(0),
       "B: signed feature hashing into 2^B slots per face; 0 = off (as the paper)")(
       "precision", po::value(&precision)->default_value("auto"),
@@ -158,6 +164,8 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
         "new data; train afresh, or continue an interrupted run with --resume CHECKPOINT");
   if (scale != "maxabs" && scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
+  if (normalize != "l2" && normalize != "none")
+    throw UsageError("train: --normalize must be l2 or none (got '" + normalize + "')");
   if (precision != "auto" && precision != "double" && precision != "float")
     throw UsageError("train: --precision must be auto, double or float (got '" + precision + "')");
   if (window_blocks == 0) throw UsageError("train: --window-blocks must be at least 1");
@@ -170,6 +178,13 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
     config.iterations = static_cast<std::uint64_t>(iterations);
   }
   config.sides = parse_sides(sides);
+  if (cost_text != "auto") {
+    // strtod, not stod: a C out of range (1e-320) is named by the range check below.
+    char* end = nullptr;
+    config.c = std::strtod(cost_text.c_str(), &end);
+    if (cost_text.empty() || end != cost_text.c_str() + cost_text.size())
+      throw UsageError("train: -c (C) must be auto or a number (got '" + cost_text + "')");
+  }
   check_config(
       config,
       {{"faces", "-k (faces K)"}, {"c", "-c (C)"}, {"perplexity", "--entropy (a perplexity)"}});
@@ -207,6 +222,7 @@ void CpmRun::open() {
                         "label " + number(label) + " (" + std::to_string(count) +
                             " rows) is not in --classes");
   }
+  if (cost_text == "auto") config.c = engine::cpm_default_c(manifest.rows);
   problem.max_index = manifest.max_index;
   for (const auto& [label, count] : manifest.label_counts) problem.label_counts.emplace_back(label, count);
 }
@@ -283,6 +299,7 @@ void CpmRun::allocate() {
   run_config = config.json();
   run_config["algorithm"] = "cpm";
   run_config["scale"] = scale;
+  if (normalize == "l2") run_config["normalize"] = normalize;  // absent: none, as before it was
   run_config["window_blocks"] = window_blocks;
   parallel.plan(manifest, window_blocks, run_config);
   run_data = data_identity(manifest);
@@ -347,6 +364,7 @@ void CpmRun::train() {
   read.read_ahead_bytes = job.read_ahead_mib << 20;
   read.window_blocks = window_blocks;
   read.scale_maxabs = scale == "maxabs";
+  read.normalize_l2 = normalize == "l2";
   // With a side per thread or more, the sides keep every thread busy: a window is then read by all
   // threads (lockstep), its reading started by those whose sides finished the window before first
   // (scan_lending), rather than by one of them ahead of its side.
@@ -427,6 +445,8 @@ void CpmRun::save() {
   model.index_base = manifest.index_base;
   model.features = manifest.features;
   model.config["scale"] = scale;
+  model.normalize_l2 = normalize == "l2";
+  if (model.normalize_l2) model.config["normalize"] = normalize;
   model.config["window_blocks"] = window_blocks;
   model.config["index_base"] = manifest.index_base;
   model.config["max_index"] = manifest.max_index;
@@ -437,6 +457,7 @@ void CpmRun::save() {
                                      {"ranks", parallel.peers.count},
                                      {"replicas", replicas->total()},
                                      {"sync_windows", parallel.sync_windows}};
+  if (!tune_record().is_null()) model.config["tune"] = tune_record();
   for (const auto& m : model.machines)
     for (const auto& f : m.sides) outers.push_back(f.outer);
   for (const auto& m : model.machines) machine_labels.emplace_back(m.positive, m.negative);
@@ -519,6 +540,7 @@ int CpmRun::conclude() {
       {"iterations", status.front().iterations},
       {"passes", passes},
       {"c", config.c},
+      {"normalize", normalize},
       {"entropy_perplexity", config.perplexity},
       {"entropy_nats", std::log(config.perplexity)},
       {"cost_ratio", config.cost_ratio},
@@ -549,6 +571,7 @@ int CpmRun::conclude() {
   summary.update(reading_json(trained));
   if (validated) summary["validation"] = validated->metrics;
   report["reading"] = reading_json(trained);
+  if (!tune_record().is_null()) summary["tune"] = report["tune"] = tune_record();
   report["passes"] = passes;
   report["seconds"] = {{"open", open_seconds},     {"allocate", allocate_seconds},
                        {"train", train_seconds},

@@ -17,6 +17,7 @@
 #include "cli/command.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
+#include "cli/tune.h"
 #include "engine/errors.h"
 #include "engine/kernel.h"
 #include "engine/kernel_model.h"
@@ -260,6 +261,7 @@ void describe_model(engine::KernelModel& model, const std::string& algo, const T
   }
   model.config["scale"] = o.scale;
   model.config["seed"] = o.seed;
+  if (!tune_record().is_null()) model.config["tune"] = tune_record();
   model.config["rows"] = t.y.size();
   model.config["data"] = o.inputs;
   model.config["label_map"] = {{"negative", t.labels.negative}, {"positive", t.labels.positive}};
@@ -375,6 +377,7 @@ void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& s
   summary["margin_variance"] = margins.variance();
   summary["train_accuracy"] = margins.accuracy();
   if (validated) summary["validation"] = validated->metrics;
+  if (!tune_record().is_null()) summary["tune"] = report["tune"] = tune_record();
   summary["open_seconds"] = phases.open;
   summary["gram_seconds"] = phases.gram;
   summary["setup_seconds"] = phases.setup;

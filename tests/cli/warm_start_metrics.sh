@@ -106,8 +106,9 @@ expect 3 "an svm model cannot start a --algo ldm run" train -d "$work/a.svm" -o 
 sed 's/^-1 /0 /' "$work/a.svm" > "$work/a01.svm"
 expect 3 "labels -1 / 1 are not the data's 0 / 1" train -d "$work/a01.svm" -o "$work/x.model" \
   --warm-start "$work/a.model"
-expect 2 "trained with --bias 0, this run has --bias 1" train -d "$work/a.svm" -o "$work/x.model" \
-  --warm-start "$work/a.model" --bias 1
+# a.model has the default bias (1 since issue 20).
+expect 2 "trained with --bias 1, this run has --bias 0" train -d "$work/a.svm" -o "$work/x.model" \
+  --warm-start "$work/a.model" --bias 0
 expect 3 "holds a 'checkpoint' model, not a linear one" train -d "$work/a.svm" -o "$work/x.model" \
   --warm-start "$work/ck"
 expect 4 "cannot open model file" train -d "$work/a.svm" -o "$work/x.model" \

@@ -1,0 +1,637 @@
+#include "cli/tune.h"
+
+#include <stdlib.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/exit_codes.h"
+#include "cli/experiment_config.h"
+#include "cli/experiment_runner.h"
+#include "cli/train.h"
+#include "cli/train_jobs.h"
+#include "engine/csr.h"
+#include "engine/errors.h"
+#include "io/shards.h"
+#include "io/split.h"
+#include "io/temporaries.h"
+
+namespace polymargin::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using experiment::GridKey;
+using experiment::MethodSpec;
+using experiment::Setting;
+using nlohmann::json;
+
+json record;  // tune_record(): set while the final run trains
+
+// Bumped when the meaning of a cached tuning cell changes.
+constexpr int kTuneCellVersion = 1;
+// The seed stream of the search's subsample (its folds use the run's seed itself).
+constexpr std::uint64_t kSampleStream = 0x7475'6e65;  // "tune"
+
+// A learner's grid, in `experiment`'s terms: keys are `train` flags, each key's first value is the
+// learner's default (ties go to it), and the groups are the coordinate search's order.
+struct Grid {
+  std::string algo;
+  std::vector<GridKey> keys;
+  std::vector<std::vector<std::string>> groups;
+};
+
+const std::vector<Grid>& grids() {
+  static const std::vector<Grid> all = {
+      {"ldm",
+       {{"cost", {"10", "0.01", "0.1", "1", "100"}},
+        {"normalize", {"none", "l2"}},
+        {"lambda1-rel", {"1e-4", "1e-5", "1e-3"}},
+        {"lambda2-rel", {"3e-3", "3e-4", "3e-2"}},
+        {"bias", {"1", "0"}}},
+       {{"cost", "normalize"}, {"lambda1-rel"}, {"lambda2-rel"}, {"bias"}}},
+      {"svm",
+       {{"cost", {"10", "0.01", "0.1", "1", "100"}},
+        {"normalize", {"none", "l2"}},
+        {"bias", {"1", "0"}}},
+       {{"cost", "normalize"}, {"bias"}}},
+      {"cpm",
+       {{"cost", {"auto", "0.01", "0.1", "1", "10"}},
+        {"normalize", {"none", "l2"}},
+        {"faces", {"10", "2", "5", "20"}},
+        {"entropy", {"1", "2"}}},
+       {{"cost", "normalize"}, {"faces"}, {"entropy"}}},
+      {"kldm",
+       {{"rbf-width", {"1", "0.25", "0.5", "2", "4"}},
+        {"kernel", {"rbf", "linear"}},
+        {"cost", {"10", "1", "100"}}},
+       {{"rbf-width"}, {"kernel"}, {"cost"}}},
+      {"tldm",
+       {{"rbf-width", {"1", "0.25", "0.5", "2", "4"}},
+        {"kernel", {"rbf", "linear"}},
+        {"cost", {"1", "0.125", "8", "64"}}},
+       {{"rbf-width"}, {"kernel"}, {"cost"}}},
+  };
+  return all;
+}
+
+const Grid* grid_of(const std::string& algo) {
+  for (const Grid& g : grids())
+    if (g.algo == algo) return &g;
+  return nullptr;
+}
+
+// Flags of `train` that take no value, and those that take several.
+bool is_switch(const std::string& name) {
+  static const std::set<std::string> switches = {"json",         "no-final-pass", "no-balance",
+                                                 "no-shrinking", "help",          "tune"};
+  return switches.count(name) > 0;
+}
+bool is_multitoken(const std::string& name) {
+  return name == "data" || name == "validation" || name == "unlabeled";
+}
+std::string long_name(const std::string& flag) {
+  static const std::map<std::string, std::string> shorts = {
+      {"d", "data"}, {"o", "output"}, {"c", "cost"}, {"k", "faces"}, {"h", "help"}};
+  const auto it = shorts.find(flag);
+  return it == shorts.end() ? flag : it->second;
+}
+
+// The arguments of `train --tune ...` taken apart: the tuning's own options, the data, what every
+// cell passes on, and what the final run gets.
+struct TuneArgs {
+  std::vector<std::string> data;
+  std::vector<std::string> cell;   // the learner's own options (not data, output, job, --tune*)
+  std::vector<std::string> final;  // everything but --tune*
+  std::set<std::string> given;     // long names of the options given
+  int folds = 5;
+  std::string budget;  // "" (the whole grid), N settings, or a time (30s, 10m, 1h)
+  std::string checkpoint;
+  int threads = 0;
+  std::uint64_t seed = 1;
+};
+
+// Options a cell does not pass on: the data and the job's files and reports are the cell's own.
+bool job_option(const std::string& name) {
+  static const std::set<std::string> job = {
+      "data",         "output", "checkpoint", "checkpoint-every", "resume",
+      "metrics-json", "json",   "validation", "threads",          "stop-after-rows",
+      "warm-start",   "algo",   "help",       "unlabeled"};
+  return job.count(name) > 0;
+}
+
+int positive_int(const std::string& flag, const std::string& text, int least) {
+  std::size_t used = 0;
+  long value = 0;
+  try {
+    value = std::stol(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < least || value > 1000)
+    throw UsageError("train: " + flag + " must be an integer in [" + std::to_string(least) +
+                     ", 1000] (got '" + text + "')");
+  return static_cast<int>(value);
+}
+
+TuneArgs parse_tune_args(const std::vector<std::string>& args) {
+  TuneArgs t;
+  for (std::size_t i = 0; i < args.size();) {
+    const std::string& token = args[i];
+    const bool is_flag = token.size() > 1 && token[0] == '-' &&
+                         !(std::isdigit(static_cast<unsigned char>(token[1])) || token[1] == '.');
+    if (!is_flag) {  // a positional argument: training data
+      t.data.push_back(token);
+      t.final.push_back(token);
+      ++i;
+      continue;
+    }
+    std::string name = token.substr(token[1] == '-' ? 2 : 1);
+    std::vector<std::string> values;
+    bool inline_value = false;
+    if (const std::size_t eq = name.find('='); eq != std::string::npos) {
+      values.push_back(name.substr(eq + 1));
+      name.resize(eq);
+      inline_value = true;
+    }
+    name = long_name(name);
+    std::size_t next = i + 1;
+    if (!inline_value && !is_switch(name)) {
+      if (is_multitoken(name)) {
+        while (next < args.size() &&
+               (args[next] == "-" || args[next].empty() || args[next][0] != '-'))
+          values.push_back(args[next++]);
+      } else if (next < args.size()) {
+        values.push_back(args[next++]);
+      }
+    }
+    const std::vector<std::string> tokens(args.begin() + static_cast<std::ptrdiff_t>(i),
+                                          args.begin() + static_cast<std::ptrdiff_t>(next));
+    i = next;
+    t.given.insert(name);
+    if (name == "tune") continue;
+    if (name == "tune-folds" || name == "tune-budget") {
+      if (values.empty()) throw UsageError("train: --" + name + " needs a value");
+      if (name == "tune-folds")
+        t.folds = positive_int("--tune-folds", values[0], 2);
+      else
+        t.budget = values[0];
+      continue;
+    }
+    t.final.insert(t.final.end(), tokens.begin(), tokens.end());
+    if (name == "data") t.data.insert(t.data.end(), values.begin(), values.end());
+    if (name == "checkpoint" && !values.empty()) t.checkpoint = values[0];
+    if (name == "threads" && !values.empty()) t.threads = positive_int("--threads", values[0], 0);
+    if (name == "seed" && !values.empty()) {
+      try {
+        t.seed = std::stoull(values[0]);
+      } catch (const std::exception&) {
+      }  // the learner's parse names a bad seed
+    }
+    if (!job_option(name)) t.cell.insert(t.cell.end(), tokens.begin(), tokens.end());
+  }
+  return t;
+}
+
+// --tune-budget: a number of settings, or a time.
+struct Budget {
+  std::size_t settings = 0;  // 0: no limit
+  double seconds = 0;        // 0: no limit
+};
+
+Budget parse_budget(const std::string& text) {
+  Budget b;
+  if (text.empty()) return b;
+  std::size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = used ? text.substr(used) : "";
+  const double scale = unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : 0;
+  if (used > 0 && unit.empty() && value >= 1 && value == std::floor(value) && value <= 1e6) {
+    b.settings = static_cast<std::size_t>(value);
+  } else if (used > 0 && scale > 0 && value > 0 && std::isfinite(value)) {
+    b.seconds = value * scale;
+  } else {
+    throw UsageError(
+        "train: --tune-budget must be a number of settings (e.g. 8) or a time (30s, 10m, 1h); got "
+        "'" +
+        text + "'");
+  }
+  return b;
+}
+
+// The search's working directory in $TMPDIR, named as the on-the-fly conversions are (swept by a
+// later run once this process is gone), removed when it dies or the process is stopped.
+struct WorkDir {
+  std::string path;
+  io::TemporaryPath temporary;
+  WorkDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/polymargin-" +
+                          std::to_string(::getpid()) + "-tune-XXXXXX";
+    if (!::mkdtemp(pattern.data()))
+      throw IoError("train: --tune: cannot create a directory " + pattern + ": " +
+                    std::strerror(errno));
+    path = pattern;
+    temporary = io::TemporaryPath(path);
+  }
+  ~WorkDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+// The fold files of the search: every row (at most ~kTuneSearchRows, a seeded subsample above it)
+// into k seeded folds.
+struct Folds {
+  std::vector<std::string> files;
+  std::uint64_t rows = 0;      // rows of the data
+  std::uint64_t searched = 0;  // rows in the folds
+  double sample_fraction = 1;  // share of the rows searched
+};
+
+Folds write_folds(const TuneArgs& t, const std::string& dir) {
+  Folds folds;
+  // The row count decides the sample: a shard directory says it, text is counted by a first pass.
+  std::uint64_t rows = 0;
+  if (t.data.size() == 1 && io::is_shard_dir(t.data[0])) {
+    rows = io::ShardSet::open(t.data[0]).manifest().rows;
+  } else {
+    experiment::for_each_batch(t.data, t.threads,
+                               [&](const CsrView& batch) { rows += batch.rows; });
+  }
+  if (rows == 0) throw DataError(data_name(t.data), 0, 0, "--tune: no rows");
+  folds.rows = rows;
+  folds.sample_fraction =
+      rows > kTuneSearchRows ? static_cast<double>(kTuneSearchRows) / static_cast<double>(rows) : 1;
+  io::SplitOptions options;
+  options.folds = t.folds;
+  options.seed = t.seed;
+  io::Splitter splitter(dir + "/data", options);
+  std::uint64_t row = 0;
+  CsrBuffer sample;
+  experiment::for_each_batch(t.data, t.threads, [&](const CsrView& batch) {
+    if (folds.sample_fraction >= 1) {
+      splitter.append(batch);
+      row += batch.rows;
+      return;
+    }
+    sample.clear();
+    for (std::size_t r = 0; r < batch.rows; ++r, ++row)
+      if (io::split_uniform(t.seed ^ kSampleStream, row) < folds.sample_fraction)
+        sample.append_row(batch, r);
+    splitter.append(sample.view());
+  });
+  const io::SplitCounts counts = splitter.finish();
+  folds.files = counts.outputs;
+  folds.searched = counts.rows;
+  for (std::size_t f = 0; f < counts.fold_rows.size(); ++f)
+    if (counts.fold_rows[f] == 0)
+      throw DataError(data_name(t.data), 0, 0,
+                      "--tune: fold " + std::to_string(f + 1) + " of " + std::to_string(t.folds) +
+                          " is empty (" + std::to_string(folds.searched) +
+                          " rows): use fewer --tune-folds");
+  return folds;
+}
+
+// The flags of a setting, as a cell's and the final run's arguments.
+std::vector<std::string> setting_flags(const Setting& setting) {
+  std::vector<std::string> flags;
+  for (const auto& [key, value] : setting) flags.insert(flags.end(), {"--" + key, value});
+  return flags;
+}
+
+json setting_json(const Setting& setting) {
+  json j = json::object();
+  for (const auto& [key, value] : setting) j[key] = value;
+  return j;
+}
+
+// A cell: one setting trained on k - 1 folds, scored on the other.
+struct Cell {
+  Setting setting;
+  int fold = 0;
+  double accuracy = -1;  // < 0: not run (out of time)
+  int exit_code = 0;
+  std::string error;
+};
+
+class Search {
+ public:
+  Search(const TuneArgs& t, const std::string& algo, const Folds& folds, const std::string& dir)
+      : t_(t), algo_(algo), folds_(folds), dir_(dir), self_(experiment::self_executable()) {
+    if (!t.checkpoint.empty()) {
+      cache_dir_ = t.checkpoint + ".tune";
+      cache_.emplace(cache_dir_);
+      for (const std::string& d : t.data) data_checksums_.push_back(experiment::data_checksum(d));
+    }
+  }
+
+  // Runs the cells of `settings` not run yet, in parallel; false when a cell failed.
+  bool run(const std::vector<Setting>& settings) {
+    std::vector<Cell> cells;
+    for (const Setting& s : settings) {
+      if (results_.count(s)) continue;
+      for (int f = 0; f < t_.folds; ++f) {
+        Cell c;
+        c.setting = s;
+        c.fold = f;
+        cells.push_back(std::move(c));
+      }
+    }
+    const int parallel = resolve_threads(t_.threads);
+    tbb::task_arena arena(parallel);
+    arena.execute([&] {
+      tbb::parallel_for(std::size_t{0}, cells.size(), [&](std::size_t i) { execute(cells[i]); });
+    });
+    for (std::size_t i = 0; i < cells.size(); i += static_cast<std::size_t>(t_.folds)) {
+      std::vector<double> accuracies;
+      for (int f = 0; f < t_.folds; ++f) {
+        const Cell& c = cells[i + static_cast<std::size_t>(f)];
+        if (c.exit_code != 0) {
+          failed_ = c;
+          return false;
+        }
+        if (c.accuracy >= 0) accuracies.push_back(c.accuracy);
+      }
+      if (static_cast<int>(accuracies.size()) != t_.folds) continue;  // out of time: not counted
+      results_[cells[i].setting] = accuracies;
+      order_.push_back(cells[i].setting);
+    }
+    return true;
+  }
+
+  bool out_of_time(const Budget& budget) const {
+    return budget.seconds > 0 && seconds_since(start_) > budget.seconds;
+  }
+  void set_deadline(double seconds) { deadline_ = seconds; }
+
+  // The mean accuracy of a setting run on every fold; < 0 when it was not.
+  double mean(const Setting& s) const {
+    const auto it = results_.find(s);
+    if (it == results_.end()) return -1;
+    double sum = 0;
+    for (const double a : it->second) sum += a;
+    return sum / static_cast<double>(it->second.size());
+  }
+  const std::vector<Setting>& order() const { return order_; }
+  const std::vector<double>& folds_of(const Setting& s) const { return results_.at(s); }
+  const Cell& failed() const { return failed_; }
+  double seconds() const { return seconds_since(start_); }
+  void remove_cache() const {
+    if (cache_dir_.empty()) return;
+    std::error_code ignored;
+    fs::remove_all(cache_dir_, ignored);
+  }
+
+ private:
+  json key(const Cell& c) const {
+    return {{"version", kTuneCellVersion},
+            {"algo", algo_},
+            {"args", t_.cell},
+            {"data", data_checksums_},
+            {"folds", t_.folds},
+            {"seed", t_.seed},
+            {"rows", folds_.searched},
+            {"setting", setting_json(c.setting)},
+            {"fold", c.fold}};
+  }
+
+  void execute(Cell& c) {
+    if (deadline_ > 0 && seconds_since(start_) > deadline_) return;  // out of time: not run
+    json cell_key;
+    if (cache_) {
+      cell_key = key(c);
+      const json cached = cache_->find(cell_key);
+      if (cached.is_object() && cached.contains("accuracy")) {
+        c.accuracy = cached["accuracy"].get<double>();
+        return;
+      }
+    }
+    const std::string work = dir_ + "/cell-" + std::to_string(next_cell_++);
+    fs::create_directories(work);
+    std::vector<std::string> argv = {self_, "train", "--algo", algo_};
+    argv.insert(argv.end(), t_.cell.begin(), t_.cell.end());
+    const std::vector<std::string> flags = setting_flags(c.setting);
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("-d");
+    for (int f = 0; f < t_.folds; ++f)
+      if (f != c.fold) argv.push_back(folds_.files[static_cast<std::size_t>(f)]);
+    argv.insert(argv.end(), {"--validation", folds_.files[static_cast<std::size_t>(c.fold)], "-o",
+                             work + "/model", "--json", "--threads", "1"});
+    const experiment::ChildResult r = experiment::run_child(argv, work);
+    std::error_code ignored;
+    fs::remove_all(work, ignored);
+    const json summary = json::parse(r.stdout_text, nullptr, /*allow_exceptions=*/false);
+    if (r.exit_code != 0 || !summary.is_object() || !summary.contains("validation") ||
+        !summary["validation"].contains("accuracy")) {
+      c.exit_code = r.exit_code != 0 ? r.exit_code : kExitInternal;
+      c.error = r.exit_code != 0 ? r.stderr_tail : "train --json printed no validation accuracy";
+      return;
+    }
+    c.accuracy = summary["validation"]["accuracy"].get<double>();
+    if (cache_) cache_->store(cell_key, {{"accuracy", c.accuracy}});
+  }
+
+  const TuneArgs& t_;
+  std::string algo_;
+  const Folds& folds_;
+  std::string dir_, self_, cache_dir_;
+  std::optional<experiment::CellCache> cache_;
+  std::vector<std::string> data_checksums_;
+  std::atomic<std::uint64_t> next_cell_{0};
+  std::map<Setting, std::vector<double>> results_;
+  std::vector<Setting> order_;  // settings in the order they were run
+  Cell failed_;
+  Clock::time_point start_ = Clock::now();
+  double deadline_ = 0;
+};
+
+std::string grid_text(const Grid& g) {
+  std::string text = "  " + g.algo + ":";
+  for (std::size_t i = 0; i < g.groups.size(); ++i) {
+    text += i ? " |" : "";
+    for (std::size_t k = 0; k < g.groups[i].size(); ++k) {
+      const std::string& key = g.groups[i][k];
+      text += k ? ", " : " ";
+      text += key + " {";
+      for (const GridKey& gk : g.keys)
+        if (gk.key == key)
+          for (std::size_t v = 0; v < gk.values.size(); ++v) text += (v ? "," : "") + gk.values[v];
+      text += "}";
+    }
+  }
+  return text + "\n";
+}
+
+}  // namespace
+
+const nlohmann::json& tune_record() { return record; }
+
+bool tune_requested(const std::vector<std::string>& args) {
+  bool tune = false, options = false;
+  for (const std::string& a : args) {
+    tune = tune || a == "--tune";
+    options = options || a.rfind("--tune-folds", 0) == 0 || a.rfind("--tune-budget", 0) == 0;
+  }
+  if (options && !tune) throw UsageError("train: --tune-folds and --tune-budget need --tune");
+  return tune;
+}
+
+std::string tune_help() {
+  std::string text =
+      "tuning (--algo ldm|svm|cpm|kldm|tldm):\n"
+      "  --tune               choose the settings below by seeded k-fold cross-validation on the\n"
+      "                       training data (a seeded subsample of ~200000 rows above that), then\n"
+      "                       train on all of it with the choice; options given on the command\n"
+      "                       line are kept and not searched\n"
+      "  --tune-folds K       folds (default 5)\n"
+      "  --tune-budget B      at most B settings (e.g. 8), or no new setting after a time (30s,\n"
+      "                       10m, 1h); default: the whole search\n"
+      "  grids (first value: the default; searched one group at a time, each group's best kept):\n";
+  for (const Grid& g : grids()) text += grid_text(g);
+  return text;
+}
+
+int run_tuned(const std::vector<std::string>& args, const std::string& algo, const CommandFn& run) {
+  const Grid* grid = grid_of(algo);
+  if (!grid)
+    throw UsageError("train: --tune is for --algo ldm, svm, cpm, kldm, tldm (got '" + algo + "')");
+  TuneArgs t = parse_tune_args(args);
+  const Budget budget = parse_budget(t.budget);
+  if (t.data.empty()) throw UsageError("train: no training data given (-d TRAIN)");
+  if (std::find(t.data.begin(), t.data.end(), "-") != t.data.end())
+    throw UsageError("train: --tune reads the data more than once: not from stdin (-)");
+
+  // The grid less the keys the command line (or --config) sets: those are kept as given.
+  MethodSpec method;
+  method.algo = algo;
+  method.coordinate = true;
+  std::set<std::string> fixed;
+  for (const GridKey& k : grid->keys) {
+    bool set = t.given.count(k.key) > 0 || !peek_option(args, k.key, "").empty();
+    if (k.key.size() > 4 && k.key.compare(k.key.size() - 4, 4, "-rel") == 0) {
+      const std::string paper = k.key.substr(0, k.key.size() - 4);
+      set = set || t.given.count(paper) > 0 || !peek_option(args, paper, "").empty();
+    }
+    if (set)
+      fixed.insert(k.key);
+    else
+      method.grid.push_back(k);
+  }
+  for (const std::vector<std::string>& group : grid->groups) {
+    std::vector<std::string> kept;
+    for (const std::string& key : group)
+      if (!fixed.count(key)) kept.push_back(key);
+    if (!kept.empty()) method.groups.push_back(kept);
+  }
+
+  const WorkDir dir;
+  const Clock::time_point start = Clock::now();
+  const Folds folds = write_folds(t, dir.path);
+  std::fprintf(stderr, "tune %s: %d-fold cross-validation (seed %llu) on %llu of %llu rows%s\n",
+               algo.c_str(), t.folds, static_cast<unsigned long long>(t.seed),
+               static_cast<unsigned long long>(folds.searched),
+               static_cast<unsigned long long>(folds.rows),
+               folds.sample_fraction < 1 ? " (a seeded subsample)" : "");
+
+  Search search(t, algo, folds, dir.path);
+  if (budget.seconds > 0) search.set_deadline(budget.seconds);
+  Setting current = experiment::first_setting(method);
+  std::size_t settings_run = 0;
+  bool stopped_by_budget = false;
+  for (const std::vector<std::string>& stage : experiment::search_stages(method)) {
+    std::vector<Setting> candidates = experiment::settings_for_group(method, stage, current);
+    if (budget.settings > 0) {
+      std::vector<Setting> kept;
+      for (const Setting& s : candidates)
+        if (search.mean(s) >= 0 || settings_run + kept.size() < budget.settings) kept.push_back(s);
+      stopped_by_budget = stopped_by_budget || kept.size() < candidates.size();
+      candidates = kept;
+    }
+    if (!search.run(candidates)) {
+      const Cell& c = search.failed();
+      std::fprintf(stderr, "train: --tune: the cell %s, fold %d failed (exit %d): %s\n",
+                   experiment::setting_text(c.setting, method).c_str(), c.fold + 1, c.exit_code,
+                   c.error.c_str());
+      return c.exit_code;
+    }
+    settings_run = search.order().size();
+    double best = -1;
+    for (const Setting& s : candidates)
+      if (search.mean(s) > best) best = search.mean(s), current = s;
+    if (search.out_of_time(budget)) {
+      stopped_by_budget = true;
+      break;
+    }
+  }
+  if (method.grid.empty()) current.clear();
+  const double search_seconds = seconds_since(start);
+
+  // The table, the choice and the record.
+  json cells = json::array();
+  std::fprintf(stderr, "  %-56s %9s\n", "setting", "accuracy");
+  for (const Setting& s : search.order()) {
+    const bool chosen = s == current;
+    std::fprintf(stderr, "  %-56s %9.4f%s\n", experiment::setting_text(s, method).c_str(),
+                 search.mean(s), chosen ? "  <- chosen" : "");
+    cells.push_back({{"setting", setting_json(s)},
+                     {"accuracy", search.mean(s)},
+                     {"fold_accuracies", search.folds_of(s)}});
+  }
+  json grid_json = json::object();
+  for (const GridKey& k : method.grid) grid_json[k.key] = k.values;
+  const double chosen_accuracy = method.grid.empty() ? -1 : search.mean(current);
+  record = {{"folds", t.folds},
+            {"seed", t.seed},
+            {"rows", folds.rows},
+            {"rows_searched", folds.searched},
+            {"grid", grid_json},
+            {"budget", t.budget.empty() ? json() : json(t.budget)},
+            {"stopped_by_budget", stopped_by_budget},
+            {"settings", cells},
+            {"chosen", setting_json(current)},
+            {"validation_accuracy", chosen_accuracy}};
+  std::fprintf(stderr,
+               "tune %s: %zu settings in %.1f s; chosen %s (cross-validation accuracy %.4f)%s; "
+               "training on all %llu rows\n",
+               algo.c_str(), search.order().size(), search_seconds,
+               method.grid.empty() ? "(nothing to search)"
+                                   : experiment::setting_text(current, method).c_str(),
+               chosen_accuracy, stopped_by_budget ? ", stopped by --tune-budget" : "",
+               static_cast<unsigned long long>(folds.rows));
+
+  std::vector<std::string> final_args = t.final;
+  const std::vector<std::string> flags = setting_flags(current);
+  final_args.insert(final_args.end(), flags.begin(), flags.end());
+  int code = kExitInternal;
+  try {
+    code = run(final_args);
+  } catch (...) {
+    record = nullptr;
+    throw;
+  }
+  record = nullptr;
+  if (code == kExitOk) search.remove_cache();
+  return code;
+}
+
+}  // namespace polymargin::cli

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# train --tune, --normalize l2 and the defaults of issue 20, on small generated data whose best
+# setting is known:
+# - "threshold": one feature x in (0, 1], label +1 iff x > 0.5. Only a bias can express the
+#   threshold (w·x alone has one sign), and --normalize l2 maps every row to x/|x| = 1: the best
+#   setting has bias 1 and normalize none (≈ 1.0); normalize l2 or bias 0 give the majority (≈ 0.5).
+# - "angle": rows r·u, u a random direction of the positive octant of R³, log10 r uniform in
+#   [-2, 0], label +1 iff u₁ > 0.6 (a circular cone around e₁): linear with a bias once each row is divided by its
+#   length, not before. A model that did not normalise at predict
+#   time would score the held-out rows as unnormalised ones.
+# $1 = the polymargin binary.
+set -uo pipefail
+bin=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/common.bash"
+command -v jq > /dev/null || { echo "SKIP: jq not found"; exit 77; }
+
+awk 'BEGIN { srand(7); for (i = 0; i < 600; ++i) { x = 0.001 + rand() * 0.999;
+  printf "%d 1:%.6f\n", (x > 0.5 ? 1 : -1), x } }' > "$work/threshold.svm"
+make_angle() {  # make_angle SEED ROWS
+  awk -v seed="$1" -v n="$2" 'function g() { return sqrt(-2 * log(1 - rand())) * cos(6.2831853 * rand()) }
+  BEGIN { srand(seed); for (i = 0; i < n; ++i) {
+    a = g(); b = g(); c = g(); a = a < 0 ? -a : a; b = b < 0 ? -b : b; c = c < 0 ? -c : c;
+    l = sqrt(a * a + b * b + c * c); r = 10 ^ (-2 * rand()) / l;
+    printf "%d 1:%.6f 2:%.6f 3:%.6f\n", (a / l > 0.6 ? 1 : -1), r * a + 1e-6, r * b + 1e-6, r * c + 1e-6 } }'
+}
+make_angle 11 2000 > "$work/angle.svm"
+make_angle 12 2000 > "$work/angle.t.svm"
+
+# --- --normalize l2 end to end: trained, recorded, applied by eval, predict and --validation ---
+for n in none l2; do
+  "$bin" train --algo svm -d "$work/angle.svm" -o "$work/angle.$n" --normalize $n \
+    --validation "$work/angle.t.svm" --json > "$work/angle.$n.json" 2> "$work/err" \
+    || fail "train --normalize $n: $(cat "$work/err")"
+  "$bin" eval -m "$work/angle.$n" -d "$work/angle.t.svm" --json > "$work/eval.$n.json" 2> /dev/null \
+    || fail "eval --normalize $n"
+done
+l2=$(jq .accuracy "$work/eval.l2.json")
+none=$(jq .accuracy "$work/eval.none.json")
+# Measured: 0.986 normalised, 0.853 not.
+awk -v a="$l2" 'BEGIN { exit !(a >= 0.97) }' || fail "normalised model's eval accuracy $l2 < 0.97"
+awk -v a="$l2" -v b="$none" 'BEGIN { exit !(a >= b + 0.08) }' \
+  || fail "normalisation made no difference at eval ($l2 vs $none)"
+[ "$(jq .validation.accuracy "$work/angle.l2.json")" = "$l2" ] \
+  || fail "--validation and eval disagree on the normalised model"
+[ "$(jq -r .normalize "$work/angle.l2.json")" = l2 ] || fail "--json lacks normalize l2"
+"$bin" export -m "$work/angle.l2" --format json > "$work/angle.export.json" || fail "export"
+[ "$(jq -r .normalize "$work/angle.export.json")" = l2 ] || fail "export lacks normalize l2"
+[ "$(jq -r .config.normalize "$work/angle.export.json")" = l2 ] || fail "model config lacks normalize"
+"$bin" export -m "$work/angle.none" --format json | jq -e 'has("normalize") | not' > /dev/null \
+  || fail "a model without --normalize l2 says normalize"
+"$bin" predict -m "$work/angle.l2" -d "$work/angle.t.svm" -o "$work/pred" 2> /dev/null \
+  || fail "predict"
+right=$(paste -d' ' <(cut -d' ' -f1 "$work/pred") <(cut -d' ' -f1 "$work/angle.t.svm") \
+  | awk '$1 == $2' | wc -l)
+awk -v r="$right" -v a="$l2" 'BEGIN { exit !(r / 2000 == a || (r / 2000 - a) ^ 2 < 1e-12) }' \
+  || fail "predict got $right/2000 right, eval says $l2"
+expect 2 "--normalize must be l2 or none" train -d "$work/angle.svm" -o "$work/x" --normalize l1
+expect 2 "was trained with --normalize l2" train --algo svm -d "$work/angle.svm" -o "$work/x" \
+  --warm-start "$work/angle.l2"
+
+# --- defaults: a bias for the linear learners, a CPM C from the data's size ---
+"$bin" train -d "$work/threshold.svm" -o "$work/def.ldm" --json > "$work/def.json" 2> /dev/null \
+  || fail "train at the defaults"
+[ "$(jq .bias "$work/def.json")" = 1 ] || fail "ldm's default bias is not 1"
+awk -v a="$(jq .train_accuracy "$work/def.json")" 'BEGIN { exit !(a >= 0.9) }' \
+  || fail "ldm at its defaults cannot learn a threshold (training accuracy below 0.9)"
+"$bin" train --algo cpm -d "$work/angle.svm" -o "$work/def.cpm" --json > "$work/cpm.json" \
+  2> /dev/null || fail "train --algo cpm at the defaults"
+awk -v c="$(jq .c "$work/cpm.json")" 'BEGIN { exit !((c - 3 / sqrt(2000)) ^ 2 < 1e-20) }' \
+  || fail "cpm's C on 2000 rows is $(jq .c "$work/cpm.json"), not 3/√2000"
+expect 2 "-c (C) must be auto or a number" train --algo cpm -d "$work/angle.svm" -o "$work/x" -c x
+
+# --- --tune: the known best setting, recorded in the model, --json and --metrics-json ---
+"$bin" train --algo svm -d "$work/threshold.svm" -o "$work/tuned" --tune --json \
+  --metrics-json "$work/metrics.json" > "$work/tune.json" 2> "$work/tune.err" \
+  || fail "train --tune: $(cat "$work/tune.err")"
+grep -q "chosen cost=.* normalize=none bias=1" "$work/tune.err" || fail "tune table: $(cat "$work/tune.err")"
+[ "$(jq -r .tune.chosen.normalize "$work/tune.json")" = none ] || fail "chose normalize l2"
+[ "$(jq -r .tune.chosen.bias "$work/tune.json")" = 1 ] || fail "chose bias 0"
+awk -v a="$(jq .tune.validation_accuracy "$work/tune.json")" 'BEGIN { exit !(a >= 0.95) }' \
+  || fail "the chosen setting's CV accuracy is below 0.95"
+# Every setting the search visits is in the record: 5 C × 2 normalisations, then bias 0.
+[ "$(jq '.tune.settings | length' "$work/tune.json")" = 11 ] || fail "not 11 settings"
+jq -e '[.tune.settings[] | select(.setting.normalize == "l2") | .accuracy] | max < 0.7' \
+  "$work/tune.json" > /dev/null || fail "normalize l2 scored well on the threshold data"
+[ "$(jq '.tune.settings[0].fold_accuracies | length' "$work/tune.json")" = 5 ] || fail "not 5 folds"
+"$bin" export -m "$work/tuned" --format json > "$work/tuned.export.json" || fail "export tuned"
+jq -e '.config.tune.chosen == (input | .tune.chosen)' "$work/tuned.export.json" "$work/tune.json" \
+  > /dev/null || fail "the model does not record the chosen setting"
+jq -e '.tune.chosen.bias == "1"' "$work/metrics.json" > /dev/null || fail "--metrics-json lacks tune"
+[ "$(jq .bias "$work/tune.json")" = 1 ] && [ "$(jq -r .normalize "$work/tune.json")" = none ] \
+  || fail "the final model was not trained with the chosen setting"
+# Same seed, same choice, same model; a flag given on the command line is not searched.
+"$bin" train --algo svm -d "$work/threshold.svm" -o "$work/tuned2" --tune 2> /dev/null > /dev/null \
+  || fail "second --tune"
+cmp -s "$work/tuned" "$work/tuned2" || fail "--tune is not deterministic"
+"$bin" train --algo svm -d "$work/threshold.svm" -o "$work/fixed" --tune --normalize l2 -c 1 \
+  --tune-folds 3 --json > "$work/fixed.json" 2> /dev/null || fail "--tune with fixed flags"
+jq -e '(.tune.grid | keys) == ["bias"] and .tune.folds == 3 and .normalize == "l2" and .c == 1' \
+  "$work/fixed.json" > /dev/null || fail "flags given were searched: $(jq -c .tune "$work/fixed.json")"
+# --tune-budget: settings, or time; --checkpoint keeps the cells until the run completes.
+"$bin" train --algo ldm -d "$work/threshold.svm" -o "$work/budget" --tune --tune-budget 3 \
+  --checkpoint "$work/ck" --json > "$work/budget.json" 2> /dev/null || fail "--tune-budget 3"
+jq -e '(.tune.settings | length) == 3 and .tune.stopped_by_budget' "$work/budget.json" > /dev/null \
+  || fail "--tune-budget 3 ran $(jq '.tune.settings | length' "$work/budget.json") settings"
+[ ! -e "$work/ck" ] && [ ! -e "$work/ck.tune" ] || fail "checkpoint or tuning cells left behind"
+# The learners with grids of their own.
+"$bin" train --algo cpm -d "$work/angle.svm" -o "$work/cpm.tuned" --tune --tune-budget 4 \
+  --epochs 3 --json > "$work/cpm.tune.json" 2> /dev/null || fail "cpm --tune"
+jq -e '.tune.chosen | has("cost")' "$work/cpm.tune.json" > /dev/null || fail "cpm --tune record"
+"$bin" train --algo kldm -d "$work/angle.svm" -o "$work/kldm.tuned" --tune --tune-budget 3 --json \
+  > "$work/kldm.tune.json" 2> /dev/null || fail "kldm --tune"
+jq -e '.tune.chosen | has("rbf-width")' "$work/kldm.tune.json" > /dev/null || fail "kldm --tune record"
+# Errors: named, exit 2, nothing written.
+expect 2 "--tune-folds must be an integer" train -d "$work/threshold.svm" -o "$work/x" --tune \
+  --tune-folds 1
+expect 2 "--tune-budget must be" train -d "$work/threshold.svm" -o "$work/x" --tune --tune-budget 5x
+expect 2 "need --tune" train -d "$work/threshold.svm" -o "$work/x" --tune-budget 5
+expect 2 "--tune is for --algo" train --algo cmm -d "$work/threshold.svm" -o "$work/x" --tune
+expect 2 "--tune: the cell" train -d "$work/threshold.svm" -o "$work/x" --tune --epochs 0
+[ ! -e "$work/x" ] || fail "a refused --tune wrote a model"
+ls "${TMPDIR:-/tmp}" | grep -q "^polymargin-[0-9]*-tune-" && \
+  ls -d "${TMPDIR:-/tmp}"/polymargin-*-tune-* | while read -r d; do
+    pid=${d#*polymargin-}; pid=${pid%%-*}; [ -d "/proc/$pid" ] || fail "left $d behind"; done
+echo "tune: ok"
