@@ -74,8 +74,8 @@ struct WarmStart {
 };
 
 WarmStart load_warm_start(const std::string& path, const std::string& algo,
-                          const engine::LabelMap& labels, const io::Manifest& manifest,
-                          double bias, bool normalize_l2) {
+                          const engine::LabelMap& labels, const io::Manifest& manifest, double bias,
+                          bool normalize_l2) {
   WarmStart warm;
   warm.path = path;
   warm.model = io::load_model(path);  // DataError for a model of another kind
@@ -255,8 +255,7 @@ void LinearRun::open() {
     config.lambda2 = lambda_option(vm, "lambda2", rows, config.c);
   }
   if (!warm_start_path.empty())
-    warm = load_warm_start(warm_start_path, algo, labels, manifest, config.bias,
-                           normalize == "l2");
+    warm = load_warm_start(warm_start_path, algo, labels, manifest, config.bias, normalize == "l2");
   max_index = manifest.max_index;
   if (warm) max_index = std::max(max_index, warm->model.max_index);
   // Memory, before the first weight exists: W and A (doubles) of every worker, the scaling table

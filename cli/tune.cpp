@@ -266,6 +266,9 @@ struct Folds {
   std::uint64_t rows = 0;      // rows of the data
   std::uint64_t searched = 0;  // rows in the folds
   double sample_fraction = 1;  // share of the rows searched
+  // Folds a setting is scored on: all of them (cross-validation), or on a subsample only the first
+  // (a holdout: a setting then costs one training on (k-1)/k of the subsample, not k).
+  int scored = 0;
 };
 
 Folds write_folds(const TuneArgs& t, const std::string& dir) {
@@ -303,6 +306,7 @@ Folds write_folds(const TuneArgs& t, const std::string& dir) {
   const io::SplitCounts counts = splitter.finish();
   folds.files = counts.outputs;
   folds.searched = counts.rows;
+  folds.scored = folds.sample_fraction < 1 ? 1 : t.folds;
   for (std::size_t f = 0; f < counts.fold_rows.size(); ++f)
     if (counts.fold_rows[f] == 0)
       throw DataError(data_name(t.data), 0, 0,
@@ -350,7 +354,7 @@ class Search {
     std::vector<Cell> cells;
     for (const Setting& s : settings) {
       if (results_.count(s)) continue;
-      for (int f = 0; f < t_.folds; ++f) {
+      for (int f = 0; f < folds_.scored; ++f) {
         Cell c;
         c.setting = s;
         c.fold = f;
@@ -362,9 +366,9 @@ class Search {
     arena.execute([&] {
       tbb::parallel_for(std::size_t{0}, cells.size(), [&](std::size_t i) { execute(cells[i]); });
     });
-    for (std::size_t i = 0; i < cells.size(); i += static_cast<std::size_t>(t_.folds)) {
+    for (std::size_t i = 0; i < cells.size(); i += static_cast<std::size_t>(folds_.scored)) {
       std::vector<double> accuracies;
-      for (int f = 0; f < t_.folds; ++f) {
+      for (int f = 0; f < folds_.scored; ++f) {
         const Cell& c = cells[i + static_cast<std::size_t>(f)];
         if (c.exit_code != 0) {
           failed_ = c;
@@ -372,7 +376,8 @@ class Search {
         }
         if (c.accuracy >= 0) accuracies.push_back(c.accuracy);
       }
-      if (static_cast<int>(accuracies.size()) != t_.folds) continue;  // out of time: not counted
+      if (static_cast<int>(accuracies.size()) != folds_.scored)
+        continue;  // out of time: not counted
       results_[cells[i].setting] = accuracies;
       order_.push_back(cells[i].setting);
     }
@@ -437,6 +442,8 @@ class Search {
       if (f != c.fold) argv.push_back(folds_.files[static_cast<std::size_t>(f)]);
     argv.insert(argv.end(), {"--validation", folds_.files[static_cast<std::size_t>(c.fold)], "-o",
                              work + "/model", "--json", "--threads", "1"});
+    // The linear learners' exact pass over the training rows only reports; a cell needs none.
+    if (algo_ == "ldm" || algo_ == "svm") argv.push_back("--no-final-pass");
     const experiment::ChildResult r = experiment::run_child(argv, work);
     std::error_code ignored;
     fs::remove_all(work, ignored);
@@ -500,9 +507,10 @@ std::string tune_help() {
   std::string text =
       "tuning (--algo ldm|svm|cpm|kldm|tldm):\n"
       "  --tune               choose the settings below by seeded k-fold cross-validation on the\n"
-      "                       training data (a seeded subsample of ~200000 rows above that), then\n"
-      "                       train on all of it with the choice; options given on the command\n"
-      "                       line are kept and not searched\n"
+      "                       training data (above ~200000 rows: on a seeded subsample of that\n"
+      "                       many, each setting scored on one held-out fold), then train on all\n"
+      "                       of it with the choice; options given on the command line are kept\n"
+      "                       and not searched\n"
       "  --tune-folds K       folds (default 5)\n"
       "  --tune-budget B      at most B settings (e.g. 8), or no new setting after a time (30s,\n"
       "                       10m, 1h); default: the whole search\n"
@@ -547,11 +555,18 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   const WorkDir dir;
   const Clock::time_point start = Clock::now();
   const Folds folds = write_folds(t, dir.path);
-  std::fprintf(stderr, "tune %s: %d-fold cross-validation (seed %llu) on %llu of %llu rows%s\n",
-               algo.c_str(), t.folds, static_cast<unsigned long long>(t.seed),
-               static_cast<unsigned long long>(folds.searched),
-               static_cast<unsigned long long>(folds.rows),
-               folds.sample_fraction < 1 ? " (a seeded subsample)" : "");
+  if (folds.scored == t.folds)
+    std::fprintf(stderr, "tune %s: %d-fold cross-validation (seed %llu) on %llu rows\n",
+                 algo.c_str(), t.folds, static_cast<unsigned long long>(t.seed),
+                 static_cast<unsigned long long>(folds.searched));
+  else
+    std::fprintf(
+        stderr,
+        "tune %s: a seeded subsample of %llu of %llu rows (seed %llu), each setting trained "
+        "on %d of its %d folds and scored on the other (a holdout)\n",
+        algo.c_str(), static_cast<unsigned long long>(folds.searched),
+        static_cast<unsigned long long>(folds.rows), static_cast<unsigned long long>(t.seed),
+        t.folds - 1, t.folds);
 
   Search search(t, algo, folds, dir.path);
   if (budget.seconds > 0) search.set_deadline(budget.seconds);
@@ -588,7 +603,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
 
   // The table, the choice and the record.
   json cells = json::array();
-  std::fprintf(stderr, "  %-56s %9s\n", "setting", "accuracy");
+  std::fprintf(stderr, "  %-56s %9s\n", "setting", folds.scored < t.folds ? "holdout" : "CV acc.");
   for (const Setting& s : search.order()) {
     const bool chosen = s == current;
     std::fprintf(stderr, "  %-56s %9.4f%s\n", experiment::setting_text(s, method).c_str(),
@@ -601,6 +616,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   for (const GridKey& k : method.grid) grid_json[k.key] = k.values;
   const double chosen_accuracy = method.grid.empty() ? -1 : search.mean(current);
   record = {{"folds", t.folds},
+            {"holdout", folds.scored < t.folds},
             {"seed", t.seed},
             {"rows", folds.rows},
             {"rows_searched", folds.searched},
@@ -611,7 +627,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
             {"chosen", setting_json(current)},
             {"validation_accuracy", chosen_accuracy}};
   std::fprintf(stderr,
-               "tune %s: %zu settings in %.1f s; chosen %s (cross-validation accuracy %.4f)%s; "
+               "tune %s: %zu settings in %.1f s; chosen %s (validation accuracy %.4f)%s; "
                "training on all %llu rows\n",
                algo.c_str(), search.order().size(), search_seconds,
                method.grid.empty() ? "(nothing to search)"

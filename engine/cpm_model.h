@@ -51,7 +51,7 @@ struct CpmModel : Classifier {
   // Empty: no scaling; else the training data's max |x_f| (max_index + 1 entries): values are
   // divided by it exactly as the reader divided them in training (float division).
   std::vector<float> maxabs;
-  bool normalize_l2 = false;  // rows divided by their length after the maxabs scaling
+  bool normalize_l2 = false;     // rows divided by their length after the maxabs scaling
   std::vector<Binary> machines;  // binary: one; multiclass: pairs (a < b) in lexicographic order
   std::uint64_t vote_seed = 1;   // multiclass tie-breaking
 

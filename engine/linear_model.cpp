@@ -51,8 +51,8 @@ nlohmann::json LinearModel::to_json() const {
 std::string LinearModel::to_text() const {
   std::ostringstream out;
   out << info_text() << "bias " << bias_value << " " << bias_weight << "\n"
-      << (normalize_l2 ? "normalize l2\n" : "")
-      << "# feature_id weight" << (scale.empty() ? "" : " scale") << "\n";
+      << (normalize_l2 ? "normalize l2\n" : "") << "# feature_id weight"
+      << (scale.empty() ? "" : " scale") << "\n";
   char buf[64];
   for (std::size_t f = 0; f < weights.size(); ++f) {
     if (weights[f] == 0) continue;

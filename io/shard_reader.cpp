@@ -445,7 +445,8 @@ struct ShardSet::Impl {
     check_window_nnz(w.block_count, nnz);
     w.views.clear();
     w.release_after_sink = false;
-    if (raw && !o.shuffle && !scale && !o.normalize_l2) {  // zero copy: the sink reads the map itself
+    // Zero copy: the sink reads the map itself.
+    if (raw && !o.shuffle && !scale && !o.normalize_l2) {
       for (std::size_t i = 0; i < w.block_count; ++i)
         w.views.push_back(shard::raw_block_view(data(w.blocks[i]), name(w.blocks[i])));
       if (w.views.empty()) w.views.emplace_back();  // an empty part still marks its window
