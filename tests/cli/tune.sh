@@ -106,6 +106,14 @@ jq -e '(.tune.grid | keys) == ["bias"] and .tune.folds == 3 and .normalize == "l
 jq -e '(.tune.settings | length) == 3 and .tune.stopped_by_budget' "$work/budget.json" > /dev/null \
   || fail "--tune-budget 3 ran $(jq '.tune.settings | length' "$work/budget.json") settings"
 [ ! -e "$work/ck" ] && [ ! -e "$work/ck.tune" ] || fail "checkpoint or tuning cells left behind"
+# Stopped in its final training, a tuned run resumes: its cells from CHECKPOINT.tune, the same model.
+expect 6 "checkpoint written" train --algo ldm -d "$work/threshold.svm" -o "$work/resumed" --tune \
+  --tune-budget 3 --checkpoint "$work/rck" --stop-after-rows 1000
+[ "$(ls "$work/rck.tune" | wc -l)" -eq 15 ] || fail "not 15 cached cells in rck.tune"
+"$bin" train --algo ldm -d "$work/threshold.svm" -o "$work/resumed" --tune --tune-budget 3 \
+  --checkpoint "$work/rck" --resume "$work/rck" > /dev/null 2>&1 || fail "resume a tuned run"
+cmp -s "$work/budget" "$work/resumed" || fail "a stopped and resumed tuned run wrote another model"
+[ ! -e "$work/rck.tune" ] || fail "tuning cells left after the resumed run"
 # The learners with grids of their own.
 "$bin" train --algo cpm -d "$work/angle.svm" -o "$work/cpm.tuned" --tune --tune-budget 4 \
   --epochs 3 --json > "$work/cpm.tune.json" 2> /dev/null || fail "cpm --tune"
