@@ -94,7 +94,12 @@ for f in "$data"/uci/*.libsvm; do
 done
 for entry in "${sets[@]}"; do
   IFS=: read -r name file set_seeds <<< "$entry"
+  labels=$(cut -d' ' -f1 "$file" | sort -u | wc -l)
   for algo in $algos; do
+    if [ "$labels" -gt 2 ] && [ "$algo" != cpm ]; then  # the linear learners are binary
+      printf "%-30s %-4s %5s  n/a: %d classes\n" "$name" "$algo" - "$labels"
+      continue
+    fi
     lines=""
     for seed in $set_seeds; do
       read -r train test <<< "$(half_split "$file" "$seed")"

@@ -125,12 +125,13 @@ struct TuneArgs {
   std::uint64_t seed = 1;
 };
 
-// Options a cell does not pass on: the data and the job's files and reports are the cell's own.
+// Options a cell does not pass on: the data and the job's files and reports are the cell's own, and
+// a cell is one learner on one thread (the cells run side by side).
 bool job_option(const std::string& name) {
   static const std::set<std::string> job = {
-      "data",         "output", "checkpoint", "checkpoint-every", "resume",
-      "metrics-json", "json",   "validation", "threads",          "stop-after-rows",
-      "warm-start",   "algo",   "help",       "unlabeled"};
+      "data", "output",     "checkpoint", "checkpoint-every", "resume",     "metrics-json",
+      "json", "validation", "threads",    "stop-after-rows",  "warm-start", "algo",
+      "help", "unlabeled",  "workers",    "sync-rows"};
   return job.count(name) > 0;
 }
 
