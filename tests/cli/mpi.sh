@@ -156,4 +156,8 @@ mpirun -np 2 "$bin" train --algo kldm -d a9a.shards -o k.bin > /dev/null 2> kern
 [ "$rc" = 2 ] && grep -q "only ldm, svm and cpm run as an MPI job" kernel.err ||
   fail "kldm under mpirun: exit $rc: $(cat kernel.err)"
 [ ! -e k.bin ] || fail "kldm under mpirun wrote a model"
+rc=0
+mpirun -np 2 "$bin" train -d a9a.shards -o t.bin --tune > /dev/null 2> tune.err || rc=$?
+[ "$rc" = 2 ] && grep -q "train --tune runs without mpirun" tune.err ||
+  fail "--tune under mpirun: exit $rc: $(cat tune.err)"
 echo "mpi: all passed"
