@@ -488,11 +488,7 @@ void LinearRun::finish() {
   model.config["features"] = model.features;
   model.config["data"] = inputs;
   if (warm) model.config["warm_start"] = warm->record;
-  if (replicated())
-    model.config["data_parallel"] = {{"workers", parallel.workers},
-                                     {"ranks", parallel.peers.count},
-                                     {"replicas", replicas->total()},
-                                     {"sync_windows", parallel.sync_windows}};
+  if (replicated()) model.config["data_parallel"] = parallel.model_record();
   if (!tune_record().is_null()) model.config["tune"] = tune_record();
 
   // One unshuffled pass for F(w̄), the margin distribution and the training accuracy. The model

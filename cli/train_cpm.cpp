@@ -452,11 +452,7 @@ void CpmRun::save() {
   model.config["max_index"] = manifest.max_index;
   model.config["features"] = manifest.features;
   model.config["data"] = inputs;
-  if (replicated())
-    model.config["data_parallel"] = {{"workers", parallel.workers},
-                                     {"ranks", parallel.peers.count},
-                                     {"replicas", replicas->total()},
-                                     {"sync_windows", parallel.sync_windows}};
+  if (replicated()) model.config["data_parallel"] = parallel.model_record();
   if (!tune_record().is_null()) model.config["tune"] = tune_record();
   for (const auto& m : model.machines)
     for (const auto& f : m.sides) outers.push_back(f.outer);

@@ -189,6 +189,13 @@ nlohmann::json DataParallel::report() const {
           {"sync_seconds", sync_seconds}};
 }
 
+nlohmann::json DataParallel::model_record() const {
+  return {{"workers", workers},
+          {"ranks", peers.count},
+          {"replicas", total()},
+          {"sync_windows", sync_windows}};
+}
+
 int run_train_job(const std::vector<std::string>& args, TrainJob job) {
   // Of an MPI job's ranks, rank 0 alone reports.
   const driver::MpiJob* mpi = driver::mpi_job();

@@ -78,6 +78,8 @@ struct DataParallel {
   void announce(std::uint64_t sync_bytes, const char* pass) const;
   /// The run's figures for --json and --metrics-json.
   nlohmann::json report() const;
+  /// What a replicated run's model records of it (the config's "data_parallel").
+  nlohmann::json model_record() const;
 };
 
 /// Thrown by a learner that stopped on a signal, after saving what it could.
