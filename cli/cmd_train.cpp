@@ -405,12 +405,7 @@ void LinearRun::train() {
     write_linear_checkpoint(checkpoint, run_config, run_data,
                             {at.pass, at.pass_rows, replicated() ? at.windows : 0}, trainer());
   };
-  learner.average = [&] {
-    const Clock::time_point sync_start = Clock::now();
-    replicas.average(parallel.peers);
-    parallel.sync_seconds += seconds_since(sync_start);
-    ++parallel.syncs;
-  };
+  learner.average = [&] { parallel.average(replicas); };
   learner.stopped = [&](int signal, const driver::Position& at) {
     Interrupted stop{signal, checkpoint};  // written by rank 0, the same exit everywhere
     report["interrupted"] = {

@@ -388,12 +388,7 @@ void CpmRun::train() {
         pass_end ? CpmPosition{at.pass + 1, 0, at.rows} : CpmPosition{at.pass, at.windows, at.rows},
         trainer());
   };
-  learner.average = [&] {
-    const Clock::time_point sync_start = Clock::now();
-    replicas.average(parallel.peers);
-    parallel.sync_seconds += seconds_since(sync_start);
-    ++parallel.syncs;
-  };
+  learner.average = [&] { parallel.average(replicas); };
   learner.stopped = [&](int signal, const driver::Position& at) {
     Interrupted stop{signal, job.checkpoint};
     report["interrupted"] = {

@@ -80,6 +80,15 @@ struct DataParallel {
   nlohmann::json report() const;
   /// What a replicated run's model records of it (the config's "data_parallel").
   nlohmann::json model_record() const;
+  /// replicas.average(peers) (engine::LdmReplicas, engine::CpmReplicas) at a sync of the loop,
+  /// counted and timed for the report.
+  template <class Replicas>
+  void average(Replicas& replicas) {
+    const auto start = std::chrono::steady_clock::now();
+    replicas.average(peers);
+    sync_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++syncs;
+  }
 };
 
 /// Thrown by a learner that stopped on a signal, after saving what it could.

@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 #include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 #include <xxhash.h>
@@ -761,31 +762,46 @@ void CpmTrainer::average(const std::vector<CpmTrainer*>& local, bool holds_total
     // U = W̄/σ with σ = 1/(t + 1), W̄ = ΣW / total.
     const double scale = (static_cast<double>(t) + 1.0) / static_cast<double>(total);
 
-    // W = σU of every replica summed slot by slot in replica order: into the lead's U itself when
-    // it holds doubles, else a chunk at a time through a double copy. Then every replica takes
-    // the mean (the lead last: with U summed in place, its array is the sum).
+    // W = σU of every replica summed slot by slot in replica order, then every replica takes the
+    // mean. One process: in one pass, a task's sums in a buffer of its own (reads n arrays, writes
+    // n). Several: the sums go through Peers::sum, into the lead's U itself when it holds doubles,
+    // else a chunk at a time through a double copy, and every replica takes the mean afterwards
+    // (the lead last: with U summed in place, its array is the sum).
     const std::uint64_t size = first.slots * K;
-    double* in_place = first.doubles();
-    std::vector<double> buffer;
-    const std::uint64_t chunk =
-        in_place ? std::max<std::uint64_t>(size, 1) : std::min<std::uint64_t>(size, kFloatChunk);
-    if (!in_place) buffer.resize(chunk);
-    for (std::uint64_t begin = 0; begin < size; begin += chunk) {
-      const std::size_t len = std::min(chunk, size - begin);
-      double* sum = in_place ? in_place + begin : buffer.data();
-      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, len, kAverageGrain),
-                        [&](const tbb::blocked_range<std::size_t>& r) {
-                          const std::span<double> out(sum + r.begin(), r.size());
+    if (peers.alone()) {
+      tbb::enumerable_thread_specific<std::vector<double>> sums;
+      tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, size, kAverageGrain),
+                        [&](const tbb::blocked_range<std::uint64_t>& r) {
+                          std::vector<double>& sum = sums.local();
+                          sum.resize(r.size());
                           for (std::size_t k = 0; k < n; ++k)
-                            sides[k]->add_represented(begin + r.begin(), out, k > 0);
+                            sides[k]->add_represented(r.begin(), sum, k > 0);
+                          for (std::size_t k = 0; k < n; ++k)
+                            sides[k]->assign(r.begin(), sum, scale);
                         });
-      peers.sum_in_place({sum, len});
-      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, len, kAverageGrain),
-                        [&](const tbb::blocked_range<std::size_t>& r) {
-                          const std::span<const double> in(sum + r.begin(), r.size());
-                          for (std::size_t k = n; k-- > 0;)
-                            sides[k]->assign(begin + r.begin(), in, scale);
-                        });
+    } else {
+      double* in_place = first.doubles();
+      std::vector<double> buffer;
+      const std::uint64_t chunk =
+          in_place ? std::max<std::uint64_t>(size, 1) : std::min<std::uint64_t>(size, kFloatChunk);
+      if (!in_place) buffer.resize(chunk);
+      for (std::uint64_t begin = 0; begin < size; begin += chunk) {
+        const std::size_t len = std::min(chunk, size - begin);
+        double* sum = in_place ? in_place + begin : buffer.data();
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, len, kAverageGrain),
+                          [&](const tbb::blocked_range<std::size_t>& r) {
+                            const std::span<double> out(sum + r.begin(), r.size());
+                            for (std::size_t k = 0; k < n; ++k)
+                              sides[k]->add_represented(begin + r.begin(), out, k > 0);
+                          });
+        peers.sum({sum, len});
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, len, kAverageGrain),
+                          [&](const tbb::blocked_range<std::size_t>& r) {
+                            const std::span<const double> in(sum + r.begin(), r.size());
+                            for (std::size_t k = n; k-- > 0;)
+                              sides[k]->assign(begin + r.begin(), in, scale);
+                          });
+      }
     }
     // Counts: those at the last average plus all increments, the same in every replica.
     std::vector<std::int64_t> counts = first.synced;
