@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "cli/progress.h"
 #include "cli/shard_summary.h"
 #include "engine/errors.h"
@@ -96,15 +97,15 @@ int run_convert(const std::vector<std::string>& args) {
     return kExitOk;
   }
   const ShardBytes bytes = shard_bytes(manifest, output);
-  std::printf("converted %llu rows, %llu features, %llu non-zeros into %s\n",
+  out_printf("converted %llu rows, %llu features, %llu non-zeros into %s\n",
               static_cast<unsigned long long>(manifest.rows),
               static_cast<unsigned long long>(manifest.features),
               static_cast<unsigned long long>(manifest.nnz), output.c_str());
-  std::printf("text %s in, shards %s out (ratio %.3f), %.2f s, %.1f MB/s\n",
+  out_printf("text %s in, shards %s out (ratio %.3f), %.2f s, %.1f MB/s\n",
               megabytes(manifest.text_bytes).c_str(), megabytes(bytes.total).c_str(),
               compression_ratio(manifest, bytes), seconds, mb_per_second);
   if (manifest.bad_lines_skipped > 0)
-    std::printf("skipped %llu malformed lines\n",
+    out_printf("skipped %llu malformed lines\n",
                 static_cast<unsigned long long>(manifest.bad_lines_skipped));
   return kExitOk;
 }

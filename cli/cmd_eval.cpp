@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "cli/plot.h"
 #include "engine/errors.h"
 #include "engine/linear_model.h"
@@ -279,43 +280,43 @@ void print_results(const std::vector<EvalResult>& results) {
   for (const auto& r : results) {
     if (r.model->multiclass()) {
       const nlohmann::json& m = r.multiclass;
-      std::printf("%s (%s, %zu classes) on %llu rows\n", r.path.c_str(),
+      out_printf("%s (%s, %zu classes) on %llu rows\n", r.path.c_str(),
                   r.model->algorithm.c_str(), r.model->classes.size(),
                   static_cast<unsigned long long>(m["rows"].get<std::uint64_t>()));
-      std::printf("  accuracy      %.4f   (error rate %.4f, %llu errors)\n",
+      out_printf("  accuracy      %.4f   (error rate %.4f, %llu errors)\n",
                   m["accuracy"].get<double>(), m["error_rate"].get<double>(),
                   static_cast<unsigned long long>(m["errors"].get<std::uint64_t>()));
-      std::printf("  confusion     actual label: predicted label = rows\n");
+      out_printf("  confusion     actual label: predicted label = rows\n");
       for (const auto& [actual, cells] : m["confusion"].items()) {
-        std::printf("    %-10s", actual.c_str());
+        out_printf("    %-10s", actual.c_str());
         for (const auto& [predicted, n] : cells.items())
-          std::printf("  %s=%llu", predicted.c_str(),
+          out_printf("  %s=%llu", predicted.c_str(),
                       static_cast<unsigned long long>(n.get<std::uint64_t>()));
-        std::printf("\n");
+        out_printf("\n");
       }
     } else {
       const auto& m = r.metrics;
-      std::printf("%s (%s) on %llu rows\n", r.path.c_str(), r.model->algorithm.c_str(),
+      out_printf("%s (%s) on %llu rows\n", r.path.c_str(), r.model->algorithm.c_str(),
                   static_cast<unsigned long long>(m.rows));
-      std::printf("  accuracy      %.4f   (error rate %.4f, %llu errors)\n", m.accuracy,
+      out_printf("  accuracy      %.4f   (error rate %.4f, %llu errors)\n", m.accuracy,
                   m.error_rate,
                   static_cast<unsigned long long>(m.false_positives + m.false_negatives));
-      std::printf("  auc           %.4f\n", m.auc);
-      std::printf("  precision     %.4f   recall %.4f   f1 %.4f\n", m.precision, m.recall, m.f1);
-      std::printf("  margin        mean %.4f   variance %.4f\n", m.margin_mean, m.margin_variance);
-      std::printf("  confusion     predicted +1   predicted -1\n");
-      std::printf("    actual +1   %12llu   %12llu\n",
+      out_printf("  auc           %.4f\n", m.auc);
+      out_printf("  precision     %.4f   recall %.4f   f1 %.4f\n", m.precision, m.recall, m.f1);
+      out_printf("  margin        mean %.4f   variance %.4f\n", m.margin_mean, m.margin_variance);
+      out_printf("  confusion     predicted +1   predicted -1\n");
+      out_printf("    actual +1   %12llu   %12llu\n",
                   static_cast<unsigned long long>(m.true_positives),
                   static_cast<unsigned long long>(m.false_negatives));
-      std::printf("    actual -1   %12llu   %12llu\n",
+      out_printf("    actual -1   %12llu   %12llu\n",
                   static_cast<unsigned long long>(m.false_positives),
                   static_cast<unsigned long long>(m.true_negatives));
     }
     if (!r.details.is_null())
       for (const auto& [key, value] : r.details.items())
-        std::printf("  %-13s %s\n", key.c_str(), value.dump().c_str());
+        out_printf("  %-13s %s\n", key.c_str(), value.dump().c_str());
     if (r.ignored_nonzeros > 0)
-      std::printf("  ignored       %llu non-zeros of features the model has not seen\n",
+      out_printf("  ignored       %llu non-zeros of features the model has not seen\n",
                   static_cast<unsigned long long>(r.ignored_nonzeros));
   }
 }

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "cli/experiment_config.h"
 #include "cli/experiment_report.h"
 #include "cli/experiment_runner.h"
@@ -213,7 +214,7 @@ void Experiment::prepare_datasets() {
   }
   for (PreparedDataset& d : datasets_) {
     if (d.status != "ok") {
-      std::fprintf(stderr, "experiment: skipping data set %s: %s\n", d.spec->name.c_str(),
+      err_printf("experiment: skipping data set %s: %s\n", d.spec->name.c_str(),
                    d.status.c_str());
       continue;
     }
@@ -240,7 +241,7 @@ void Experiment::prepare_one(PreparedDataset& d) {
       } catch (const json::exception&) {
       }
     if (old != wanted || !fs::exists(train) || (with_test && !fs::exists(test))) {
-      std::fprintf(stderr, "experiment: generating %s: polymargin gen %s\n", spec.name.c_str(),
+      err_printf("experiment: generating %s: polymargin gen %s\n", spec.name.c_str(),
                    spec.generate.c_str());
       std::vector<std::string> argv = {self_, "gen"};
       argv.insert(argv.end(), args.begin(), args.end());
@@ -280,7 +281,7 @@ void Experiment::prepare_one(PreparedDataset& d) {
     }
     d.split_keys.push_back(std::move(key));
   }
-  std::fprintf(stderr, "experiment: %s: %llu rows (%llu train / %llu test), %d splits ready\n",
+  err_printf("experiment: %s: %llu rows (%llu train / %llu test), %d splits ready\n",
                spec.name.c_str(), static_cast<unsigned long long>(d.summary.rows),
                static_cast<unsigned long long>(d.splits[0].train_rows),
                static_cast<unsigned long long>(d.splits[0].test_rows), config_.repeats);
@@ -445,7 +446,7 @@ void Experiment::run_cells(std::vector<Cell>& cells, const std::string& stage) {
                            cells[i].result["error"].get<std::string>();
           failure_exit_ = cells[i].result.value("exit_code", 1);
           progress_.clear();
-          std::fprintf(stderr, "experiment: cell failed: %s\n", first_failure_.c_str());
+          err_printf("experiment: cell failed: %s\n", first_failure_.c_str());
         }
       }
       if (progress_.due()) {
@@ -466,7 +467,7 @@ void Experiment::run_cells(std::vector<Cell>& cells, const std::string& stage) {
   for (int t = 0; t < n; ++t) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
   progress_.clear();
-  std::fprintf(stderr, "experiment: %s: %zu cells (%zu computed) in %s; %zu/%zu cells done\n",
+  err_printf("experiment: %s: %zu cells (%zu computed) in %s; %zu/%zu cells done\n",
                stage.c_str(), cells.size(), computed_ - computed_before,
                clock_text(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count())
                    .c_str(),
@@ -491,7 +492,7 @@ std::vector<Experiment::Search> Experiment::plan_searches() {
                   static_cast<std::size_t>(config_.folds);
     planned_ += 1;
   }
-  std::fprintf(stderr, "experiment: %zu cells planned (%zu searches, %d jobs)\n", planned_,
+  err_printf("experiment: %zu cells planned (%zu searches, %d jobs)\n", planned_,
                searches.size(), jobs_);
   return searches;
 }
@@ -682,14 +683,13 @@ int Experiment::run() {
                 {"jobs", jobs_},                {"seconds", seconds}};
   const std::vector<std::string> written = write_report(report, out_);
   fs::remove_all(out_ + "/work");
-  std::fprintf(stderr,
-               "experiment: %zu cells: %zu computed, %zu from cache, %zu failed, in %s\n", done_,
+  err_printf("experiment: %zu cells: %zu computed, %zu from cache, %zu failed, in %s\n", done_,
                computed_, from_cache_, failed_, clock_text(seconds).c_str());
-  std::printf("%s", table_markdown(accuracy_table(report)).c_str());
-  std::printf("\nreport: %s/report.html (%zu files in %s)\n", out_.c_str(), written.size(),
+  out_printf("%s", table_markdown(accuracy_table(report)).c_str());
+  out_printf("\nreport: %s/report.html (%zu files in %s)\n", out_.c_str(), written.size(),
               out_.c_str());
   if (failed_ > 0) {
-    std::fprintf(stderr, "experiment: %zu cells failed; the first: %s\n", failed_,
+    err_printf("experiment: %zu cells failed; the first: %s\n", failed_,
                  first_failure_.c_str());
     return failure_exit_ != 0 ? failure_exit_ : 1;
   }

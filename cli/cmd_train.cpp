@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "cli/linear_checkpoint.h"
 #include "cli/progress.h"
 #include "cli/train.h"
@@ -341,7 +342,7 @@ void LinearRun::apply_warm_start() {
                        warm->model.bias_weight);
   replicas->spread_lead();
   warm_pending = false;
-  std::fprintf(stderr, "warm start from %s: %u feature slots, %llu new\n", warm->path.c_str(),
+  err_printf("warm start from %s: %u feature slots, %llu new\n", warm->path.c_str(),
                max_index + 1, static_cast<unsigned long long>(max_index - warm->model.max_index));
 }
 
@@ -349,27 +350,26 @@ void LinearRun::announce() const {
   const io::Manifest& manifest = dataset->shards().manifest();
   const engine::LdmConfig& used = trainer().config();
   const std::string& resume = job.resume;
-  std::fprintf(stderr, "train %s: %s: %llu rows, %llu features, %llu non-zeros%s\n", algo.c_str(),
+  err_printf("train %s: %s: %llu rows, %llu features, %llu non-zeros%s\n", algo.c_str(),
                data.c_str(), static_cast<unsigned long long>(manifest.rows),
                static_cast<unsigned long long>(manifest.features),
                static_cast<unsigned long long>(manifest.nnz),
                dataset->converted() ? " (converted from text)" : "");
-  std::fprintf(stderr, "labels: %s -> -1 (%llu rows), %s -> +1 (%llu rows)\n",
+  err_printf("labels: %s -> -1 (%llu rows), %s -> +1 (%llu rows)\n",
                number(labels.negative).c_str(),
                static_cast<unsigned long long>(manifest.label_counts.begin()->second),
                number(labels.positive).c_str(),
                static_cast<unsigned long long>(manifest.label_counts.rbegin()->second));
-  std::fprintf(stderr,
-               "lambda1 %g  lambda2 %g  C %g  epochs %d  avg-start %d  bias %g  scale %s  "
+  err_printf("lambda1 %g  lambda2 %g  C %g  epochs %d  avg-start %d  bias %g  scale %s  "
                "normalize %s\n",
                *used.lambda1, *used.lambda2, used.c, used.epochs, used.avg_start_epochs, used.bias,
                scale.c_str(), normalize.c_str());
   if (trainer().eta0() > 0)
-    std::fprintf(stderr, "eta0 %g%s\n", trainer().eta0(),
+    err_printf("eta0 %g%s\n", trainer().eta0(),
                  trainer().eta0_clamped() ? " (clamped to 0.5/λ)" : "");
   parallel.announce(replicas->sync_bytes(), "epoch");
   if (resumed)
-    std::fprintf(stderr, "resuming from %s: epoch %llu, %llu rows of it done, step %llu\n",
+    err_printf("resuming from %s: epoch %llu, %llu rows of it done, step %llu\n",
                  resume.c_str(), static_cast<unsigned long long>(position.epoch + 1),
                  static_cast<unsigned long long>(position.rows),
                  static_cast<unsigned long long>(trainer().state().t));
@@ -391,7 +391,7 @@ void LinearRun::train() {
       replicas.calibrate(window, parallel.peers);
       if (trainer().eta0() <= 0) return;  // no rank had rows: every rank passes over this window
       progress.clear();
-      std::fprintf(stderr, "eta0 %g (calibrated)\n", trainer().eta0());
+      err_printf("eta0 %g (calibrated)\n", trainer().eta0());
     }
     if (warm_pending) apply_warm_start();
     replicas.learn(window);
@@ -420,7 +420,7 @@ void LinearRun::train() {
     // comes from the final pass.
     margins = replicas.take_progress();
     progress.clear();
-    std::fprintf(stderr, "epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g, accuracy ≈ %.4f\n",
+    err_printf("epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g, accuracy ≈ %.4f\n",
                  static_cast<int>(at.pass) + 1, used.epochs, seconds,
                  rows / 1e6 / std::max(seconds, 1e-9), trainer().objective(margins),
                  margins.accuracy());
@@ -481,7 +481,7 @@ void LinearRun::finish() {
   model.config["index_base"] = manifest.index_base;
   model.config["max_index"] = max_index;
   model.config["features"] = model.features;
-  model.config["data"] = inputs;
+  model.config["data"] = data_record(inputs, job.data_name);
   if (warm) model.config["warm_start"] = warm->record;
   if (replicated()) model.config["data_parallel"] = parallel.model_record();
   if (!tune_record().is_null()) model.config["tune"] = tune_record();
@@ -530,7 +530,7 @@ void LinearRun::finish() {
     std::error_code error;
     std::filesystem::remove(checkpoint, error);
     if (error)
-      std::fprintf(stderr, "warning: cannot remove the checkpoint %s: %s\n", checkpoint.c_str(),
+      err_printf("warning: cannot remove the checkpoint %s: %s\n", checkpoint.c_str(),
                    error.message().c_str());
   }
   report["model_checksum"] = model_file_checksum(output);
@@ -617,20 +617,20 @@ int LinearRun::conclude() {
     std::cout << summary.dump(2) << "\n";
     return kExitOk;
   }
-  std::printf(
+  out_printf(
       "trained %s on %llu rows x %d epochs in %.2f s (%.2f M rows/s): learning %.2f s, "
       "waiting for data %.2f s; open/convert %.2f s, final pass %.2f s\n",
       algo.c_str(), static_cast<unsigned long long>(manifest.rows), used.epochs, train_seconds,
       rows * used.epochs / 1e6 / std::max(train_seconds, 1e-9), learn_seconds, wait_seconds,
       open_seconds, eval_seconds);
-  std::printf("objective %.6g, margin mean %.4g, margin variance %.4g, training accuracy %.4f\n",
+  out_printf("objective %.6g, margin mean %.4g, margin variance %.4g, training accuracy %.4f\n",
               objective, margins.mean(), margins.variance(), margins.accuracy());
   if (validated)
-    std::printf("validation: %llu rows, accuracy %.4f, AUC %.4f\n",
+    out_printf("validation: %llu rows, accuracy %.4f, AUC %.4f\n",
                 static_cast<unsigned long long>(validated->metrics["rows"].get<std::uint64_t>()),
                 validated->metrics["accuracy"].get<double>(),
                 validated->metrics["auc"].get<double>());
-  std::printf("model written to %s\n", output.c_str());
+  out_printf("model written to %s\n", output.c_str());
   return kExitOk;
 }
 

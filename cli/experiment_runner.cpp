@@ -67,7 +67,19 @@ void for_each_batch(const std::vector<std::string>& inputs, int threads, const i
   io::read_libsvm_text(inputs, text, sink);
 }
 
+namespace {
+std::string g_self_executable;  // set_self_executable's path; empty: /proc/self/exe
+}  // namespace
+
+void set_self_executable(const std::string& path) { g_self_executable = path; }
+
 std::string self_executable() {
+  if (!g_self_executable.empty()) {
+    if (::access(g_self_executable.c_str(), X_OK) != 0)
+      throw IoError("cannot run " + g_self_executable + " (the polymargin program): " +
+                    std::strerror(errno));
+    return g_self_executable;
+  }
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) throw IoError("cannot find this program's path (/proc/self/exe): " + ec.message());

@@ -28,8 +28,11 @@ struct ChildResult {
 /// so a killed run leaves no learner running. Throws IoError when it cannot be started.
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& work_dir);
 
-/// The path of this program (/proc/self/exe), for running it as a child; IoError when unknown.
+/// The path of the polymargin program, for running it as a child: this program (/proc/self/exe),
+/// or the one set_self_executable() named (a host that runs the commands in its own process, the
+/// Python module, is not polymargin). IoError when unknown.
 std::string self_executable();
+void set_self_executable(const std::string& path);
 
 /// Streams every row of `inputs` (LIBSVM text, or one shard directory) in data order.
 void for_each_batch(const std::vector<std::string>& inputs, int threads, const io::RowSink& sink);

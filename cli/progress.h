@@ -4,18 +4,25 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
 
+#include "cli/output.h"
+
 namespace polymargin::cli {
+
+/// False in a host that reports progress its own way (the Python module logs the commands' lines
+/// and wants no line rewritten on its terminal): no ProgressLine shows anything.
+inline std::atomic<bool> g_terminal_progress{true};
 
 class ProgressLine {
  public:
   using Clock = std::chrono::steady_clock;
 
   explicit ProgressLine(std::chrono::milliseconds interval)
-      : enabled_(::isatty(STDERR_FILENO) == 1),
+      : enabled_(g_terminal_progress.load() && ::isatty(STDERR_FILENO) == 1),
         interval_(interval),
         start_(Clock::now()),
         last_(start_) {}
@@ -33,13 +40,13 @@ class ProgressLine {
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
   /// Overwrites the line with `text`.
   void show(const std::string& text) {
-    std::fprintf(stderr, "\r%s   ", text.c_str());
+    err_printf("\r%s   ", text.c_str());
     width_ = text.size() + 3;
     shown_ = true;
   }
   /// Erases the line; call before printing anything else to stderr.
   void clear() {
-    if (shown_) std::fprintf(stderr, "\r%*s\r", static_cast<int>(width_), "");
+    if (shown_) err_printf("\r%*s\r", static_cast<int>(width_), "");
     shown_ = false;
   }
 

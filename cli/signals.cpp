@@ -72,4 +72,9 @@ StopSignals::~StopSignals() { g_stop_politely.store(false); }
 
 int StopSignals::received() { return g_received.load(std::memory_order_relaxed); }
 
+bool StopSignals::request(int signal) {
+  int none = 0;
+  return g_stop_politely.load() && g_received.compare_exchange_strong(none, signal);
+}
+
 }  // namespace polymargin::cli

@@ -23,6 +23,10 @@ class StopSignals {
   StopSignals& operator=(const StopSignals&) = delete;
   /// The signal received (SIGTERM, SIGINT, SIGHUP), or 0.
   static int received();
+  /// For a host that handles signals itself instead of start_signal_thread (the Python module):
+  /// records `signal` as received when a StopSignals lives, and says whether it did.
+  /// Async-signal-safe.
+  static bool request(int signal);
 };
 
 }  // namespace polymargin::cli

@@ -63,6 +63,16 @@ std::string data_name(const std::vector<std::string>& inputs) {
   return name;
 }
 
+const char* data_name_help() {
+  return "the name the model, the reports and the messages give the training data instead of its "
+         "paths (e.g. for a temporary or dated copy); the model does not depend on it otherwise";
+}
+
+std::vector<std::string> data_record(const std::vector<std::string>& inputs,
+                                     const std::string& name) {
+  return name.empty() ? inputs : std::vector<std::string>{name};
+}
+
 std::string number(double x) {
   std::ostringstream out;
   out << x;

@@ -38,6 +38,13 @@ inline double seconds_since(Clock::time_point start) {
 
 /// "a,b,c" for the list of inputs, for messages.
 std::string data_name(const std::vector<std::string>& inputs);
+/// --data-name NAME: how the model, the run's reports and its messages name the training data,
+/// instead of the paths given (a temporary copy's, a dated file's). Its help text:
+const char* data_name_help();
+/// The data as a model's config and a run's report record it: [NAME] with --data-name, else the
+/// inputs as given.
+std::vector<std::string> data_record(const std::vector<std::string>& inputs,
+                                     const std::string& name);
 /// A double printed as people write it (no trailing zeros).
 std::string number(double x);
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "cli/cpm_checkpoint.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
@@ -328,13 +329,12 @@ void CpmRun::allocate() {
 void CpmRun::announce() const {
   const io::Manifest& manifest = dataset->shards().manifest();
   const bool multi = trainer().multiclass();
-  std::fprintf(stderr, "train cpm: %s: %llu rows, %llu features, %llu non-zeros%s\n", data.c_str(),
+  err_printf("train cpm: %s: %llu rows, %llu features, %llu non-zeros%s\n", data.c_str(),
                static_cast<unsigned long long>(manifest.rows),
                static_cast<unsigned long long>(manifest.features),
                static_cast<unsigned long long>(manifest.nnz),
                dataset->converted() ? " (converted from text)" : "");
-  std::fprintf(stderr,
-               "%s: K %d  C %g  entropy perplexity %g (h = %.4g nats)  cost ratio %g  sides %s  "
+  err_printf("%s: K %d  C %g  entropy perplexity %g (h = %.4g nats)  cost ratio %g  sides %s  "
                "hash bits %d  scale %s\n",
                multi ? ("one-vs-one over " + std::to_string(manifest.label_counts.size()) +
                         " classes, " + std::to_string(trainer().status().size()) + " sides")
@@ -342,13 +342,13 @@ void CpmRun::announce() const {
                      : "binary",
                config.faces, config.c, config.perplexity, std::log(config.perplexity),
                config.cost_ratio, sides.c_str(), config.hash_bits, scale.c_str());
-  std::fprintf(stderr, "precision %s: weights + history %s + 256 MiB of %s available\n",
+  err_printf("precision %s: weights + history %s + 256 MiB of %s available\n",
                config.precision == engine::CpmPrecision::kDouble ? "double" : "float",
                gib(need - kOverheadBytes).c_str(),
                available ? gib(available).c_str() : "unknown");
   parallel.announce(replicas->sync_bytes(), "pass");
   if (report.contains("resumed_from"))
-    std::fprintf(stderr, "resuming from %s: pass %llu, %llu of its %llu windows done, %llu rows\n",
+    err_printf("resuming from %s: pass %llu, %llu of its %llu windows done, %llu rows\n",
                  job.resume.c_str(), static_cast<unsigned long long>(position.pass + 1),
                  static_cast<unsigned long long>(position.batches),
                  static_cast<unsigned long long>(windows),
@@ -405,7 +405,7 @@ void CpmRun::train() {
       steps += s.steps;
       total += s.iterations;
     }
-    std::fprintf(stderr, "pass %llu: %.2f s, %llu of %llu steps\n",
+    err_printf("pass %llu: %.2f s, %llu of %llu steps\n",
                  static_cast<unsigned long long>(at.pass + 1), seconds,
                  static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total));
   };
@@ -446,7 +446,7 @@ void CpmRun::save() {
   model.config["index_base"] = manifest.index_base;
   model.config["max_index"] = manifest.max_index;
   model.config["features"] = manifest.features;
-  model.config["data"] = inputs;
+  model.config["data"] = data_record(inputs, job.data_name);
   if (replicated()) model.config["data_parallel"] = parallel.model_record();
   if (!tune_record().is_null()) model.config["tune"] = tune_record();
   for (const auto& m : model.machines)
@@ -469,7 +469,7 @@ void CpmRun::save() {
     std::error_code error;
     std::filesystem::remove(job.checkpoint, error);
     if (error)
-      std::fprintf(stderr, "warning: cannot remove the checkpoint %s: %s\n",
+      err_printf("warning: cannot remove the checkpoint %s: %s\n",
                    job.checkpoint.c_str(), error.message().c_str());
   }
   report["model_checksum"] = model_file_checksum(output);
@@ -576,14 +576,14 @@ int CpmRun::conclude() {
     std::cout << summary.dump(2) << "\n";
     return kExitOk;
   }
-  std::printf("trained cpm (%zu machine%s, %zu sides, K = %d) in %.2f s: %llu steps, %.2f M steps/s "
+  out_printf("trained cpm (%zu machine%s, %zu sides, K = %d) in %.2f s: %llu steps, %.2f M steps/s "
               "over all sides; open/convert %.2f s\n",
               machines, machines == 1 ? "" : "s", status.size(),
               config.faces, train_seconds, static_cast<unsigned long long>(all_steps),
               static_cast<double>(all_steps) / 1e6 / std::max(train_seconds, 1e-9), open_seconds);
   if (!multi)
     for (const auto& s : side_list)
-      std::printf("side outer=%+d: %llu steps, %.2f M steps/s, %llu updates, assignment perplexity "
+      out_printf("side outer=%+d: %llu steps, %.2f M steps/s, %llu updates, assignment perplexity "
                   "%.2f, %llu adjusted\n",
                   s["outer"].get<int>(), static_cast<unsigned long long>(s["steps"].get<std::uint64_t>()),
                   s["steps_per_second"].get<double>() / 1e6,
@@ -592,12 +592,12 @@ int CpmRun::conclude() {
                   static_cast<unsigned long long>(s["adjusted_assignments"].get<std::uint64_t>()));
   if (validated) {
     const nlohmann::ordered_json& v = validated->metrics;
-    std::printf("validation: %llu rows, accuracy %.4f", static_cast<unsigned long long>(v["rows"].get<std::uint64_t>()),
+    out_printf("validation: %llu rows, accuracy %.4f", static_cast<unsigned long long>(v["rows"].get<std::uint64_t>()),
                 v["accuracy"].get<double>());
-    if (v.contains("auc")) std::printf(", AUC %.4f", v["auc"].get<double>());
-    std::printf("\n");
+    if (v.contains("auc")) out_printf(", AUC %.4f", v["auc"].get<double>());
+    out_printf("\n");
   }
-  std::printf("model written to %s\n", output.c_str());
+  out_printf("model written to %s\n", output.c_str());
   return kExitOk;
 }
 

@@ -1,4 +1,5 @@
 #include "cli/train_jobs.h"
+#include "cli/output.h"
 
 #include <signal.h>
 
@@ -82,8 +83,7 @@ void MetricsFile::finish(int exit_code, const std::string& status, const std::st
   // Written whatever the outcome, also when the command was refused before any work: so never
   // over a file that is not an earlier run's metrics (it may be the input that was refused).
   if (!metrics_may_replace(path_)) {
-    std::fprintf(stderr,
-                 "warning: --metrics-json: not writing %s: it exists and is not a metrics "
+    err_printf("warning: --metrics-json: not writing %s: it exists and is not a metrics "
                  "file\n",
                  path_.c_str());
     return;
@@ -94,7 +94,7 @@ void MetricsFile::finish(int exit_code, const std::string& status, const std::st
   try {
     io::write_file_atomically(path_, json_.dump(2) + "\n");
   } catch (const Error& e) {
-    std::fprintf(stderr, "warning: --metrics-json: %s\n", e.what());
+    err_printf("warning: --metrics-json: %s\n", e.what());
   }
 }
 
@@ -173,8 +173,7 @@ void DataParallel::plan(const io::Manifest& manifest, std::uint32_t window_block
 
 void DataParallel::announce(std::uint64_t sync_bytes, const char* pass) const {
   if (total() == 1) return;
-  std::fprintf(stderr,
-               "data-parallel: %d replicas (%d worker%s x %d rank%s), averaged every %llu windows "
+  err_printf("data-parallel: %d replicas (%d worker%s x %d rank%s), averaged every %llu windows "
                "(%.1f MB each) and at every %s's end\n",
                total(), workers, workers == 1 ? "" : "s", peers.count, peers.count == 1 ? "" : "s",
                static_cast<unsigned long long>(sync_windows), static_cast<double>(sync_bytes) / 1e6,
@@ -214,7 +213,7 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
              ? ": no checkpoint written (no --checkpoint), no model written"
              : ": checkpoint written to " + stop.checkpoint + " (continue with --resume " +
                    stop.checkpoint + "), no model written");
-    std::fprintf(stderr, "%s\n", message.c_str());
+    err_printf("%s\n", message.c_str());
     metrics.finish(code, "interrupted", message);
     return code;
   } catch (const io::OutputPathError& e) {
@@ -235,11 +234,11 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
 
 void TrainRun::open_data(const std::string& algorithm) {
   threads = resolve_threads(threads);
-  data = data_name(inputs);
+  data = job.data_name.empty() ? data_name(inputs) : job.data_name;
   start = Clock::now();
   report["command"] = "train";
   report["algorithm"] = algorithm;
-  report["data"] = inputs;
+  report["data"] = data_record(inputs, job.data_name);
   report["model_path"] = output;
   io::ConvertOptions convert;
   convert.text.threads = threads;
@@ -319,6 +318,7 @@ void JobOptions::add_to(po::options_description& opts, const std::string& pass) 
       "data to evaluate the model on after training (accuracy, AUC; in --json and "
       "--metrics-json)")("metrics-json", po::value(&metrics),
                          "write a machine-readable summary of the run here, also when it fails")(
+      "data-name", po::value(&data_name), data_name_help())(
       "read-ahead", po::value(&read_ahead_mib)->default_value(64),
       "MiB of shard blocks read from disk ahead of the learner (0: none); the model does not "
       "depend on it");

@@ -169,9 +169,10 @@ using driver::CheckpointEvery;
 CheckpointEvery parse_checkpoint_every(const std::string& text);
 
 /// The options every learner's nightly job shares: --checkpoint, --checkpoint-every, --resume,
-/// --stop-after-rows, --validation, --metrics-json.
+/// --stop-after-rows, --validation, --metrics-json, --data-name.
 struct JobOptions {
   std::string checkpoint, checkpoint_every, resume, metrics;
+  std::string data_name;  // --data-name: see data_record (cli/train.h)
   std::uint64_t stop_after_rows = 0;
   std::vector<std::string> validation;
   CheckpointEvery every;  // parsed by check()

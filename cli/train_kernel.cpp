@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
 #include "cli/tune.h"
@@ -49,7 +50,7 @@ struct TrainingSet {
 // Options every kernel learner shares.
 struct CommonOptions {
   std::vector<std::string> inputs, validation;
-  std::string output, scale = "maxabs", kernel = "rbf", max_memory_text, metrics_path;
+  std::string output, scale = "maxabs", kernel = "rbf", max_memory_text, metrics_path, data_name;
   double rbf_width = 1, gamma = 0, coef0 = 0, bias = 0;
   int degree = 3, threads = 0;
   std::uint64_t seed = 1;
@@ -86,7 +87,8 @@ void add_common_options(po::options_description& opts, CommonOptions& o,
       "--metrics-json")("metrics-json", po::value(&o.metrics_path),
                         "write one JSON object of the run (data checksums, phase times, "
                         "objective, training and validation accuracy/AUC, model checksum, exit "
-                        "status) to this file, whatever the outcome");
+                        "status) to this file, whatever the outcome")(
+      "data-name", po::value(&o.data_name), data_name_help());
 }
 
 double parse_bytes(const std::string& text) {
@@ -134,7 +136,7 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
   const int threads = resolve_threads(o.threads);
   io::ConvertOptions convert;
   convert.text.threads = threads;
-  const std::string data = data_name(o.inputs);
+  const std::string data = o.data_name.empty() ? data_name(o.inputs) : o.data_name;
   const io::Dataset dataset = io::Dataset::open(o.inputs, convert, threads);
   const io::Manifest& manifest = dataset.shards().manifest();
   if (manifest.rows == 0) throw DataError(data, 0, 0, "no training rows");
@@ -206,7 +208,7 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
   t.data_checksum = hex64(io::data_checksum(manifest));
   if (extra) t.unlabelled_checksum = hex64(io::data_checksum(extra->shards().manifest()));
   t.open_seconds = seconds_since(start);
-  std::fprintf(stderr, "train: %s: %llu rows (%llu unlabelled), %llu features, %llu non-zeros%s\n",
+  err_printf("train: %s: %llu rows (%llu unlabelled), %llu features, %llu non-zeros%s\n",
                data.c_str(), static_cast<unsigned long long>(rows),
                static_cast<unsigned long long>(t.unlabelled),
                static_cast<unsigned long long>(t.features), static_cast<unsigned long long>(t.nnz),
@@ -263,7 +265,7 @@ void describe_model(engine::KernelModel& model, const std::string& algo, const T
   model.config["seed"] = o.seed;
   if (!tune_record().is_null()) model.config["tune"] = tune_record();
   model.config["rows"] = t.y.size();
-  model.config["data"] = o.inputs;
+  model.config["data"] = data_record(o.inputs, o.data_name);
   model.config["label_map"] = {{"negative", t.labels.negative}, {"positive", t.labels.positive}};
 }
 
@@ -303,7 +305,7 @@ void start_report(MetricsFile& metrics, const std::string& algo, const CommonOpt
   nlohmann::ordered_json& report = metrics.json();
   report["command"] = "train";
   report["algorithm"] = algo;
-  report["data"] = o.inputs;
+  report["data"] = data_record(o.inputs, o.data_name);
   report["model_path"] = o.output;
 }
 
@@ -400,19 +402,19 @@ void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& s
     std::cout << summary.dump(2) << "\n";
     return;
   }
-  std::printf("trained %s on %s rows in %.2f s (load %.2f s, kernel matrix %.2f s, set-up %.2f s, "
+  out_printf("trained %s on %s rows in %.2f s (load %.2f s, kernel matrix %.2f s, set-up %.2f s, "
               "solve %.2f s, save %.2f s)\n",
               summary["algorithm"].get<std::string>().c_str(), summary["rows"].dump().c_str(),
               summary["total_seconds"].get<double>(), phases.open, phases.gram, phases.setup,
               phases.solve, save_seconds);
-  std::printf("objective %.6g, margin mean %.4g, margin variance %.4g, training accuracy %.4f\n",
+  out_printf("objective %.6g, margin mean %.4g, margin variance %.4g, training accuracy %.4f\n",
               summary["objective"].get<double>(), margins.mean(), margins.variance(),
               margins.accuracy());
   if (validated)
-    std::printf("validation: %s rows, accuracy %.4f, AUC %.4f\n",
+    out_printf("validation: %s rows, accuracy %.4f, AUC %.4f\n",
                 validated->metrics["rows"].dump().c_str(),
                 validated->metrics["accuracy"].get<double>(), validated->metrics["auc"].get<double>());
-  std::printf("model written to %s\n", o.output.c_str());
+  out_printf("model written to %s\n", o.output.c_str());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -470,7 +472,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   config.lambda2 = lambda("lambda2", engine::kDefaultLambda2Rel);
   check_config(config, {{"c", "--cost"}});
   const ResolvedKernel kernel = resolve_kernel(o, t.x);
-  std::fprintf(stderr, "kernel %s (gamma %g%s)  lambda1 %g  lambda2 %g  C %g  tolerance %g\n",
+  err_printf("kernel %s (gamma %g%s)  lambda1 %g  lambda2 %g  C %g  tolerance %g\n",
                engine::kernel_name(kernel.spec.type).c_str(), kernel.spec.gamma,
                kernel.mean_distance > 0
                    ? (", width " + number(o.rbf_width) + "·δ, δ = " + number(kernel.mean_distance))
@@ -488,7 +490,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   const engine::KldmResult result = engine::solve_kldm(g, t.y, config, op);
   const double solve_seconds = seconds_since(phase);
   if (!result.converged)
-    std::fprintf(stderr, "warning: not converged after %d sweeps (gap %g > tolerance %g)\n",
+    err_printf("warning: not converged after %d sweeps (gap %g > tolerance %g)\n",
                  result.sweeps, result.pg_gap, config.tolerance);
 
   engine::KernelModel model;
@@ -606,7 +608,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
       "Twin LDM on " + std::to_string(l) + " rows and " + std::to_string(q) +
           " basis columns (its (q+1)² matrices P, S and the duals' Hessians)");
   const ResolvedKernel kernel = resolve_kernel(o, t.x);
-  std::fprintf(stderr, "kernel %s%s  c %g  lambda1 %g  lambda2 %g  epsilon %g  omega %g\n",
+  err_printf("kernel %s%s  c %g  lambda1 %g  lambda2 %g  epsilon %g  omega %g\n",
                engine::kernel_name(kernel.spec.type).c_str(),
                linear ? "" : (" (gamma " + number(kernel.spec.gamma) + ")").c_str(), config.c,
                config.lambda1, config.lambda2, config.epsilon, config.omega);
@@ -619,7 +621,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   const double solve_seconds = seconds_since(phase);
   for (int k = 0; k < 2; ++k)
     if (!result.plane[k].solver.converged)
-      std::fprintf(stderr, "warning: plane %d not converged after %d sweeps (violation %g)\n",
+      err_printf("warning: plane %d not converged after %d sweeps (violation %g)\n",
                    k + 1, result.plane[k].solver.sweeps, result.plane[k].solver.max_violation);
 
   engine::KernelModel model;
@@ -734,8 +736,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
                        "CMM on " + std::to_string(n) +
                            " rows (the kernel matrix over labelled and unlabelled rows)");
   const ResolvedKernel kernel = resolve_kernel(o, t.x);
-  std::fprintf(stderr,
-               "kernel %s (gamma %g, bias %g)  variant %s  C1 %g  C2 %g  C3 %g  epsilon %g  "
+  err_printf("kernel %s (gamma %g, bias %g)  variant %s  C1 %g  C2 %g  C3 %g  epsilon %g  "
                "delta %g\n",
                engine::kernel_name(kernel.spec.type).c_str(), kernel.spec.gamma, kernel.spec.bias,
                variant.c_str(), config.c1, config.c2, config.c3, config.epsilon, config.delta);
@@ -747,7 +748,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   const engine::CmmResult result = engine::solve_cmm(k, t.y, config);
   const double solve_seconds = seconds_since(phase);
   if (!result.converged)
-    std::fprintf(stderr, "warning: CCCP stopped after %d rounds before β settled\n", result.rounds);
+    err_printf("warning: CCCP stopped after %d rounds before β settled\n", result.rounds);
 
   engine::KernelModel model;
   describe_model(model, "cmm", t, o, kernel);

@@ -1,4 +1,5 @@
 #include "cli/tune.h"
+#include "cli/output.h"
 
 #include <stdlib.h>
 #include <tbb/parallel_for.h>
@@ -557,13 +558,11 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   const Clock::time_point start = Clock::now();
   const Folds folds = write_folds(t, dir.path);
   if (folds.scored == t.folds)
-    std::fprintf(stderr, "tune %s: %d-fold cross-validation (seed %llu) on %llu rows\n",
+    err_printf("tune %s: %d-fold cross-validation (seed %llu) on %llu rows\n",
                  algo.c_str(), t.folds, static_cast<unsigned long long>(t.seed),
                  static_cast<unsigned long long>(folds.searched));
   else
-    std::fprintf(
-        stderr,
-        "tune %s: a seeded subsample of %llu of %llu rows (seed %llu), each setting trained "
+    err_printf("tune %s: a seeded subsample of %llu of %llu rows (seed %llu), each setting trained "
         "on %d of its %d folds and scored on the other (a holdout)\n",
         algo.c_str(), static_cast<unsigned long long>(folds.searched),
         static_cast<unsigned long long>(folds.rows), static_cast<unsigned long long>(t.seed),
@@ -585,7 +584,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
     }
     if (!search.run(candidates)) {
       const Cell& c = search.failed();
-      std::fprintf(stderr, "train: --tune: the cell %s, fold %d failed (exit %d): %s\n",
+      err_printf("train: --tune: the cell %s, fold %d failed (exit %d): %s\n",
                    experiment::setting_text(c.setting, method).c_str(), c.fold + 1, c.exit_code,
                    c.error.c_str());
       return c.exit_code;
@@ -604,10 +603,10 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
 
   // The table, the choice and the record.
   json cells = json::array();
-  std::fprintf(stderr, "  %-56s %9s\n", "setting", folds.scored < t.folds ? "holdout" : "CV acc.");
+  err_printf("  %-56s %9s\n", "setting", folds.scored < t.folds ? "holdout" : "CV acc.");
   for (const Setting& s : search.order()) {
     const bool chosen = s == current;
-    std::fprintf(stderr, "  %-56s %9.4f%s\n", experiment::setting_text(s, method).c_str(),
+    err_printf("  %-56s %9.4f%s\n", experiment::setting_text(s, method).c_str(),
                  search.mean(s), chosen ? "  <- chosen" : "");
     cells.push_back({{"setting", setting_json(s)},
                      {"accuracy", search.mean(s)},
@@ -627,8 +626,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
             {"settings", cells},
             {"chosen", setting_json(current)},
             {"validation_accuracy", chosen_accuracy}};
-  std::fprintf(stderr,
-               "tune %s: %zu settings in %.1f s; chosen %s (validation accuracy %.4f)%s; "
+  err_printf("tune %s: %zu settings in %.1f s; chosen %s (validation accuracy %.4f)%s; "
                "training on all %llu rows\n",
                algo.c_str(), search.order().size(), search_seconds,
                method.grid.empty() ? "(nothing to search)"
