@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   liblinear-tools time jq
   libopenmpi-dev openmpi-bin
+  python3-dev pybind11-dev python3-numpy python3-scipy python3-sklearn python3-pytest
   clang-14 libclang-rt-14-dev clang-tidy-14
 )
 missing=()

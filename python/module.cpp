@@ -1,0 +1,419 @@
+// polymargin._core: what the Python package (python/polymargin) needs of the C++ side, and no more.
+//
+// - run(): a command of the polymargin CLI (train, convert, eval, ...) run in this process with the
+//   arguments the command line would have: the same options, the same epoch loop, the same model
+//   files byte for byte. The GIL is released while it runs; its stderr lines go to a Python
+//   callable (the package's logger), its stdout comes back as a string (--json); SIGINT asks a
+//   training run to stop at its next window, and then raises KeyboardInterrupt; a typed error of
+//   the library becomes ValueError (usage, data), OSError (I/O), MemoryError or
+//   FloatingPointError, with the message the CLI prints.
+// - write_shards(): rows of an in-memory CSR matrix written as a shard directory, a batch at a
+//   time, as `convert` writes text: column j is feature j + 1 (LIBSVM's 1-based ids).
+// - Model: a model file loaded for scoring the rows of a CSR matrix.
+//
+// docs/design.md, "Python", says why the package drives the commands instead of a second API.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/experiment_runner.h"
+#include "cli/exit_codes.h"
+#include "cli/progress.h"
+#include "cli/signals.h"
+#include "engine/classifier.h"
+#include "engine/csr.h"
+#include "engine/errors.h"
+#include "io/model_file.h"
+#include "io/shards.h"
+
+namespace py = pybind11;
+using namespace polymargin;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+
+// A command's stderr: each line goes to `log` (under the GIL, from whichever thread wrote it). A
+// rewritten progress line ('\r') counts as a line. The last lines are kept for the message of a
+// command that fails without a typed error.
+class LogLines : public std::streambuf {
+ public:
+  explicit LogLines(py::object log) : log_(std::move(log)) {}
+  void flush_line() {
+    std::string line;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      line.swap(line_);
+    }
+    emit(line);
+  }
+  std::string last_lines() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string text;
+    for (const std::string& l : last_) text += (text.empty() ? "" : "\n") + l;
+    return text;
+  }
+
+ protected:
+  int overflow(int c) override {
+    if (c != traits_type::eof()) put(static_cast<char>(c));
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    for (std::streamsize i = 0; i < n; ++i) put(s[i]);
+    return n;
+  }
+
+ private:
+  void put(char c) {
+    std::string line;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (c != '\n' && c != '\r') {
+        line_ += c;
+        return;
+      }
+      line.swap(line_);
+    }
+    emit(line);
+  }
+  void emit(const std::string& line) {
+    if (line.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      last_.push_back(line);
+      if (last_.size() > 5) last_.pop_front();
+    }
+    if (log_.is_none()) return;
+    py::gil_scoped_acquire gil;
+    try {
+      log_(line);
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("polymargin: the log callable");
+    }
+  }
+
+  py::object log_;
+  mutable std::mutex mutex_;
+  std::string line_;
+  std::deque<std::string> last_;
+};
+
+// std::cout or std::cerr pointed at another buffer while it lives.
+class Redirect {
+ public:
+  Redirect(std::ostream& stream, std::streambuf* to) : stream_(stream), old_(stream.rdbuf(to)) {}
+  ~Redirect() {
+    stream_.flush();
+    stream_.rdbuf(old_);
+  }
+
+ private:
+  std::ostream& stream_;
+  std::streambuf* old_;
+};
+
+// SIGINT while it lives: the training loop's stop request (cli::StopSignals), and a note that
+// Python's KeyboardInterrupt is owed. Python's own handler is put back at the end.
+std::atomic<bool> g_interrupted{false};
+
+void on_sigint(int signal) {
+  g_interrupted.store(true);
+  cli::StopSignals::request(signal);
+}
+
+class SigintToStop {
+ public:
+  SigintToStop() {
+    g_interrupted.store(false);
+    struct sigaction action = {};
+    action.sa_handler = on_sigint;
+    sigemptyset(&action.sa_mask);
+    installed_ = sigaction(SIGINT, &action, &old_) == 0;
+  }
+  ~SigintToStop() {
+    if (installed_) sigaction(SIGINT, &old_, nullptr);
+  }
+
+ private:
+  struct sigaction old_ = {};
+  bool installed_ = false;
+};
+
+// What became of a command, held until the GIL is back.
+enum class Failure { kNone, kValue, kOs, kMemory, kNumerical, kInternal };
+struct Outcome {
+  int code = cli::kExitOk;
+  Failure failure = Failure::kNone;
+  std::string message;
+};
+
+Outcome run_caught(const cli::Command& command, const std::vector<std::string>& args) {
+  Outcome o;
+  try {
+    o.code = command.run(args);
+  } catch (const ConfigError& e) {
+    o = {cli::kExitUsage, Failure::kValue, cli::flag_of(e.field()) + " " + e.rule()};
+  } catch (const MemoryError& e) {
+    o = {cli::kExitMemory, Failure::kMemory, e.what()};
+  } catch (const IoError& e) {
+    o = {cli::kExitIo, Failure::kOs, e.what()};
+  } catch (const NumericalError& e) {
+    o = {cli::kExitNumerical, Failure::kNumerical, e.what()};
+  } catch (const Error& e) {
+    o = {cli::exit_code_of(e), Failure::kValue, e.what()};
+  } catch (const std::bad_alloc&) {
+    o = {cli::kExitIo, Failure::kMemory, "out of memory"};
+  } catch (const std::exception& e) {
+    o = {cli::kExitInternal, Failure::kInternal, std::string("internal error: ") + e.what()};
+  }
+  return o;
+}
+
+// One command at a time in a process: std::cout, std::cerr and SIGINT are the process's.
+std::mutex g_command_mutex;
+
+[[noreturn]] void raise(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw py::error_already_set();
+}
+
+py::tuple run(const std::string& name, const std::vector<std::string>& args, py::object log) {
+  const cli::Command* command = nullptr;
+  for (const cli::Command& c : cli::commands())
+    if (c.name == name) command = &c;
+  if (!command) raise(PyExc_ValueError, "unknown polymargin command '" + name + "'");
+  LogLines err(std::move(log));
+  std::stringbuf out;
+  Outcome outcome;
+  bool interrupted = false;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(g_command_mutex);
+    Redirect to_out(std::cout, &out), to_err(std::cerr, &err);
+    SigintToStop sigint;
+    outcome = run_caught(*command, args);
+    interrupted = g_interrupted.load();
+  }
+  err.flush_line();
+  if (interrupted)
+    raise(PyExc_KeyboardInterrupt,
+          "polymargin " + name + " stopped by SIGINT; nothing was written");
+  switch (outcome.failure) {
+    case Failure::kNone:
+      break;
+    case Failure::kValue:
+      raise(PyExc_ValueError, outcome.message);
+    case Failure::kOs:
+      raise(PyExc_OSError, outcome.message);
+    case Failure::kMemory:
+      raise(PyExc_MemoryError, outcome.message);
+    case Failure::kNumerical:
+      raise(PyExc_FloatingPointError, outcome.message);
+    case Failure::kInternal:
+      raise(PyExc_RuntimeError, outcome.message);
+  }
+  if (outcome.code != cli::kExitOk)
+    raise(PyExc_RuntimeError, "polymargin " + name + " ended with exit code " +
+                                  std::to_string(outcome.code) + ": " + err.last_lines());
+  return py::make_tuple(outcome.code, py::bytes(out.str()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows of a CSR matrix
+
+// A CSR matrix of Python's (scipy's indptr, indices, data; numpy arrays, C-contiguous) handed out
+// as CsrViews of at most kBatchRows rows, with raw feature ids = column + base and float values.
+// The batches are copies (the engine's ids are 32-bit, its values float), made one at a time.
+class CsrRows {
+ public:
+  static constexpr std::size_t kBatchRows = 4096;
+
+  CsrRows(const py::array& indptr, const py::array& indices, const py::array& data,
+          const py::array& labels, std::uint32_t base)
+      : indptr_(indptr), indices_(indices), data_(data), labels_(labels), base_(base) {
+    if (!py::isinstance<py::array_t<std::int64_t>>(indptr_) || indptr_.ndim() != 1 ||
+        indptr_.shape(0) < 1)
+      raise(PyExc_ValueError, "indptr must be a 1-d int64 array");
+    rows_ = static_cast<std::size_t>(indptr_.shape(0) - 1);
+    if (labels_.ndim() != 1 || static_cast<std::size_t>(labels_.shape(0)) != rows_ ||
+        !py::isinstance<py::array_t<double>>(labels_))
+      raise(PyExc_ValueError, "labels must be a float64 array of one entry per row");
+    wide_ = py::isinstance<py::array_t<std::int64_t>>(indices_);
+    if (!wide_ && !py::isinstance<py::array_t<std::int32_t>>(indices_))
+      raise(PyExc_ValueError, "indices must be int32 or int64");
+    double_ = py::isinstance<py::array_t<double>>(data_);
+    if (!double_ && !py::isinstance<py::array_t<float>>(data_))
+      raise(PyExc_ValueError, "data must be float32 or float64");
+    for (const py::array* a : {&indptr_, &indices_, &data_, &labels_})
+      if (!(a->flags() & py::array::c_style)) raise(PyExc_ValueError, "arrays must be contiguous");
+    const auto* ptr = static_cast<const std::int64_t*>(indptr_.data());
+    if (ptr[0] != 0 || ptr[rows_] != indices_.shape(0) || ptr[rows_] != data_.shape(0))
+      raise(PyExc_ValueError, "indptr does not match indices and data");
+  }
+
+  std::size_t rows() const { return rows_; }
+
+  /// Rows [begin, end) as a view valid until the next call. Checks that ids are increasing
+  /// within each row and that they and the values fit the engine (ValueError otherwise).
+  CsrView batch(std::size_t begin, std::size_t end) {
+    const auto* ptr = static_cast<const std::int64_t*>(indptr_.data());
+    const auto* y = static_cast<const double*>(labels_.data());
+    buffer_.clear();
+    buffer_.ensure_values();
+    bool all_ones = true;
+    for (std::size_t r = begin; r < end; ++r) {
+      buffer_.labels.push_back(static_cast<float>(y[r]));
+      std::int64_t previous = -1;
+      for (std::int64_t k = ptr[r]; k < ptr[r + 1]; ++k) {
+        const std::int64_t column = wide_ ? static_cast<const std::int64_t*>(indices_.data())[k]
+                                          : static_cast<const std::int32_t*>(indices_.data())[k];
+        if (column <= previous)
+          throw DataError("X", 0, 0, "row " + std::to_string(r) + ": column ids must increase");
+        if (column + base_ > std::numeric_limits<std::uint32_t>::max() - 1)
+          throw DataError("X", 0, 0, "row " + std::to_string(r) + ": column id beyond 2^32 - 2");
+        previous = column;
+        const float v = double_ ? static_cast<float>(static_cast<const double*>(data_.data())[k])
+                                : static_cast<const float*>(data_.data())[k];
+        all_ones = all_ones && v == 1.0f;
+        buffer_.indices.push_back(static_cast<std::uint32_t>(column + base_));
+        buffer_.values.push_back(v);
+      }
+      if (buffer_.indices.size() > std::numeric_limits<std::uint32_t>::max() / 2)
+        throw DataError("X", 0, 0, "rows from " + std::to_string(begin) + " hold over 2^31 non-zeros");
+      buffer_.offsets.push_back(static_cast<std::uint32_t>(buffer_.indices.size()));
+    }
+    CsrView view = buffer_.view();
+    if (all_ones) view.values = nullptr;  // as the text parser stores unit values
+    return view;
+  }
+
+ private:
+  py::array indptr_, indices_, data_, labels_;
+  std::uint32_t base_;
+  std::size_t rows_ = 0;
+  bool wide_ = false, double_ = false;
+  CsrBuffer buffer_;
+};
+
+// write_shards: the matrix's rows (labels as given) as a raw shard directory at `dir`, in row
+// order; returns the manifest's rows, features and non-zeros.
+py::dict write_shards(const std::string& dir, const py::array& indptr, const py::array& indices,
+                      const py::array& data, const py::array& labels, std::uint32_t block_rows,
+                      int threads) {
+  CsrRows rows(indptr, indices, data, labels, 1);
+  io::Manifest manifest;
+  {
+    py::gil_scoped_release release;
+    io::ConvertOptions options;
+    options.codec = io::Codec::kRaw;
+    options.block_rows = block_rows;
+    io::ShardWriter writer(dir, options, threads);
+    for (std::size_t begin = 0; begin < rows.rows(); begin += CsrRows::kBatchRows)
+      writer.append(rows.batch(begin, std::min(rows.rows(), begin + CsrRows::kBatchRows)));
+    manifest = writer.finish(1, {}, 0);
+  }
+  py::dict d;
+  d["rows"] = manifest.rows;
+  d["features"] = manifest.features;
+  d["nnz"] = manifest.nnz;
+  return d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Models
+
+class Model {
+ public:
+  explicit Model(const std::string& path) : model_(io::load_classifier(path)) {}
+
+  /// algorithm, config, labels, classes, index_base, max_index, features: as JSON text.
+  std::string info() const {
+    const engine::ModelInfo& i = *model_;
+    nlohmann::json j = {{"algorithm", i.algorithm},
+                        {"config", i.config},
+                        {"labels", {{"negative", i.labels.negative}, {"positive", i.labels.positive}}},
+                        {"classes", i.classes},
+                        {"index_base", i.index_base},
+                        {"max_index", i.max_index},
+                        {"features", i.features}};
+    return j.dump();
+  }
+
+  /// Scores, and the predicted raw labels when `predict`, of every row (column j is feature j +
+  /// the model's index base).
+  py::tuple score(const py::array& indptr, const py::array& indices, const py::array& data,
+                  bool predict) const {
+    const std::size_t n = static_cast<std::size_t>(std::max<py::ssize_t>(indptr.shape(0) - 1, 0));
+    py::array_t<double> zeros(static_cast<py::ssize_t>(n));
+    std::fill_n(zeros.mutable_data(), n, 0.0);
+    CsrRows rows(indptr, indices, data, zeros, static_cast<std::uint32_t>(model_->index_base));
+    py::array_t<double> scores(static_cast<py::ssize_t>(n));
+    py::array_t<double> predicted(static_cast<py::ssize_t>(predict ? n : 0));
+    double* s = scores.mutable_data();
+    double* p = predicted.mutable_data();
+    {
+      py::gil_scoped_release release;
+      for (std::size_t begin = 0; begin < n; begin += CsrRows::kBatchRows) {
+        const CsrView batch = rows.batch(begin, std::min(n, begin + CsrRows::kBatchRows));
+        if (predict)
+          model_->predict_batch(batch, s + begin, p + begin);
+        else
+          model_->score_batch(batch, s + begin);
+      }
+    }
+    return py::make_tuple(scores, predicted);
+  }
+
+ private:
+  std::unique_ptr<engine::Classifier> model_;
+};
+
+// Errors of the library outside run(): the same mapping.
+void translate(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const MemoryError& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
+  } catch (const IoError& e) {
+    PyErr_SetString(PyExc_OSError, e.what());
+  } catch (const NumericalError& e) {
+    PyErr_SetString(PyExc_FloatingPointError, e.what());
+  } catch (const Error& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "polymargin's C++ engine (use the polymargin package)";
+  // Progress goes through the log callable, never as a rewritten line on the terminal.
+  cli::g_terminal_progress.store(false);
+  py::register_exception_translator(translate);
+  m.def("run", &run, py::arg("command"), py::arg("args"), py::arg("log") = py::none(),
+        "Runs a polymargin command in this process; returns (exit code, stdout bytes).");
+  m.def("set_program", &cli::experiment::set_self_executable, py::arg("path"),
+        "The polymargin program that train --tune starts for its cells.");
+  m.def("write_shards", &write_shards, py::arg("dir"), py::arg("indptr"), py::arg("indices"),
+        py::arg("data"), py::arg("labels"), py::arg("block_rows") = 4096, py::arg("threads") = 0);
+  py::class_<Model>(m, "Model")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def("info", &Model::info)
+      .def("score", &Model::score, py::arg("indptr"), py::arg("indices"), py::arg("data"),
+           py::arg("predict") = false);
+}

@@ -1,0 +1,321 @@
+"""scikit-learn estimators over polymargin's learners.
+
+Each estimator's parameters are the long flags of `polymargin train --algo NAME` (dashes become
+underscores); None leaves a flag at the command's default, so an estimator built with no
+arguments trains what `polymargin train` trains. fit() runs that command in this process (the same
+options parser, epoch loop and model file); an in-memory matrix is first written, a batch at a
+time, into a temporary raw shard directory, as `train` does with LIBSVM text. Column j of a
+matrix is feature j + 1 of LIBSVM's 1-based ids, as sklearn.datasets.load_svmlight_file reads
+them, so models trained in Python and by the command line score the same files.
+"""
+
+import json
+import os
+import tempfile
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from . import _commands, _core
+
+_MODEL_FILE = "model.pmm"
+
+
+def _is_path(X):
+    if isinstance(X, (str, os.PathLike)):
+        return True
+    return (isinstance(X, (list, tuple)) and len(X) > 0
+            and all(isinstance(x, (str, os.PathLike)) for x in X))
+
+
+def _csr_parts(X):
+    """indptr (int64), indices, data of a CSR matrix with sorted, unique column ids per row."""
+    X = X.tocsr() if sp.issparse(X) else sp.csr_matrix(X)
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()  # sorts the ids too
+    indices = X.indices if X.indices.dtype in (np.int32, np.int64) else X.indices.astype(np.int64)
+    data = X.data if X.data.dtype in (np.float32, np.float64) else X.data.astype(np.float64)
+    return (np.ascontiguousarray(X.indptr, dtype=np.int64), np.ascontiguousarray(indices),
+            np.ascontiguousarray(data))
+
+
+def _engine_labels(classes):
+    """The raw labels the engine stores for `classes` (float32): the classes themselves when they
+    are numbers that float32 keeps apart, else their indices 0..k-1."""
+    if classes.dtype.kind in "iuf":
+        as_float = classes.astype(np.float32)
+        if len(np.unique(as_float)) == len(classes) and np.all(np.isfinite(as_float)):
+            return as_float
+    return np.arange(len(classes), dtype=np.float32)
+
+
+def _write_shards(directory, X, labels, threads):
+    indptr, indices, data = _csr_parts(X)
+    _core.write_shards(directory, indptr, indices, data,
+                       np.ascontiguousarray(labels, dtype=np.float64),
+                       threads=0 if threads is None else int(threads))
+
+
+def _keep(estimator, params):
+    """__init__'s arguments kept as they are, as scikit-learn's get_params and clone expect."""
+    for name, value in params.items():
+        if name != "self":
+            setattr(estimator, name, value)
+
+
+class _Polymargin(ClassifierMixin, BaseEstimator):
+    """What every estimator shares: fit through `polymargin train`, scoring through the model."""
+
+    _algo = None  # --algo
+    _binary_only = True
+    _semi_supervised = False
+
+    # ---- fitting
+
+    def fit(self, X, y=None, *, data_name=None):
+        """Trains on X (scipy.sparse matrix or dense array) with labels y, or on X = a path (or
+        list of paths) to LIBSVM text or a shard directory, streamed as `polymargin train` reads
+        it (y must then be None).
+
+        data_name: what the model records as its training data (default: the paths given, or
+        "<csr ROWSxCOLS>" for a matrix).
+        """
+        if _is_path(X):
+            if y is not None:
+                raise ValueError("y is given with data files: their labels are in the files")
+            paths = [os.fspath(X)] if isinstance(X, (str, os.PathLike)) else [os.fspath(p) for p in X]
+            with tempfile.TemporaryDirectory(prefix="polymargin-py-") as tmp:
+                self._train(paths, data_name, tmp)
+            self._describe_from_model()
+            return self
+
+        X, y = self._validate_data(X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
+        labelled = np.ones(len(y), dtype=bool)
+        if self._semi_supervised:
+            labelled = ~((y == -1) if y.dtype.kind in "iuf" else np.zeros(len(y), dtype=bool))
+        check_classification_targets(y)
+        classes, encoded = np.unique(y[labelled], return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"{type(self).__name__} needs rows of 2 classes; got "
+                             f"{len(classes)} class")
+        if self._binary_only and len(classes) > 2:
+            raise ValueError(f"{type(self).__name__} is a binary classifier; got "
+                             f"{len(classes)} classes (CPMClassifier takes several)")
+        labels = _engine_labels(classes)
+        if self._semi_supervised:  # the CMM reads a label 0 as unlabelled: the classes are ±1
+            labels = np.array([-1.0, 1.0], dtype=np.float32)
+        kind = "csr" if sp.issparse(X) else "dense"
+        name = data_name or f"<{kind} {X.shape[0]}x{X.shape[1]}>"
+        threads = getattr(self, "threads", None)
+        # Semi-supervised: an unlabelled row is labelled 0 in the shards, as `train --algo cmm`
+        # reads it.
+        row_labels = np.zeros(len(y), dtype=np.float64)
+        row_labels[labelled] = labels[encoded]
+        with tempfile.TemporaryDirectory(prefix="polymargin-py-") as tmp:
+            train = os.path.join(tmp, "train.shards")
+            _write_shards(train, X, row_labels, threads)
+            self._train([train], name, tmp)
+        self.classes_ = classes
+        self._labels = labels
+        return self
+
+    def _train(self, paths, data_name, tmp):
+        model = os.path.join(tmp, _MODEL_FILE)
+        args = ["--algo", self._algo] + list(paths) + ["-o", model]
+        if data_name:
+            args += ["--data-name", data_name]
+        args += _commands.flag_args(self.get_params(deep=False))
+        self.train_report_ = _commands.run_json("train", args)
+        with open(model, "rb") as f:
+            self._set_model(f.read(), model)
+
+    def _describe_from_model(self):
+        """n_features_in_ and classes_ as the model file has them (a model trained on files)."""
+        info = self.model_info_
+        self.n_features_in_ = int(info["features"])
+        if info["classes"]:
+            self.classes_ = np.asarray(info["classes"], dtype=np.float64)
+        else:
+            self.classes_ = np.asarray([info["labels"]["negative"], info["labels"]["positive"]])
+        self._labels = self.classes_.astype(np.float32)
+
+    def _set_model(self, blob, path):
+        self.model_ = blob
+        self._engine = _core.Model(path)
+        self.model_info_ = json.loads(self._engine.info())
+
+    # ---- the model
+
+    def _model(self):
+        check_is_fitted(self, "model_")
+        engine = self.__dict__.get("_engine")
+        if engine is None:  # unpickled: the model's bytes only
+            with tempfile.TemporaryDirectory(prefix="polymargin-py-") as tmp:
+                path = os.path.join(tmp, _MODEL_FILE)
+                with open(path, "wb") as f:
+                    f.write(self.model_)
+                engine = self._engine = _core.Model(path)
+        return engine
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_engine", None)
+        return state
+
+    def _rows(self, X):
+        check_is_fitted(self, "model_")
+        X = self._validate_data(X, accept_sparse="csr", dtype=[np.float64, np.float32],
+                                reset=False)
+        return _csr_parts(X)
+
+    def _to_classes(self, raw):
+        index = np.searchsorted(self._labels, raw.astype(np.float32))
+        return self.classes_[np.clip(index, 0, len(self.classes_) - 1)]
+
+    def _binary(self):
+        return len(self.classes_) == 2
+
+    @available_if(_binary)
+    def decision_function(self, X):
+        """f(x) of every row: > 0 predicts classes_[1] (binary models only)."""
+        model = self._model()
+        scores, _ = model.score(*self._rows(X), predict=False)
+        return scores
+
+    def predict(self, X):
+        model = self._model()
+        scores, raw = model.score(*self._rows(X), predict=not self._binary())
+        if self._binary():
+            return self.classes_[(scores > 0).astype(int)]
+        return self._to_classes(raw)
+
+    def save(self, path):
+        """Writes the model file (the CLI's format: `polymargin eval -m PATH` reads it)."""
+        check_is_fitted(self, "model_")
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, staged = tempfile.mkstemp(prefix=".polymargin-", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(self.model_)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(staged, path)
+        except BaseException:
+            if os.path.exists(staged):
+                os.unlink(staged)
+            raise
+
+    def _more_tags(self):
+        return {"binary_only": self._binary_only}
+
+
+class LDMClassifier(_Polymargin):
+    """The Large margin Distribution Machine, by averaged SGD (`polymargin train --algo ldm`)."""
+
+    _algo = "ldm"
+
+    def __init__(self, *, cost=None, lambda1=None, lambda2=None, lambda1_rel=None,
+                 lambda2_rel=None, epochs=None, avg_start_epochs=None, eta0=None, bias=None,
+                 scale=None, normalize=None, seed=None, threads=None, window_blocks=None,
+                 pairing=None, workers=None, sync_rows=None, tune=False, tune_folds=None,
+                 tune_budget=None):
+        _keep(self, locals())
+
+
+class LinearSVMClassifier(_Polymargin):
+    """The linear SVM, the LDM with λ1 = λ2 = 0 (`polymargin train --algo svm`)."""
+
+    _algo = "svm"
+
+    def __init__(self, *, cost=None, epochs=None, avg_start_epochs=None, eta0=None, bias=None,
+                 scale=None, normalize=None, seed=None, threads=None, window_blocks=None,
+                 workers=None, sync_rows=None, tune=False, tune_folds=None, tune_budget=None):
+        _keep(self, locals())
+
+
+class CPMClassifier(_Polymargin):
+    """The Convex Polytope Machine, double-sided, one-vs-one over several classes
+    (`polymargin train --algo cpm`). decision_function exists for binary models only."""
+
+    _algo = "cpm"
+    _binary_only = False
+
+    def __init__(self, *, faces=None, iterations=None, epochs=None, cost=None, entropy=None,
+                 cost_ratio=None, sides=None, scale=None, normalize=None, hash_bits=None,
+                 precision=None, seed=None, threads=None, window_blocks=None, workers=None,
+                 sync_rows=None, tune=False, tune_folds=None, tune_budget=None):
+        _keep(self, locals())
+
+
+class KernelLDMClassifier(_Polymargin):
+    """The kernel LDM by dual coordinate descent (`polymargin train --algo kldm`; the data are
+    held in memory: regular-scale sets)."""
+
+    _algo = "kldm"
+
+    def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
+                 bias=None, scale=None, max_memory=None, seed=None, threads=None, lambda1=None,
+                 lambda2=None, lambda1_rel=None, lambda2_rel=None, cost=None, tolerance=None,
+                 max_sweeps=None, no_shrinking=False, tune=False, tune_folds=None,
+                 tune_budget=None):
+        _keep(self, locals())
+
+
+class TwinLDMClassifier(_Polymargin):
+    """The Twin LDM (`polymargin train --algo tldm`; data held in memory)."""
+
+    _algo = "tldm"
+
+    def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
+                 bias=None, scale=None, max_memory=None, seed=None, threads=None, cost=None,
+                 lambda1=None, lambda2=None, epsilon=None, sor_omega=None, tolerance=None,
+                 max_sweeps=None, tune=False, tune_folds=None, tune_budget=None):
+        _keep(self, locals())
+
+
+class CMMClassifier(_Polymargin):
+    """The Compact Margin Machine, semi-supervised (`polymargin train --algo cmm`): rows labelled
+    -1 are unlabelled, as in scikit-learn's semi-supervised estimators; the other two labels are
+    the classes. Data held in memory."""
+
+    _algo = "cmm"
+    _semi_supervised = True
+
+    def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
+                 bias=None, scale=None, max_memory=None, seed=None, threads=None, c1=None,
+                 c2=None, c3=None, epsilon=None, delta=None, variant=None, balance_mean=None,
+                 no_balance=False, max_rounds=None, tolerance=None, max_sweeps=None):
+        _keep(self, locals())
+
+
+_BY_ALGORITHM = {c._algo: c for c in (LDMClassifier, LinearSVMClassifier, CPMClassifier,
+                                      KernelLDMClassifier, TwinLDMClassifier, CMMClassifier)}
+
+
+def load(path):
+    """A fitted estimator of the model file at `path` (written by `polymargin train` or save()).
+
+    Its parameters are the defaults; the settings it was trained with are in
+    model_info_["config"]. classes_ are the labels the model stores.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        blob = f.read()
+    engine = _core.Model(path)
+    info = json.loads(engine.info())
+    cls = _BY_ALGORITHM.get(info["algorithm"])
+    if cls is None:
+        raise ValueError(f"{path}: a model of algorithm '{info['algorithm']}', which has no "
+                         "estimator")
+    est = cls()
+    est.model_ = blob
+    est._engine = engine
+    est.model_info_ = info
+    est._describe_from_model()
+    return est

@@ -1,0 +1,238 @@
+"""The Python package: the same models as the command line, scikit-learn's conventions, errors."""
+
+import json
+import logging
+import os
+import signal
+import threading
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import make_classification
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import MaxAbsScaler
+from sklearn.utils.estimator_checks import check_estimator
+
+import polymargin as pm
+from conftest import cli
+
+STREAMED = {"ldm": pm.LDMClassifier, "svm": pm.LinearSVMClassifier, "cpm": pm.CPMClassifier}
+
+
+# ---- the same model bytes as `polymargin train`
+
+@pytest.mark.parametrize("algo", sorted(STREAMED))
+def test_model_bytes_equal_the_cli(algo, a9a, a9a_files, tmp_path):
+    X, y, _, _ = a9a
+    cli_model = tmp_path / "cli.model"
+    cli("train", "--algo", algo, a9a_files[0], "-o", cli_model, "--seed", 7)
+    # From a CSR matrix, named as the command line names the file.
+    est = STREAMED[algo](seed=7).fit(X, y, data_name=a9a_files[0])
+    est.save(tmp_path / "py.model")
+    assert (tmp_path / "py.model").read_bytes() == cli_model.read_bytes()
+    # From the file itself, streamed.
+    from_file = STREAMED[algo](seed=7).fit(a9a_files[0])
+    assert from_file.model_ == cli_model.read_bytes()
+
+
+def test_options_reach_the_command(a9a, a9a_files, tmp_path):
+    X, y, _, _ = a9a
+    cli_model = tmp_path / "cli.model"
+    cli("train", a9a_files[0], "-o", cli_model, "-c", 0.5, "--epochs", 3, "--avg-start-epochs",
+        1, "--normalize", "l2", "--lambda1-rel", 2e-4)
+    est = pm.LDMClassifier(cost=0.5, epochs=3, avg_start_epochs=1, normalize="l2",
+                           lambda1_rel=2e-4).fit(X, y, data_name=a9a_files[0])
+    assert est.model_ == cli_model.read_bytes()
+    other = pm.LDMClassifier(cost=0.25, epochs=3, avg_start_epochs=1, normalize="l2",
+                             lambda1_rel=2e-4).fit(X, y, data_name=a9a_files[0])
+    assert other.model_ != est.model_
+
+
+def test_eval_and_load_agree_with_python(a9a, a9a_files, tmp_path):
+    X, y, Xt, yt = a9a
+    est = pm.LDMClassifier().fit(X, y)
+    est.save(tmp_path / "m.model")
+    report = json.loads(cli("eval", "-m", tmp_path / "m.model", "-d", a9a_files[1],
+                            "--json").stdout)
+    assert est.score(Xt, yt) == pytest.approx(report["accuracy"], abs=1e-12)
+    assert est.score(Xt, yt) > 0.84
+    # A model written by the command line, loaded in Python.
+    cli("train", "--algo", "cpm", a9a_files[0], "-o", tmp_path / "cpm.model")
+    loaded = pm.load(tmp_path / "cpm.model")
+    assert isinstance(loaded, pm.CPMClassifier)
+    report = json.loads(cli("eval", "-m", tmp_path / "cpm.model", "-d", a9a_files[1],
+                            "--json").stdout)
+    assert loaded.score(Xt, yt) == pytest.approx(report["accuracy"], abs=1e-12)
+    np.testing.assert_array_equal(loaded.classes_, [-1.0, 1.0])
+
+
+def test_shards_and_convert(a9a, a9a_files, tmp_path):
+    X, y, Xt, yt = a9a
+    summary = pm.convert(a9a_files[0], tmp_path / "a9a.shards", codec="zstd")
+    assert summary["rows"] == 32561
+    on_shards = pm.LDMClassifier().fit(str(tmp_path / "a9a.shards"), data_name="a9a")
+    on_matrix = pm.LDMClassifier().fit(X, y, data_name="a9a")
+    assert on_shards.model_ == on_matrix.model_
+    assert on_shards.n_features_in_ == 123
+    np.testing.assert_array_equal(on_shards.predict(Xt), on_matrix.predict(Xt))
+
+
+def test_sparse_and_dense_give_the_same_model(a9a):
+    X, y, _, _ = a9a
+    X, y = X[:3000], y[:3000]
+    for cls in STREAMED.values():
+        sparse = cls().fit(X, y, data_name="part")
+        dense = cls().fit(X.toarray(), y, data_name="part")
+        assert sparse.model_ == dense.model_
+        csc = cls().fit(sp.csc_matrix(X), y, data_name="part")
+        assert csc.model_ == sparse.model_
+
+
+# ---- scikit-learn's conventions
+
+@pytest.mark.parametrize("cls", [pm.LDMClassifier, pm.LinearSVMClassifier, pm.CPMClassifier])
+def test_check_estimator(cls):
+    logging.getLogger("polymargin").setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_estimator(cls())  # raises on a failed check
+
+
+def test_grid_search_and_pipeline(a9a):
+    X, y, Xt, yt = a9a
+    X, y = X[:4000], y[:4000]
+    search = GridSearchCV(pm.LinearSVMClassifier(epochs=3, avg_start_epochs=1),
+                          {"cost": [0.1, 1.0, 10.0]}, cv=3).fit(X, y)
+    assert search.best_params_["cost"] in (0.1, 1.0, 10.0)
+    assert search.score(Xt, yt) > 0.8
+    pipe = make_pipeline(MaxAbsScaler(), pm.LDMClassifier(scale="none")).fit(X, y)
+    assert pipe.score(Xt, yt) > 0.8
+
+
+def test_string_and_multiclass_labels():
+    X, y = make_classification(n_samples=600, n_features=8, n_informative=6, n_classes=3,
+                               random_state=0)
+    names = np.array(["ant", "bee", "cat"])[y]
+    cpm = pm.CPMClassifier(cost=1.0).fit(X, names)
+    assert list(cpm.classes_) == ["ant", "bee", "cat"]
+    assert set(cpm.predict(X)) <= {"ant", "bee", "cat"}
+    assert cpm.score(X, names) > 0.7
+    assert not hasattr(cpm, "decision_function")  # one-vs-one: no per-class scores
+    binary = pm.LDMClassifier().fit(X[y < 2], y[y < 2] + 5)  # labels 5 and 6
+    np.testing.assert_array_equal(binary.classes_, [5, 6])
+    assert binary.score(X[y < 2], y[y < 2] + 5) > 0.8
+    assert ((binary.decision_function(X[y < 2]) > 0) == (binary.predict(X[y < 2]) == 6)).all()
+
+
+def test_kernel_learners_and_semi_supervised():
+    X, y = make_classification(n_samples=300, n_features=6, n_informative=4, random_state=1)
+    for cls in (pm.KernelLDMClassifier, pm.TwinLDMClassifier):
+        est = cls().fit(X[:200], y[:200])
+        assert est.score(X[200:], y[200:]) > 0.75, cls.__name__
+    partly = y[:200].copy()
+    partly[50:] = -1  # unlabelled, as scikit-learn's semi-supervised estimators mark them
+    cmm = pm.CMMClassifier().fit(X[:200], partly)
+    np.testing.assert_array_equal(cmm.classes_, [0, 1])
+    assert cmm.score(X[200:], y[200:]) > 0.7
+    assert cmm.model_info_["algorithm"] == "cmm"
+    assert cmm.model_info_["config"]["unlabelled_rows"] == 150
+    again = pm.CMMClassifier().fit(X[:200], partly)
+    assert again.model_ == cmm.model_  # deterministic, whatever the temporary paths
+
+
+def test_tune_chooses_and_records():
+    X, y = make_classification(n_samples=1000, n_features=10, random_state=2)
+    est = pm.LDMClassifier(tune=True, tune_folds=3, tune_budget=3).fit(X, y)
+    record = est.model_info_["config"]["tune"]
+    assert record["folds"] == 3 and len(record["settings"]) <= 3
+    assert record["chosen"] in [s["setting"] for s in record["settings"]]
+    assert est.train_report_["tune"] == record
+    assert est.score(X, y) > 0.8
+
+
+def test_progress_is_logged(a9a, caplog):
+    X, y, _, _ = a9a
+    with caplog.at_level(logging.INFO, logger="polymargin"):
+        pm.LDMClassifier(epochs=3, avg_start_epochs=1).fit(X[:5000], y[:5000])
+    lines = [r.getMessage() for r in caplog.records if r.name == "polymargin"]
+    assert any(line.startswith("epoch 3/3") for line in lines), lines
+
+
+# ---- bad input
+
+def test_bad_inputs_raise_clear_errors(a9a, tmp_path):
+    X, y, _, _ = a9a
+    X, y = X[:500], y[:500]
+    with pytest.raises(ValueError, match="NaN"):
+        pm.LDMClassifier().fit(np.array([[1.0, np.nan], [0.0, 1.0]]), [0, 1])
+    with pytest.raises(ValueError, match="1 class"):
+        pm.LDMClassifier().fit(X, np.ones(500))
+    with pytest.raises(ValueError, match="binary"):
+        pm.LDMClassifier().fit(X, np.arange(500) % 3)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        pm.LDMClassifier().fit(X, y[:-1])
+    est = pm.LDMClassifier().fit(X, y)
+    with pytest.raises(ValueError, match="123 features"):
+        est.predict(X[:, :100])
+    # The command's own refusals, with the command's words.
+    with pytest.raises(ValueError, match="--avg-start-epochs"):
+        pm.LDMClassifier(epochs=2).fit(X, y)
+    with pytest.raises(ValueError, match="--normalize must be l2 or none"):
+        pm.LDMClassifier(normalize="l1").fit(X, y)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("+1 1:1 2:1\n-1 3:x\n")
+    with pytest.raises(ValueError, match=r"bad.txt:2"):
+        pm.LDMClassifier().fit(str(bad))
+    with pytest.raises(OSError, match="no-such-file"):
+        pm.LDMClassifier().fit(str(tmp_path / "no-such-file"))
+    with pytest.raises(OSError):
+        est.save(tmp_path / "no-such-dir" / "m.model")
+    with pytest.raises(ValueError, match="y is given"):
+        pm.LDMClassifier().fit(str(bad), [1, -1])
+
+
+def test_ctrl_c_stops_training_and_writes_nothing(a9a, tmp_path):
+    X, y, _, _ = a9a
+    tmp = os.environ.get("TMPDIR", "/tmp")
+    before = {p for p in os.listdir(tmp) if p.startswith("polymargin-py-")}
+    est = pm.LDMClassifier(epochs=20000, avg_start_epochs=1)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            est.fit(X, y)
+    finally:
+        timer.cancel()
+    assert not hasattr(est, "model_")
+    after = {p for p in os.listdir(tmp) if p.startswith("polymargin-py-")}
+    assert after <= before  # the temporary shards and model are gone
+    # Python's own handler is back: a later Ctrl-C is a plain KeyboardInterrupt.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_gil_is_released_while_training(a9a):
+    X, y, _, _ = a9a
+    ticks = []
+    done = threading.Event()
+
+    def tick():
+        while not done.is_set():
+            ticks.append(1)
+            done.wait(0.001)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    try:
+        import time
+        start = time.perf_counter()
+        pm.LDMClassifier(epochs=300, avg_start_epochs=1).fit(X, y)
+        seconds = time.perf_counter() - start
+        count = len(ticks)
+    finally:
+        done.set()
+        ticker.join()
+    # A thread that held the GIL for the whole fit would leave the ticker at one or two ticks.
+    assert seconds < 0.05 or count >= 10, (seconds, count)
