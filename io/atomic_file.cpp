@@ -21,7 +21,7 @@ std::atomic<unsigned> temp_counter{0};
 std::string errno_text() { return std::strerror(errno); }
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+AtomicFile::AtomicFile(std::string path, bool durable) : path_(std::move(path)), durable_(durable) {
   if (writes_in_place(path_)) {
     const int stream = stream_descriptor(path_);
     const int fd = stream >= 0 ? ::fcntl(stream, F_DUPFD_CLOEXEC, 3)
@@ -75,7 +75,8 @@ void AtomicFile::sync() {
   // A stream written in place need not support fsync (a pipe, a terminal): its writes are what
   // count.
   const bool in_place = temp_path_.empty();
-  if (::fsync(::fileno(file_)) != 0 && !(in_place && (errno == EINVAL || errno == EROFS)))
+  if (durable_ && ::fsync(::fileno(file_)) != 0 &&
+      !(in_place && (errno == EINVAL || errno == EROFS)))
     throw IoError("cannot write " + path_ + ": " + errno_text());
   const int closed = std::fclose(file_);
   file_ = nullptr;
@@ -92,8 +93,8 @@ void AtomicFile::commit() {
   pending_ = false;
 }
 
-void write_file_atomically(const std::string& path, std::string_view content) {
-  AtomicFile file(path);
+void write_file_atomically(const std::string& path, std::string_view content, bool durable) {
+  AtomicFile file(path, durable);
   file.write(content);
   file.commit();
 }

@@ -17,7 +17,9 @@ namespace polymargin::io {
 class AtomicFile {
  public:
   /// Opens "<path>.tmp-<pid>-<n>" for writing (or the path itself, see above); throws IoError.
-  explicit AtomicFile(std::string path);
+  /// Not `durable`: no fsync (a file of a temporary directory, gone with the process), still
+  /// renamed into place whole.
+  explicit AtomicFile(std::string path, bool durable = true);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -39,11 +41,12 @@ class AtomicFile {
   std::string temp_path_;  // empty when written in place
   std::string target_;     // what the temporary file is renamed to
   std::FILE* file_ = nullptr;
+  bool durable_ = true;
   bool pending_ = false;  // the temporary file exists and is not yet renamed
   TemporaryPath temporary_;
 };
 
-/// Writes `content` to `path` atomically.
-void write_file_atomically(const std::string& path, std::string_view content);
+/// Writes `content` to `path` atomically (`durable`: as AtomicFile's).
+void write_file_atomically(const std::string& path, std::string_view content, bool durable = true);
 
 }  // namespace polymargin::io

@@ -123,6 +123,7 @@ Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptio
   const std::string dir = data.temp_dir_ + "/data.shards";
   ConvertOptions temporary = options;
   temporary.codec = temporary_codec(inputs);
+  temporary.durable = false;
   convert_text(inputs, dir, temporary, threads);
   data.shards_ = std::make_unique<ShardSet>(ShardSet::open(dir));
   return data;

@@ -245,7 +245,8 @@ Manifest read_manifest(const std::string& dir) {
   return m;
 }
 
-void write_maxabs(const std::string& path, const std::vector<std::span<const float>>& pieces) {
+void write_maxabs(const std::string& path, const std::vector<std::span<const float>>& pieces,
+                  bool durable) {
   MaxabsHeader header{};
   std::memcpy(header.magic, kMaxabsMagic, sizeof header.magic);
   header.format_version = kShardFormatVersion;
@@ -255,7 +256,7 @@ void write_maxabs(const std::string& path, const std::vector<std::span<const flo
                                                                        &XXH3_freeState);
   if (!state) throw std::bad_alloc();
   XXH3_64bits_reset(state.get());
-  AtomicFile file(path);
+  AtomicFile file(path, durable);
   const auto put = [&](const void* data, std::size_t size) {
     XXH3_64bits_update(state.get(), data, size);
     file.write({static_cast<const char*>(data), size});

@@ -34,7 +34,8 @@ Manifest read_manifest(const std::string& dir);
 
 /// Writes feature_maxabs.bin (header, float32[count], checksum) atomically; the floats come in
 /// pieces so that the writer never needs a second contiguous copy of a 20 M-entry table.
-void write_maxabs(const std::string& path, const std::vector<std::span<const float>>& pieces);
+void write_maxabs(const std::string& path, const std::vector<std::span<const float>>& pieces,
+                  bool durable = true);
 
 /// Reads feature_maxabs.bin; throws DataError when it is short, foreign, of another size than
 /// `expected_count` entries or fails its checksum.

@@ -500,7 +500,8 @@ struct ShardWriter::Impl {
       write_all(s.fd, bytes.data(), bytes.size(), s.path);
       s.offset += bytes.size();
       content_checksums.push_back(write_content_checksum(s));
-      if (::fsync(s.fd) != 0) throw IoError("cannot write " + s.path + ": " + std::strerror(errno));
+      if (options.durable && ::fsync(s.fd) != 0)
+        throw IoError("cannot write " + s.path + ": " + std::strerror(errno));
       if (::close(s.fd) != 0) {
         s.fd = -1;
         throw IoError("cannot write " + s.path + ": " + std::strerror(errno));
@@ -545,7 +546,8 @@ struct ShardWriter::Impl {
       if (replacing) fs::rename(old, dir, ec);
       throw IoError("cannot rename " + temp_dir + " to " + dir + ": " + reason);
     }
-    fsync_path(fs::path(dir).parent_path().empty() ? "." : fs::path(dir).parent_path().string());
+    if (options.durable)
+      fsync_path(fs::path(dir).parent_path().empty() ? "." : fs::path(dir).parent_path().string());
     if (replacing) fs::remove_all(old, ec);
   }
 
@@ -612,12 +614,14 @@ Manifest ShardWriter::finish(int index_base, const std::vector<SourceInfo>& sour
   m.text_bytes = w.text_bytes;
 
   shard::write_maxabs(w.temp_dir + "/" + shard::kMaxabsFile,
-                      w.maxabs.pieces(w.any_index ? std::size_t{w.max_index} + 1 : 0));
+                      w.maxabs.pieces(w.any_index ? std::size_t{w.max_index} + 1 : 0),
+                      w.options.durable);
   m.convert_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - w.start).count();
   // The manifest goes last: a directory with a manifest is complete by construction.
-  write_file_atomically(w.temp_dir + "/" + shard::kManifestFile, shard::manifest_json(m));
-  fsync_path(w.temp_dir);
+  write_file_atomically(w.temp_dir + "/" + shard::kManifestFile, shard::manifest_json(m),
+                        w.options.durable);
+  if (w.options.durable) fsync_path(w.temp_dir);
   w.move_into_place();
   w.finished = true;
   return m;

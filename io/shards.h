@@ -84,6 +84,11 @@ struct ConvertOptions {
   std::uint32_t shards = 1;
   int zstd_level = 3;
   TextOptions text;
+  /// fsync the files and directories before the directory is renamed into place (a crash then
+  /// leaves the old directory or the whole new one on disk). False for a temporary directory that
+  /// is removed with the process (Dataset's, the Python package's): it is still complete when it
+  /// appears, and fsync would only make its writer wait for the disk.
+  bool durable = true;
 };
 
 /// Appends rows and writes a shard directory: blocks are encoded and compressed in parallel, written

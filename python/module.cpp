@@ -322,6 +322,7 @@ py::dict write_shards(const std::string& dir, const py::array& indptr, const py:
     io::ConvertOptions options;
     options.codec = io::Codec::kRaw;
     options.block_rows = block_rows;
+    options.durable = false;  // a temporary directory, removed after the fit
     io::ShardWriter writer(dir, options, threads);
     for (std::size_t begin = 0; begin < rows.rows(); begin += CsrRows::kBatchRows)
       writer.append(rows.batch(begin, std::min(rows.rows(), begin + CsrRows::kBatchRows)));
