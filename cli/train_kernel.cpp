@@ -25,6 +25,7 @@
 #include "engine/cmm.h"
 #include "engine/kldm.h"
 #include "engine/ldm.h"
+#include "engine/normalize.h"
 #include "engine/tldm.h"
 #include "io/file_lock.h"
 #include "io/kernel_model_file.h"
@@ -50,7 +51,8 @@ struct TrainingSet {
 // Options every kernel learner shares.
 struct CommonOptions {
   std::vector<std::string> inputs, validation;
-  std::string output, scale = "maxabs", kernel = "rbf", max_memory_text, metrics_path, data_name;
+  std::string output, scale = "maxabs", normalize = "none", kernel = "rbf", max_memory_text,
+      metrics_path, data_name;
   double rbf_width = 1, gamma = 0, coef0 = 0, bias = 0;
   int degree = 3, threads = 0;
   std::uint64_t seed = 1;
@@ -75,6 +77,9 @@ void add_common_options(po::options_description& opts, CommonOptions& o,
       "value B of a constant (regularised) bias feature: adds B² to the kernel; 0: none")(
       "scale", po::value(&o.scale)->default_value("maxabs"),
       "maxabs: divide each feature by its max |value| (the papers' [0,1] protocol) | none")(
+      "normalize", po::value(&o.normalize)->default_value("none"),
+      "l2: divide each row by its Euclidean norm after --scale (the model does it when it scores) "
+      "| none")(
       "max-memory", po::value(&o.max_memory_text)->default_value("auto"),
       "refuse to train when the m² matrices would need more than this many bytes (suffixes K, "
       "M, G; auto: half of the RAM)")(
@@ -120,6 +125,8 @@ void check_common(const CommonOptions& o) {
   if (o.inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   if (o.scale != "maxabs" && o.scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + o.scale + "')");
+  if (o.normalize != "l2" && o.normalize != "none")
+    throw UsageError("train: --normalize must be l2 or none (got '" + o.normalize + "')");
   if (!(o.rbf_width > 0) || !std::isfinite(o.rbf_width))
     throw UsageError("train: --rbf-width must be > 0 (got " + number(o.rbf_width) + ")");
   if (!(o.gamma >= 0) || !std::isfinite(o.gamma))
@@ -199,6 +206,7 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
       const float m = t.maxabs[buffer.indices[k]];
       if (m > 0) buffer.values[k] /= m;
     }
+  if (o.normalize == "l2") engine::normalize_rows_l2(buffer);
   t.x.finish();
   t.x.max_index = t.max_index;
   t.y = Eigen::Map<const Eigen::VectorXd>(y.data(), static_cast<Eigen::Index>(y.size()));
@@ -256,6 +264,8 @@ void describe_model(engine::KernelModel& model, const std::string& algo, const T
   model.features = t.features;
   model.kernel = k.spec;
   model.maxabs = t.maxabs;
+  model.normalize_l2 = o.normalize == "l2";
+  if (model.normalize_l2) model.config["normalize"] = o.normalize;
   model.config["kernel"] = k.spec.json();
   if (k.mean_distance > 0) {
     model.config["rbf_width"] = o.rbf_width;
@@ -287,6 +297,7 @@ nlohmann::ordered_json common_summary(const std::string& algo, const TrainingSet
                               {"gamma", k.spec.gamma},
                               {"bias", k.spec.bias},
                               {"scale", o.scale},
+                              {"normalize", o.normalize},
                               {"seed", o.seed}};
   if (k.mean_distance > 0) {
     j["rbf_width"] = o.rbf_width;

@@ -34,6 +34,17 @@ double KernelModel::score(const CsrView& rows, std::size_t r, std::vector<double
     dense[f] = v;
     norm2 += static_cast<double>(v) * v;
   }
+  if (normalize_l2 && norm2 > 0) {  // normalize_rows_l2's arithmetic: v / norm in double, to float
+    const double norm = std::sqrt(norm2);
+    norm2 = 0;
+    for (std::uint32_t k = b; k < e; ++k) {
+      const std::uint32_t f = rows.indices[k];
+      if (f > max_index) continue;
+      const float v = static_cast<float>(static_cast<float>(dense[f]) / norm);
+      dense[f] = v;
+      norm2 += static_cast<double>(v) * v;
+    }
+  }
   const CsrView sv = vectors.rows.view();
   const std::size_t expansions = coefficients.size();
   double f[2] = {intercepts[0], expansions > 1 ? intercepts[1] : 0.0};

@@ -1,7 +1,8 @@
 // A trained kernel classifier (kernel LDM, Twin LDM, CMM): the training rows it needs ("vectors",
 // in the scaled space the learner saw) and one or two kernel expansions
 //   f_k(x) = Σ_i coefficients[k][i] · k(v_i, s∘x) + intercepts[k],
-// where s∘x divides each feature by its training max |value| exactly as the reader does.
+// where s∘x divides each feature by its training max |value| exactly as the reader does (and, with
+// normalize_l2, the result by its Euclidean length, as engine::normalize_rows_l2 does).
 // Decision rules:
 //   kSign          score = f_0(x)                                   (kernel LDM, CMM)
 //   kNearerPlane   score = |f_1(x)|/n_1 − |f_0(x)|/n_0,  n_k = plane_norms[k]
@@ -25,6 +26,7 @@ struct KernelModel : Classifier {
 
   KernelSpec kernel;
   std::vector<float> maxabs;  // empty: rows are used as they are; else max_index + 1 divisors
+  bool normalize_l2 = false;  // then each row divided by its L2 norm (engine/normalize.h)
   RowSet vectors;
   std::vector<std::vector<double>> coefficients;  // one per expansion, vectors.size() each
   std::vector<double> intercepts;                 // one per expansion

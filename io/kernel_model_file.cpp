@@ -39,6 +39,7 @@ void save_kernel_model(const engine::KernelModel& model, const std::string& path
   file.header["decision"] = engine::decision_name(model.decision);
   file.header["intercepts"] = model.intercepts;
   file.header["plane_norms"] = model.plane_norms;
+  if (model.normalize_l2) file.header["normalize"] = "l2";  // absent: none (files before it too)
   const CsrView v = model.vectors.rows.view();
   std::vector<double> offsets(v.rows + 1), indices(v.nnz());
   std::vector<float> values(v.nnz());
@@ -74,6 +75,10 @@ engine::KernelModel kernel_model_from(const ModelContainer& file, const std::str
       corrupt(path, "unknown kernel model decision rule '" + decision + "'");
     model.intercepts = h.at("intercepts").get<std::vector<double>>();
     model.plane_norms = h.at("plane_norms").get<std::vector<double>>();
+    const std::string normalize = h.value("normalize", std::string("none"));
+    if (normalize != "none" && normalize != "l2")
+      corrupt(path, "malformed kernel model header: normalize '" + normalize + "'");
+    model.normalize_l2 = normalize == "l2";
   } catch (const nlohmann::json::exception& e) {
     corrupt(path, std::string("malformed kernel model header: ") + e.what());
   } catch (const UsageError& e) {

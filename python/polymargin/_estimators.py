@@ -260,7 +260,7 @@ class KernelLDMClassifier(_Polymargin):
     _algo = "kldm"
 
     def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
-                 bias=None, scale=None, max_memory=None, seed=None, threads=None, lambda1=None,
+                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None, lambda1=None,
                  lambda2=None, lambda1_rel=None, lambda2_rel=None, cost=None, tolerance=None,
                  max_sweeps=None, no_shrinking=False, tune=False, tune_folds=None,
                  tune_budget=None):
@@ -273,7 +273,7 @@ class TwinLDMClassifier(_Polymargin):
     _algo = "tldm"
 
     def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
-                 bias=None, scale=None, max_memory=None, seed=None, threads=None, cost=None,
+                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None, cost=None,
                  lambda1=None, lambda2=None, epsilon=None, sor_omega=None, tolerance=None,
                  max_sweeps=None, tune=False, tune_folds=None, tune_budget=None):
         _keep(self, locals())
@@ -288,7 +288,7 @@ class CMMClassifier(_Polymargin):
     _semi_supervised = True
 
     def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
-                 bias=None, scale=None, max_memory=None, seed=None, threads=None, c1=None,
+                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None, c1=None,
                  c2=None, c3=None, epsilon=None, delta=None, variant=None, balance_mean=None,
                  no_balance=False, max_rounds=None, tolerance=None, max_sweeps=None):
         _keep(self, locals())
