@@ -36,6 +36,7 @@
 #include "engine/classifier.h"
 #include "engine/csr.h"
 #include "engine/errors.h"
+#include "engine/linear_model.h"
 #include "io/model_file.h"
 #include "io/shards.h"
 
@@ -380,6 +381,18 @@ class Model {
     return py::make_tuple(scores, predicted);
   }
 
+  /// A linear model whose score is w·x + b in the raw features (no --normalize l2): (w by raw
+  /// feature id with the scaling folded in, b); None for any other model.
+  py::object linear() const {
+    const auto* m = dynamic_cast<const engine::LinearModel*>(model_.get());
+    if (!m || m->normalize_l2) return py::none();
+    py::array_t<double> w(static_cast<py::ssize_t>(m->weights.size()));
+    double* out = w.mutable_data();
+    for (std::size_t f = 0; f < m->weights.size(); ++f)
+      out[f] = m->scale.empty() ? m->weights[f] : m->weights[f] * static_cast<double>(m->scale[f]);
+    return py::make_tuple(w, m->bias_weight * m->bias_value);
+  }
+
  private:
   std::unique_ptr<engine::Classifier> model_;
 };
@@ -416,5 +429,6 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init<const std::string&>(), py::arg("path"))
       .def("info", &Model::info)
       .def("score", &Model::score, py::arg("indptr"), py::arg("indices"), py::arg("data"),
-           py::arg("predict") = false);
+           py::arg("predict") = false)
+      .def("linear", &Model::linear);
 }

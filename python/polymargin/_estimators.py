@@ -215,7 +215,32 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         return {"binary_only": self._binary_only}
 
 
-class LDMClassifier(_Polymargin):
+class _Linear(_Polymargin):
+    """coef_ and intercept_ of a linear model: decision_function(X) = X @ coef_.T + intercept_
+    (the max-abs scaling folded in). Not for normalize="l2", whose score is not linear in x."""
+
+    def _linear(self):
+        linear = self._model().linear()
+        if linear is None:
+            raise AttributeError("coef_ and intercept_ exist for models without normalize='l2' "
+                                 "only (the row's length divides the score)")
+        return linear
+
+    @property
+    def coef_(self):
+        weights, _ = self._linear()
+        base = int(self.model_info_["index_base"])
+        coef = np.zeros(self.n_features_in_)
+        part = weights[base:base + self.n_features_in_]
+        coef[:len(part)] = part
+        return coef.reshape(1, -1)
+
+    @property
+    def intercept_(self):
+        return np.array([self._linear()[1]])
+
+
+class LDMClassifier(_Linear):
     """The Large margin Distribution Machine, by averaged SGD (`polymargin train --algo ldm`)."""
 
     _algo = "ldm"
@@ -228,7 +253,7 @@ class LDMClassifier(_Polymargin):
         _keep(self, locals())
 
 
-class LinearSVMClassifier(_Polymargin):
+class LinearSVMClassifier(_Linear):
     """The linear SVM, the LDM with λ1 = λ2 = 0 (`polymargin train --algo svm`)."""
 
     _algo = "svm"

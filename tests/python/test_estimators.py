@@ -80,6 +80,18 @@ def test_shards_and_convert(a9a, a9a_files, tmp_path):
     np.testing.assert_array_equal(on_shards.predict(Xt), on_matrix.predict(Xt))
 
 
+def test_coef_and_intercept(a9a):
+    X, y, Xt, _ = a9a
+    for cls in (pm.LDMClassifier, pm.LinearSVMClassifier):
+        est = cls().fit(X, y)
+        assert est.coef_.shape == (1, 123)
+        np.testing.assert_allclose(Xt @ est.coef_.ravel() + est.intercept_[0],
+                                   est.decision_function(Xt), rtol=1e-9, atol=1e-9)
+    normalised = pm.LDMClassifier(normalize="l2").fit(X, y)
+    assert not hasattr(normalised, "coef_")
+    assert not hasattr(pm.CPMClassifier().fit(X[:2000], y[:2000]), "coef_")
+
+
 def test_sparse_and_dense_give_the_same_model(a9a):
     X, y, _, _ = a9a
     X, y = X[:3000], y[:3000]
