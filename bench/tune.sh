@@ -11,6 +11,13 @@
 # Environment: DATA (default ../shared/data), SEEDS ("1 2 3"), ALGOS ("ldm svm cpm"),
 # SETS (names to run, default all: a9a ijcnn1 w8a and the UCI file names without .libsvm),
 # EPOCHS_CPM (the CPM's --epochs; default its own). Run from the repository root.
+# KDD size (the issue's second target) when KDD_ROWS is set (e.g. 2000000): `gen --like kdda
+# --model polytope --seed 2010`, KDD_ROWS training rows and KDD_ROWS/5 test rows as shards (kept in
+# KDD_DIR when it is set, and reused). For ldm and svm: "best" is the best of C in {0.01, 0.1, 1} at
+# the defaults, "default" the defaults, "tune s" the median of REPEAT (3) runs of --tune, and the
+# verdict gives it over the median of as many plain trains of the chosen setting (target: at most
+# 3x, and tune at least as accurate as best). BASE=BINARY adds the same rows for another binary (a
+# baseline measured in the same run, its runs interleaved with these). SETS=kdd runs only this.
 set -uo pipefail
 bin=${1:-build/polymargin}
 data=${DATA:-../shared/data}
@@ -108,4 +115,64 @@ for entry in "${sets[@]}"; do
     report "$name" "$algo" "${lines%$'\n'}"
   done
 done
+# --- KDD size ---
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+# timed BINARY JSON ARGS...: a train whose --json goes to JSON; prints its wall seconds.
+timed() {
+  local binary=$1 out=$2 start
+  shift 2
+  start=$(date +%s.%N)
+  "$binary" train "$@" --threads 2 --json > "$out" 2> "$work/err" \
+    || { echo "bench/tune.sh: $binary train $* failed: $(tail -2 "$work/err")" >&2; echo nan; return; }
+  echo "$(date +%s.%N) - $start" | bc
+}
+if [ -n "${KDD_ROWS:-}" ] && { [ -z "${SETS:-}" ] || wanted kdd; }; then
+  kdir=${KDD_DIR:-$work}
+  ktrain=$kdir/kdda-like-$KDD_ROWS.train.shards ktest=$kdir/kdda-like-$KDD_ROWS.test.shards
+  [ -d "$ktrain" ] && [ -d "$ktest" ] || "$bin" gen --like kdda --model polytope --seed 2010 \
+    --rows "$KDD_ROWS" --test-rows $((KDD_ROWS / 5)) -o "$ktrain" --test-output "$ktest" > /dev/null 2>&1 \
+    || { echo "bench/tune.sh: gen failed" >&2; exit 1; }
+  binaries=("$bin")
+  [ -n "${BASE:-}" ] && binaries+=("$BASE")
+  for algo in ldm svm; do
+    best=0
+    for c in 0.01 0.1 1; do
+      timed "$bin" "$work/c.json" --algo $algo -d "$ktrain" --validation "$ktest" -o "$work/m" -c $c > /dev/null
+      best=$(awk -v a="$(jq .validation.accuracy "$work/c.json")" -v b="$best" 'BEGIN { print (a > b ? a : b) }')
+    done
+    timed "$bin" "$work/d.json" --algo $algo -d "$ktrain" --validation "$ktest" -o "$work/m" > /dev/null
+    default=$(jq .validation.accuracy "$work/d.json")
+    declare -A tune_s=() plain_s=() tuned=() chosen=()
+    for r in $(seq "${REPEAT:-3}"); do
+      for i in "${!binaries[@]}"; do
+        tune_s[$i]+="$(timed "${binaries[$i]}" "$work/t$i.json" --algo $algo -d "$ktrain" \
+          --validation "$ktest" -o "$work/m" --tune) "
+        tuned[$i]=$(jq .validation.accuracy "$work/t$i.json")
+        chosen[$i]=$(jq -r '(.tune.chosen | to_entries | map("--\(.key) \(.value)"))
+          + (if .tune.eta0 then ["--eta0 \(.tune.eta0)"] else [] end) | join(" ")' "$work/t$i.json")
+        plain_s[$i]+="$(timed "$bin" "$work/p.json" --algo $algo -d "$ktrain" -o "$work/m" \
+          ${chosen[$i]}) "
+      done
+    done
+    for i in "${!binaries[@]}"; do
+      t=$(echo "${tune_s[$i]}" | tr ' ' '\n' | grep . | median)
+      p=$(echo "${plain_s[$i]}" | tr ' ' '\n' | grep . | median)
+      name="kdda-like $((KDD_ROWS / 1000))k"
+      [ "$i" -gt 0 ] && name="$name (BASE)"
+      dt=$(awk -v t="${tuned[$i]}" -v b="$best" 'BEGIN { printf "%+.2f", 100 * (t - b) }')
+      dd=$(awk -v d="$default" -v b="$best" 'BEGIN { printf "%+.2f", 100 * (d - b) }')
+      ratio=$(awk -v t="$t" -v p="$p" 'BEGIN { printf "%.1f", t / p }')
+      verdict=ok
+      awk -v x="$dt" 'BEGIN { exit !(x < 0) }' && verdict="tune miss"
+      awk -v x="$ratio" 'BEGIN { exit !(x > 3) }' && verdict="${verdict/ok/}${verdict:+ }cost miss"
+      verdict=${verdict# }
+      [ "$verdict" = ok ] || misses=$((misses + 1))
+      rows=$((rows + 1))
+      printf "%-30s %-4s %5s %7.4f %7.4f %7.4f %7s %7s %6.1f  %s (%.1f s = %s× a plain train of %s)\n" \
+        "$name" $algo - "${tuned[$i]}" "$best" "$default" "$dt" "$dd" "$t" "$verdict" "$p" "$ratio" \
+        "${chosen[$i]}"
+    done
+    unset tune_s plain_s tuned chosen
+  done
+fi
 echo "$rows rows, $misses with a miss (tune: within 0.3 points of best; defaults: within 2 points)"

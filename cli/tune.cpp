@@ -1,5 +1,4 @@
 #include "cli/tune.h"
-#include "cli/output.h"
 
 #include <stdlib.h>
 #include <tbb/parallel_for.h>
@@ -8,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -24,6 +24,7 @@
 #include "cli/exit_codes.h"
 #include "cli/experiment_config.h"
 #include "cli/experiment_runner.h"
+#include "cli/output.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
 #include "engine/csr.h"
@@ -44,9 +45,11 @@ using nlohmann::json;
 json record;  // tune_record(): set while the final run trains
 
 // Bumped when the meaning of a cached tuning cell changes.
-constexpr int kTuneCellVersion = 1;
-// The seed stream of the search's subsample (its folds use the run's seed itself).
-constexpr std::uint64_t kSampleStream = 0x7475'6e65;  // "tune"
+constexpr int kTuneCellVersion = 2;
+// The seed streams of the search's subsample and of its holdout's blocks (folds use the run's seed
+// itself).
+constexpr std::uint64_t kSampleStream = 0x7475'6e65;   // "tune"
+constexpr std::uint64_t kHoldoutStream = 0x686f'6c64;  // "hold"
 
 // A learner's grid, in `experiment`'s terms: keys are `train` flags, each key's first value is the
 // learner's default (ties go to it), and the groups are the coordinate search's order.
@@ -120,6 +123,7 @@ struct TuneArgs {
   std::vector<std::string> final;  // everything but --tune*
   std::set<std::string> given;     // long names of the options given
   int folds = 5;
+  std::uint64_t search_rows = kTuneSearchRows;  // --tune-rows
   std::string budget;  // "" (the whole grid), N settings, or a time (30s, 10m, 1h)
   std::string checkpoint;
   int threads = 0;
@@ -148,6 +152,20 @@ int positive_int(const std::string& flag, const std::string& text, int least) {
     throw UsageError("train: " + flag + " must be an integer in [" + std::to_string(least) +
                      ", 1000] (got '" + text + "')");
   return static_cast<int>(value);
+}
+
+std::uint64_t row_count(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  unsigned long long value = 0;
+  try {
+    value = text.empty() || text[0] == '-' ? 0 : std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < 100)
+    throw UsageError("train: " + flag + " must be a number of rows, at least 100 (got '" + text +
+                     "')");
+  return value;
 }
 
 TuneArgs parse_tune_args(const std::vector<std::string>& args) {
@@ -186,10 +204,12 @@ TuneArgs parse_tune_args(const std::vector<std::string>& args) {
     i = next;
     t.given.insert(name);
     if (name == "tune") continue;
-    if (name == "tune-folds" || name == "tune-budget") {
+    if (name == "tune-folds" || name == "tune-budget" || name == "tune-rows") {
       if (values.empty()) throw UsageError("train: --" + name + " needs a value");
       if (name == "tune-folds")
         t.folds = positive_int("--tune-folds", values[0], 2);
+      else if (name == "tune-rows")
+        t.search_rows = row_count("--tune-rows", values[0]);
       else
         t.budget = values[0];
       continue;
@@ -261,21 +281,24 @@ struct WorkDir {
   }
 };
 
-// The fold files of the search: every row (at most ~kTuneSearchRows, a seeded subsample above it)
-// into k seeded folds.
+// The data of the search. Up to kTuneSearchRows rows: every row in k seeded fold files, each
+// setting scored on every fold (cross-validation). Above: a holdout of whole blocks and a seeded
+// row subsample of the other blocks to train on, each written once as a shard directory whose
+// feature ids are renumbered densely (write_holdout), each setting trained once and scored once.
 struct Folds {
-  std::vector<std::string> files;
-  std::uint64_t rows = 0;      // rows of the data
-  std::uint64_t searched = 0;  // rows in the folds
-  double sample_fraction = 1;  // share of the rows searched
-  // Folds a setting is scored on: all of them (cross-validation), or on a subsample only the first
-  // (a holdout: a setting then costs one training on (k-1)/k of the subsample, not k).
-  int scored = 0;
+  std::vector<std::string> files;  // cross-validation: the fold files
+  std::string train, holdout;      // holdout: the two shard directories
+  std::uint64_t rows = 0;          // rows of the data
+  std::uint64_t searched = 0;      // rows the search trains on (and, with CV, scores on)
+  std::uint64_t held_out = 0;      // rows of the holdout
+  std::uint64_t holdout_blocks = 0, blocks = 0;
+  std::uint64_t features = 0;  // feature ids of the search's data, after renumbering
+  double sample_fraction = 1;  // share of the other blocks' rows searched
+  int scored = 0;              // folds a setting is scored on; 1: the holdout
 };
 
-Folds write_folds(const TuneArgs& t, const std::string& dir) {
-  Folds folds;
-  // The row count decides the sample: a shard directory says it, text is counted by a first pass.
+// The rows of the data: a shard directory says it, text is counted by a first pass.
+std::uint64_t count_rows(const TuneArgs& t) {
   std::uint64_t rows = 0;
   if (t.data.size() == 1 && io::is_shard_dir(t.data[0])) {
     rows = io::ShardSet::open(t.data[0]).manifest().rows;
@@ -284,37 +307,160 @@ Folds write_folds(const TuneArgs& t, const std::string& dir) {
                                [&](const CsrView& batch) { rows += batch.rows; });
   }
   if (rows == 0) throw DataError(data_name(t.data), 0, 0, "--tune: no rows");
+  return rows;
+}
+
+Folds write_folds(const TuneArgs& t, const std::string& dir, std::uint64_t rows) {
+  Folds folds;
   folds.rows = rows;
-  folds.sample_fraction =
-      rows > kTuneSearchRows ? static_cast<double>(kTuneSearchRows) / static_cast<double>(rows) : 1;
   io::SplitOptions options;
   options.folds = t.folds;
   options.seed = t.seed;
   io::Splitter splitter(dir + "/data", options);
-  std::uint64_t row = 0;
-  CsrBuffer sample;
-  experiment::for_each_batch(t.data, t.threads, [&](const CsrView& batch) {
-    if (folds.sample_fraction >= 1) {
-      splitter.append(batch);
-      row += batch.rows;
-      return;
-    }
-    sample.clear();
-    for (std::size_t r = 0; r < batch.rows; ++r, ++row)
-      if (io::split_uniform(t.seed ^ kSampleStream, row) < folds.sample_fraction)
-        sample.append_row(batch, r);
-    splitter.append(sample.view());
-  });
+  experiment::for_each_batch(t.data, t.threads,
+                             [&](const CsrView& batch) { splitter.append(batch); });
   const io::SplitCounts counts = splitter.finish();
   folds.files = counts.outputs;
   folds.searched = counts.rows;
-  folds.scored = folds.sample_fraction < 1 ? 1 : t.folds;
+  folds.scored = t.folds;
   for (std::size_t f = 0; f < counts.fold_rows.size(); ++f)
     if (counts.fold_rows[f] == 0)
       throw DataError(data_name(t.data), 0, 0,
                       "--tune: fold " + std::to_string(f + 1) + " of " + std::to_string(t.folds) +
                           " is empty (" + std::to_string(folds.searched) +
                           " rows): use fewer --tune-folds");
+  return folds;
+}
+
+// Feature ids renumbered 1, 2, … in their order (so a row's ids stay sorted): the search's cells
+// then allocate weights for the features the search has, not for every id of the data (at KDD
+// size 2 M of 20 M), and a cell costs what its rows cost.
+struct DenseIds {
+  std::vector<std::uint64_t> seen;  // a bit per raw id
+  std::vector<std::uint32_t> rank;  // ids seen before each word of `seen`
+
+  void note(const CsrBuffer& rows) {
+    for (const std::uint32_t id : rows.indices) {
+      if (id / 64 >= seen.size()) seen.resize(id / 64 + 1, 0);
+      seen[id / 64] |= std::uint64_t{1} << (id % 64);
+    }
+  }
+  std::uint64_t finish() {
+    rank.resize(seen.size());
+    std::uint32_t count = 0;
+    for (std::size_t w = 0; w < seen.size(); ++w) {
+      rank[w] = count;
+      count += static_cast<std::uint32_t>(std::popcount(seen[w]));
+    }
+    return count;
+  }
+  void apply(CsrBuffer& rows) const {
+    for (std::uint32_t& id : rows.indices) {
+      const std::uint64_t below = seen[id / 64] & ((std::uint64_t{1} << (id % 64)) - 1);
+      id = 1 + rank[id / 64] + static_cast<std::uint32_t>(std::popcount(below));
+    }
+  }
+};
+
+void write_shards(const CsrBuffer& rows, const std::string& path, int threads) {
+  io::ConvertOptions options;
+  options.codec = io::Codec::kRaw;  // read by every cell, several epochs each: no decode work
+  options.durable = false;          // temporary: gone with the search
+  io::ShardWriter writer(path, options, threads);
+  writer.append(rows.view());
+  writer.finish(1, {}, 0);
+}
+
+// Large data: whole blocks (a shard directory's own; of text, runs of kTuneBlockRows rows, or of
+// 1/64 of the rows when that is fewer) held out, the first in a seeded order up to
+// kTuneHoldoutFraction of the rows or kTuneHoldoutRows rows; of the other blocks a seeded
+// subsample of about --tune-rows rows. Both are held in memory (the rows are capped, not their
+// bytes), renumbered (DenseIds) and written as raw shards.
+Folds write_holdout(const TuneArgs& t, const std::string& dir, std::uint64_t rows) {
+  Folds folds;
+  folds.rows = rows;
+  folds.scored = 1;
+  const bool shards = t.data.size() == 1 && io::is_shard_dir(t.data[0]);
+  std::uint64_t block_rows = kTuneBlockRows;
+  if (shards) {
+    const io::Manifest manifest = io::ShardSet::open(t.data[0]).manifest();
+    folds.blocks = manifest.total_blocks;
+    block_rows = manifest.rows / std::max<std::uint64_t>(1, manifest.total_blocks);
+  } else {
+    block_rows = std::clamp<std::uint64_t>(rows / 64, 1, kTuneBlockRows);
+    folds.blocks = (rows + block_rows - 1) / block_rows;
+  }
+  if (folds.blocks < 2)
+    throw DataError(data_name(t.data), 0, 0,
+                    "--tune: a holdout of whole blocks needs two blocks or more, and the data "
+                    "have one: convert it with a smaller --block-rows, or raise --tune-rows to "
+                    "its " +
+                        std::to_string(rows) + " rows for cross-validation");
+  const auto wanted = std::min<std::uint64_t>(
+      kTuneHoldoutRows,
+      static_cast<std::uint64_t>(kTuneHoldoutFraction * static_cast<double>(rows)));
+  folds.holdout_blocks =
+      std::clamp<std::uint64_t>((wanted + block_rows - 1) / block_rows, 1, folds.blocks - 1);
+  std::vector<std::pair<double, std::uint64_t>> order(folds.blocks);
+  for (std::uint64_t b = 0; b < folds.blocks; ++b)
+    order[b] = {io::split_uniform(t.seed ^ kHoldoutStream, b), b};
+  std::sort(order.begin(), order.end());
+  std::vector<bool> held(folds.blocks, false);
+  for (std::uint64_t k = 0; k < folds.holdout_blocks; ++k) held[order[k].second] = true;
+  const double others =
+      static_cast<double>(rows) - static_cast<double>(folds.holdout_blocks * block_rows);
+  const auto search_rows = static_cast<double>(t.search_rows);
+  folds.sample_fraction = others > search_rows ? search_rows / others : 1;
+
+  CsrBuffer train, holdout;
+  std::uint64_t row = 0, block = 0;
+  auto take = [&](const CsrView& batch, std::uint64_t b) {
+    if (held[std::min(b, folds.blocks - 1)]) {
+      for (std::size_t r = 0; r < batch.rows; ++r) holdout.append_row(batch, r);
+      row += batch.rows;
+      return;
+    }
+    for (std::size_t r = 0; r < batch.rows; ++r, ++row)
+      if (folds.sample_fraction >= 1 ||
+          io::split_uniform(t.seed ^ kSampleStream, row) < folds.sample_fraction)
+        train.append_row(batch, r);
+  };
+  if (shards) {
+    // Unshuffled, a window of one block: the sink sees each block once, in order.
+    const io::ShardSet set = io::ShardSet::open(t.data[0]);
+    io::ReadOptions read;
+    read.shuffle = false;
+    read.window_blocks = 1;
+    read.threads = t.threads;
+    set.scan(read, [&](const CsrView& batch) { take(batch, block++); });
+  } else {
+    experiment::for_each_batch(t.data, t.threads, [&](const CsrView& batch) {
+      for (std::size_t r = 0; r < batch.rows;) {  // cut at block boundaries
+        const std::uint64_t b = row / block_rows;
+        const std::size_t n = std::min<std::uint64_t>(batch.rows - r, (b + 1) * block_rows - row);
+        CsrView part = batch;
+        part.rows = n;
+        part.labels = batch.labels + r;
+        part.offsets = batch.offsets + r;
+        take(part, b);
+        r += n;
+      }
+    });
+  }
+  if (train.rows() == 0 || holdout.rows() == 0)
+    throw DataError(data_name(t.data), 0, 0, "--tune: the holdout or the search sample is empty");
+  DenseIds ids;
+  ids.note(train);
+  ids.note(holdout);
+  folds.features = ids.finish();
+  ids.apply(train);
+  ids.apply(holdout);
+  folds.searched = train.rows();
+  folds.held_out = holdout.rows();
+  folds.train = dir + "/search.shards";
+  folds.holdout = dir + "/holdout.shards";
+  write_shards(train, folds.train, t.threads);
+  write_shards(holdout, folds.holdout, t.threads);
   return folds;
 }
 
@@ -418,6 +564,7 @@ class Search {
             {"folds", t_.folds},
             {"seed", t_.seed},
             {"rows", folds_.searched},
+            {"holdout", !folds_.holdout.empty()},
             {"setting", setting_json(c.setting)},
             {"fold", c.fold}};
   }
@@ -440,10 +587,14 @@ class Search {
     const std::vector<std::string> flags = setting_flags(c.setting);
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back("-d");
-    for (int f = 0; f < t_.folds; ++f)
-      if (f != c.fold) argv.push_back(folds_.files[static_cast<std::size_t>(f)]);
-    argv.insert(argv.end(), {"--validation", folds_.files[static_cast<std::size_t>(c.fold)], "-o",
-                             work + "/model", "--json", "--threads", "1"});
+    if (folds_.holdout.empty()) {
+      for (int f = 0; f < t_.folds; ++f)
+        if (f != c.fold) argv.push_back(folds_.files[static_cast<std::size_t>(f)]);
+      argv.insert(argv.end(), {"--validation", folds_.files[static_cast<std::size_t>(c.fold)]});
+    } else {
+      argv.insert(argv.end(), {folds_.train, "--validation", folds_.holdout});
+    }
+    argv.insert(argv.end(), {"-o", work + "/model", "--json", "--threads", "1"});
     // The linear learners' exact pass over the training rows only reports; a cell needs none.
     if (algo_ == "ldm" || algo_ == "svm") argv.push_back("--no-final-pass");
     const experiment::ChildResult r = experiment::run_child(argv, work);
@@ -499,9 +650,11 @@ bool tune_requested(const std::vector<std::string>& args) {
   bool tune = false, options = false;
   for (const std::string& a : args) {
     tune = tune || a == "--tune";
-    options = options || a.rfind("--tune-folds", 0) == 0 || a.rfind("--tune-budget", 0) == 0;
+    options = options || a.rfind("--tune-folds", 0) == 0 || a.rfind("--tune-budget", 0) == 0 ||
+              a.rfind("--tune-rows", 0) == 0;
   }
-  if (options && !tune) throw UsageError("train: --tune-folds and --tune-budget need --tune");
+  if (options && !tune)
+    throw UsageError("train: --tune-folds, --tune-budget and --tune-rows need --tune");
   return tune;
 }
 
@@ -509,11 +662,13 @@ std::string tune_help() {
   std::string text =
       "tuning (--algo ldm|svm|cpm|kldm|tldm):\n"
       "  --tune               choose the settings below by seeded k-fold cross-validation on the\n"
-      "                       training data (above ~200000 rows: on a seeded subsample of that\n"
-      "                       many, each setting scored on one held-out fold), then train on all\n"
-      "                       of it with the choice; options given on the command line are kept\n"
-      "                       and not searched\n"
+      "                       training data, then train on all of it with the choice; options\n"
+      "                       given on the command line are kept and not searched. Above\n"
+      "                       --tune-rows rows: each setting trained once, on a seeded subsample\n"
+      "                       of that many rows, and scored on a seeded holdout of whole blocks\n"
+      "                       (10 % of the rows, at most 100000)\n"
       "  --tune-folds K       folds (default 5)\n"
+      "  --tune-rows N        rows the search trains on at most (default 200000)\n"
       "  --tune-budget B      at most B settings (e.g. 8), or no new setting after a time (30s,\n"
       "                       10m, 1h); default: the whole search\n"
       "  grids (first value: the default; searched one group at a time, each group's best kept):\n";
@@ -556,17 +711,24 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
 
   const WorkDir dir;
   const Clock::time_point start = Clock::now();
-  const Folds folds = write_folds(t, dir.path);
-  if (folds.scored == t.folds)
-    err_printf("tune %s: %d-fold cross-validation (seed %llu) on %llu rows\n",
-                 algo.c_str(), t.folds, static_cast<unsigned long long>(t.seed),
-                 static_cast<unsigned long long>(folds.searched));
+  const std::uint64_t rows = count_rows(t);
+  const Folds folds =
+      rows > t.search_rows ? write_holdout(t, dir.path, rows) : write_folds(t, dir.path, rows);
+  if (folds.holdout.empty())
+    err_printf("tune %s: %d-fold cross-validation (seed %llu) on %llu rows\n", algo.c_str(),
+               t.folds, static_cast<unsigned long long>(t.seed),
+               static_cast<unsigned long long>(folds.searched));
   else
-    err_printf("tune %s: a seeded subsample of %llu of %llu rows (seed %llu), each setting trained "
-        "on %d of its %d folds and scored on the other (a holdout)\n",
-        algo.c_str(), static_cast<unsigned long long>(folds.searched),
-        static_cast<unsigned long long>(folds.rows), static_cast<unsigned long long>(t.seed),
-        t.folds - 1, t.folds);
+    err_printf(
+        "tune %s: of %llu rows, %llu held out (%llu whole blocks of %llu) and a seeded "
+        "subsample of %llu of the others searched (seed %llu, %llu feature ids); each "
+        "setting trained on the subsample and scored on the holdout\n",
+        algo.c_str(), static_cast<unsigned long long>(folds.rows),
+        static_cast<unsigned long long>(folds.held_out),
+        static_cast<unsigned long long>(folds.holdout_blocks),
+        static_cast<unsigned long long>(folds.blocks),
+        static_cast<unsigned long long>(folds.searched), static_cast<unsigned long long>(t.seed),
+        static_cast<unsigned long long>(folds.features));
 
   Search search(t, algo, folds, dir.path);
   if (budget.seconds > 0) search.set_deadline(budget.seconds);
@@ -585,8 +747,8 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
     if (!search.run(candidates)) {
       const Cell& c = search.failed();
       err_printf("train: --tune: the cell %s, fold %d failed (exit %d): %s\n",
-                   experiment::setting_text(c.setting, method).c_str(), c.fold + 1, c.exit_code,
-                   c.error.c_str());
+                 experiment::setting_text(c.setting, method).c_str(), c.fold + 1, c.exit_code,
+                 c.error.c_str());
       return c.exit_code;
     }
     settings_run = search.order().size();
@@ -603,11 +765,11 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
 
   // The table, the choice and the record.
   json cells = json::array();
-  err_printf("  %-56s %9s\n", "setting", folds.scored < t.folds ? "holdout" : "CV acc.");
+  err_printf("  %-56s %9s\n", "setting", folds.holdout.empty() ? "CV acc." : "holdout");
   for (const Setting& s : search.order()) {
     const bool chosen = s == current;
-    err_printf("  %-56s %9.4f%s\n", experiment::setting_text(s, method).c_str(),
-                 search.mean(s), chosen ? "  <- chosen" : "");
+    err_printf("  %-56s %9.4f%s\n", experiment::setting_text(s, method).c_str(), search.mean(s),
+               chosen ? "  <- chosen" : "");
     cells.push_back({{"setting", setting_json(s)},
                      {"accuracy", search.mean(s)},
                      {"fold_accuracies", search.folds_of(s)}});
@@ -616,23 +778,29 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   for (const GridKey& k : method.grid) grid_json[k.key] = k.values;
   const double chosen_accuracy = method.grid.empty() ? -1 : search.mean(current);
   record = {{"folds", t.folds},
-            {"holdout", folds.scored < t.folds},
+            {"holdout", !folds.holdout.empty()},
             {"seed", t.seed},
             {"rows", folds.rows},
-            {"rows_searched", folds.searched},
-            {"grid", grid_json},
-            {"budget", t.budget.empty() ? json() : json(t.budget)},
-            {"stopped_by_budget", stopped_by_budget},
-            {"settings", cells},
-            {"chosen", setting_json(current)},
-            {"validation_accuracy", chosen_accuracy}};
-  err_printf("tune %s: %zu settings in %.1f s; chosen %s (validation accuracy %.4f)%s; "
-               "training on all %llu rows\n",
-               algo.c_str(), search.order().size(), search_seconds,
-               method.grid.empty() ? "(nothing to search)"
-                                   : experiment::setting_text(current, method).c_str(),
-               chosen_accuracy, stopped_by_budget ? ", stopped by --tune-budget" : "",
-               static_cast<unsigned long long>(folds.rows));
+            {"rows_searched", folds.searched}};
+  if (!folds.holdout.empty()) {
+    record["rows_held_out"] = folds.held_out;
+    record["holdout_blocks"] = folds.holdout_blocks;
+  }
+
+  record.update(json{{"grid", grid_json},
+                     {"budget", t.budget.empty() ? json() : json(t.budget)},
+                     {"stopped_by_budget", stopped_by_budget},
+                     {"settings", cells},
+                     {"chosen", setting_json(current)},
+                     {"validation_accuracy", chosen_accuracy}});
+  err_printf(
+      "tune %s: %zu settings in %.1f s; chosen %s (validation accuracy %.4f)%s; "
+      "training on all %llu rows\n",
+      algo.c_str(), search.order().size(), search_seconds,
+      method.grid.empty() ? "(nothing to search)"
+                          : experiment::setting_text(current, method).c_str(),
+      chosen_accuracy, stopped_by_budget ? ", stopped by --tune-budget" : "",
+      static_cast<unsigned long long>(folds.rows));
 
   std::vector<std::string> final_args = t.final;
   const std::vector<std::string> flags = setting_flags(current);

@@ -121,6 +121,44 @@ jq -e '.tune.chosen | has("cost")' "$work/cpm.tune.json" > /dev/null || fail "cp
 "$bin" train --algo kldm -d "$work/angle.svm" -o "$work/kldm.tuned" --tune --tune-budget 3 --json \
   > "$work/kldm.tune.json" 2> /dev/null || fail "kldm --tune"
 jq -e '.tune.chosen | has("rbf-width")' "$work/kldm.tune.json" > /dev/null || fail "kldm --tune record"
+# --- large data (above --tune-rows rows): a holdout of whole blocks, a subsample searched ---
+# The angle rows as shards of 50-row blocks: 10 % of 2000 rows is 4 whole blocks; the search
+# trains on a seeded subsample of about 1000 of the other 1800 rows and scores on the holdout.
+"$bin" convert "$work/angle.svm" -o "$work/angle.shards" --block-rows 50 > /dev/null 2>&1 \
+  || fail "convert angle"
+"$bin" train --algo svm -d "$work/angle.shards" -o "$work/big" --tune --tune-rows 1000 --json \
+  > "$work/big.json" 2> "$work/big.err" || fail "--tune --tune-rows: $(cat "$work/big.err")"
+jq -e '.tune.holdout and .tune.holdout_blocks == 4 and .tune.rows_held_out == 200 and
+  .tune.rows == 2000 and (.tune.rows_searched | . > 850 and . < 1150) and
+  ([.tune.settings[].fold_accuracies | length] | unique == [1])' "$work/big.json" > /dev/null \
+  || fail "holdout record: $(jq -c '.tune | del(.settings)' "$work/big.json")"
+grep -q "200 held out (4 whole blocks of 40)" "$work/big.err" || fail "holdout line: $(head -1 "$work/big.err")"
+[ "$(jq -r .tune.chosen.normalize "$work/big.json")" = l2 ] || fail "holdout search chose normalize none"
+"$bin" train --algo svm -d "$work/angle.shards" -o "$work/big2" --tune --tune-rows 1000 \
+  > /dev/null 2>&1 || fail "second holdout --tune"
+cmp -s "$work/big" "$work/big2" || fail "holdout --tune is not deterministic"
+# The known best setting (bias 1, normalize none) found on a holdout too (600 rows, 30 blocks).
+"$bin" convert "$work/threshold.svm" -o "$work/threshold.shards" --block-rows 20 > /dev/null 2>&1 \
+  || fail "convert threshold"
+"$bin" train --algo ldm -d "$work/threshold.shards" -o "$work/big.t" --tune --tune-rows 300 --json \
+  > "$work/big.t.json" 2> /dev/null || fail "ldm --tune on a holdout"
+jq -e '.tune.holdout and .tune.chosen.bias == "1" and .tune.chosen.normalize == "none" and
+  .tune.validation_accuracy >= 0.95' "$work/big.t.json" > /dev/null \
+  || fail "holdout choice: $(jq -c '.tune.chosen, .tune.validation_accuracy' "$work/big.t.json")"
+# Text has no blocks (runs of rows instead); the search's feature ids are renumbered densely, so
+# ids 1, 2e6, 4e6 are 3 ids to its cells, not 4 M weights each.
+awk '{ sub(/ 2:/, " 2000000:"); sub(/ 3:/, " 4000000:"); print }' "$work/angle.svm" > "$work/wide.svm"
+"$bin" train --algo svm -d "$work/wide.svm" -o "$work/wide" --tune --tune-rows 1000 --tune-budget 2 \
+  --json > "$work/wide.json" 2> "$work/wide.err" || fail "--tune on wide text: $(cat "$work/wide.err")"
+grep -q "3 feature ids" "$work/wide.err" || fail "feature ids not renumbered: $(head -1 "$work/wide.err")"
+jq -e '.tune.holdout and .tune.rows_held_out >= 200 and .tune.rows_held_out < 300' \
+  "$work/wide.json" > /dev/null || fail "text holdout: $(jq -c '.tune | del(.settings)' "$work/wide.json")"
+"$bin" convert "$work/threshold.svm" -o "$work/one-block.shards" > /dev/null 2>&1 || fail "convert"
+expect 3 "needs two blocks or more" train -d "$work/one-block.shards" -o "$work/x" --tune \
+  --tune-rows 300
+expect 2 "--tune-rows must be a number of rows" train -d "$work/threshold.svm" -o "$work/x" --tune \
+  --tune-rows 10
+expect 2 "need --tune" train -d "$work/threshold.svm" -o "$work/x" --tune-rows 1000
 # Errors: named, exit 2, nothing written.
 expect 2 "--tune-folds must be an integer" train -d "$work/threshold.svm" -o "$work/x" --tune \
   --tune-folds 1
