@@ -134,6 +134,16 @@ jq -e '.tune.holdout and .tune.holdout_blocks == 4 and .tune.rows_held_out == 20
   || fail "holdout record: $(jq -c '.tune | del(.settings)' "$work/big.json")"
 grep -q "200 held out (4 whole blocks of 40)" "$work/big.err" || fail "holdout line: $(head -1 "$work/big.err")"
 [ "$(jq -r .tune.chosen.normalize "$work/big.json")" = l2 ] || fail "holdout search chose normalize none"
+# The final run takes the step its setting's cell calibrated (a plain run on all 2000 rows
+# calibrates 0.125 here, the chosen cell 0.5); one given on the command line is kept.
+jq -e '.tune.eta0 > 0 and .eta0 == .tune.eta0 and ([.tune.settings[] | has("eta0")] | all)' \
+  "$work/big.json" > /dev/null || fail "the final run's step is not the cell's: $(jq -c '[.eta0, .tune.eta0]' "$work/big.json")"
+grep -q "the final run takes the chosen cell's step, --eta0 " "$work/big.err" || fail "no step line"
+"$bin" train --algo svm -d "$work/angle.shards" -o "$work/big.e" --tune --tune-rows 1000 \
+  --eta0 0.25 --tune-budget 2 --json > "$work/big.e.json" 2> /dev/null || fail "--tune --eta0"
+jq -e '(.tune | has("eta0") | not) and .eta0 == 0.25' "$work/big.e.json" > /dev/null \
+  || fail "--eta0 0.25 given, the final run took $(jq .eta0 "$work/big.e.json")"
+jq -e '.tune | has("eta0") | not' "$work/tune.json" > /dev/null || fail "cross-validation carried a step"
 "$bin" train --algo svm -d "$work/angle.shards" -o "$work/big2" --tune --tune-rows 1000 \
   > /dev/null 2>&1 || fail "second holdout --tune"
 cmp -s "$work/big" "$work/big2" || fail "holdout --tune is not deterministic"
