@@ -163,6 +163,10 @@ awk '{ sub(/ 2:/, " 2000000:"); sub(/ 3:/, " 4000000:"); print }' "$work/angle.s
 grep -q "3 feature ids" "$work/wide.err" || fail "feature ids not renumbered: $(head -1 "$work/wide.err")"
 jq -e '.tune.holdout and .tune.rows_held_out >= 200 and .tune.rows_held_out < 300' \
   "$work/wide.json" > /dev/null || fail "text holdout: $(jq -c '.tune | del(.settings)' "$work/wide.json")"
+"$bin" train --algo cpm -d "$work/angle.shards" -o "$work/big.cpm" --tune --tune-rows 1000 \
+  --tune-budget 2 --epochs 3 --json > "$work/big.cpm.json" 2> /dev/null || fail "cpm --tune on a holdout"
+jq -e '.tune.holdout and (.tune | has("eta0") | not)' "$work/big.cpm.json" > /dev/null \
+  || fail "cpm holdout record: $(jq -c '.tune | del(.settings)' "$work/big.cpm.json")"
 "$bin" convert "$work/threshold.svm" -o "$work/one-block.shards" > /dev/null 2>&1 || fail "convert"
 expect 3 "needs two blocks or more" train -d "$work/one-block.shards" -o "$work/x" --tune \
   --tune-rows 300
