@@ -88,7 +88,8 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         if _is_path(X):
             if y is not None:
                 raise ValueError("y is given with data files: their labels are in the files")
-            paths = [os.fspath(X)] if isinstance(X, (str, os.PathLike)) else [os.fspath(p) for p in X]
+            paths = ([os.fspath(X)] if isinstance(X, (str, os.PathLike))
+                     else [os.fspath(p) for p in X])
             with tempfile.TemporaryDirectory(prefix="polymargin-py-") as tmp:
                 self._train(paths, data_name, tmp)
             self._describe_from_model()
@@ -249,7 +250,7 @@ class LDMClassifier(_Linear):
                  lambda2_rel=None, epochs=None, avg_start_epochs=None, eta0=None, bias=None,
                  scale=None, normalize=None, seed=None, threads=None, window_blocks=None,
                  pairing=None, workers=None, sync_rows=None, tune=False, tune_folds=None,
-                 tune_budget=None):
+                 tune_rows=None, tune_budget=None):
         _keep(self, locals())
 
 
@@ -260,7 +261,8 @@ class LinearSVMClassifier(_Linear):
 
     def __init__(self, *, cost=None, epochs=None, avg_start_epochs=None, eta0=None, bias=None,
                  scale=None, normalize=None, seed=None, threads=None, window_blocks=None,
-                 workers=None, sync_rows=None, tune=False, tune_folds=None, tune_budget=None):
+                 workers=None, sync_rows=None, tune=False, tune_folds=None, tune_rows=None,
+                 tune_budget=None):
         _keep(self, locals())
 
 
@@ -274,7 +276,7 @@ class CPMClassifier(_Polymargin):
     def __init__(self, *, faces=None, iterations=None, epochs=None, cost=None, entropy=None,
                  cost_ratio=None, sides=None, scale=None, normalize=None, hash_bits=None,
                  precision=None, seed=None, threads=None, window_blocks=None, workers=None,
-                 sync_rows=None, tune=False, tune_folds=None, tune_budget=None):
+                 sync_rows=None, tune=False, tune_folds=None, tune_rows=None, tune_budget=None):
         _keep(self, locals())
 
 
@@ -285,10 +287,10 @@ class KernelLDMClassifier(_Polymargin):
     _algo = "kldm"
 
     def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
-                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None, lambda1=None,
-                 lambda2=None, lambda1_rel=None, lambda2_rel=None, cost=None, tolerance=None,
-                 max_sweeps=None, no_shrinking=False, tune=False, tune_folds=None,
-                 tune_budget=None):
+                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None,
+                 lambda1=None, lambda2=None, lambda1_rel=None, lambda2_rel=None, cost=None,
+                 tolerance=None, max_sweeps=None, no_shrinking=False, tune=False, tune_folds=None,
+                 tune_rows=None, tune_budget=None):
         _keep(self, locals())
 
 
@@ -298,9 +300,10 @@ class TwinLDMClassifier(_Polymargin):
     _algo = "tldm"
 
     def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
-                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None, cost=None,
-                 lambda1=None, lambda2=None, epsilon=None, sor_omega=None, tolerance=None,
-                 max_sweeps=None, tune=False, tune_folds=None, tune_budget=None):
+                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None,
+                 cost=None, lambda1=None, lambda2=None, epsilon=None, sor_omega=None,
+                 tolerance=None, max_sweeps=None, tune=False, tune_folds=None, tune_rows=None,
+                 tune_budget=None):
         _keep(self, locals())
 
 
@@ -313,9 +316,10 @@ class CMMClassifier(_Polymargin):
     _semi_supervised = True
 
     def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
-                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None, c1=None,
-                 c2=None, c3=None, epsilon=None, delta=None, variant=None, balance_mean=None,
-                 no_balance=False, max_rounds=None, tolerance=None, max_sweeps=None):
+                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None,
+                 c1=None, c2=None, c3=None, epsilon=None, delta=None, variant=None,
+                 balance_mean=None, no_balance=False, max_rounds=None, tolerance=None,
+                 max_sweeps=None):
         _keep(self, locals())
 
 
