@@ -82,13 +82,15 @@ const std::vector<Grid>& grids() {
       {"kldm",
        {{"rbf-width", {"1", "0.25", "0.5", "2", "4"}},
         {"kernel", {"rbf", "linear"}},
+        {"normalize", {"none", "l2"}},
         {"cost", {"10", "1", "100"}}},
-       {{"rbf-width"}, {"kernel"}, {"cost"}}},
+       {{"rbf-width"}, {"kernel"}, {"normalize"}, {"cost"}}},
       {"tldm",
        {{"rbf-width", {"1", "0.25", "0.5", "2", "4"}},
         {"kernel", {"rbf", "linear"}},
+        {"normalize", {"none", "l2"}},
         {"cost", {"1", "0.125", "8", "64"}}},
-       {{"rbf-width"}, {"kernel"}, {"cost"}}},
+       {{"rbf-width"}, {"kernel"}, {"normalize"}, {"cost"}}},
   };
   return all;
 }
