@@ -119,7 +119,8 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
       "faces,k", po::value(&config.faces)->default_value(10), "K, faces (sub-classifiers) per side")(
       "iterations", po::value(&iterations), "T, SGD steps per side (default: --epochs)")(
       "epochs", po::value(&config.epochs)->default_value(10),
-      "T = this x the side's rows, when --iterations is not given")(
+      "T = this x the side's rows, when --iterations is not given; by default also at least "
+      "50000 steps per side (a small set gets more passes)")(
       "cost,c", po::value(&cost_text)->default_value("auto"),
       "C: regularisation lambda = 1/(C T) (the paper's grid: 1, 0.1, ..., 1e-4); auto: 3/sqrt(m) "
       "within [0.01, 1] for m rows (lambda shrinks as 1/sqrt(m))")(
@@ -177,6 +178,8 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
       throw UsageError("train: --iterations (T) must be at least 1 (got " +
                        std::to_string(iterations) + ")");
     config.iterations = static_cast<std::uint64_t>(iterations);
+  } else if (vm["epochs"].defaulted()) {
+    config.min_iterations = engine::kCpmDefaultMinSteps;
   }
   config.sides = parse_sides(sides);
   if (cost_text != "auto") {

@@ -85,7 +85,7 @@ std::string sides_name(CpmSides sides) {
 }
 
 nlohmann::json CpmConfig::json() const {
-  return {{"faces", faces},
+  nlohmann::json j = {{"faces", faces},
           {"iterations", iterations},
           {"epochs", epochs},
           {"c", c},
@@ -96,6 +96,8 @@ nlohmann::json CpmConfig::json() const {
           {"seed", seed},
           {"hash_bits", hash_bits},
           {"precision", precision == CpmPrecision::kDouble ? "double" : "float"}};
+  if (min_iterations > 0) j["min_iterations"] = min_iterations;
+  return j;
 }
 
 // One CPM being trained: its labels, schedule, U and b, and its ASSIGN state. Sides train on
@@ -479,7 +481,8 @@ CpmTrainer::CpmTrainer(const CpmConfig& config, const CpmProblem& problem)
                                outer > 0 ? machines[m].first : machines[m].second);
       s.iterations = config_.iterations
                          ? config_.iterations
-                         : static_cast<std::uint64_t>(std::ceil(config_.epochs * double(s.rows)));
+                         : std::max(config_.min_iterations,
+                                    static_cast<std::uint64_t>(std::ceil(config_.epochs * double(s.rows))));
       if (s.iterations == 0) throw ConfigError("epochs", "gives no SGD step (T = 0)");
       s.limit = s.iterations;
       s.lambda = 1.0 / (config_.c * static_cast<double>(s.iterations));
