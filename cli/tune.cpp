@@ -384,8 +384,10 @@ Folds write_holdout(const TuneArgs& t, const std::string& dir, std::uint64_t row
   folds.scored = 1;
   const bool shards = t.data.size() == 1 && io::is_shard_dir(t.data[0]);
   std::uint64_t block_rows = kTuneBlockRows;
+  std::optional<io::ShardSet> set;  // opened once: its blocks count here, then are read
   if (shards) {
-    const io::Manifest manifest = io::ShardSet::open(t.data[0]).manifest();
+    set.emplace(io::ShardSet::open(t.data[0]));
+    const io::Manifest& manifest = set->manifest();
     folds.blocks = manifest.total_blocks;
     block_rows = manifest.rows / std::max<std::uint64_t>(1, manifest.total_blocks);
   } else {
@@ -429,12 +431,11 @@ Folds write_holdout(const TuneArgs& t, const std::string& dir, std::uint64_t row
   };
   if (shards) {
     // Unshuffled, a window of one block: the sink sees each block once, in order.
-    const io::ShardSet set = io::ShardSet::open(t.data[0]);
     io::ReadOptions read;
     read.shuffle = false;
     read.window_blocks = 1;
     read.threads = t.threads;
-    set.scan(read, [&](const CsrView& batch) { take(batch, block++); });
+    set->scan(read, [&](const CsrView& batch) { take(batch, block++); });
   } else {
     experiment::for_each_batch(t.data, t.threads, [&](const CsrView& batch) {
       for (std::size_t r = 0; r < batch.rows;) {  // cut at block boundaries

@@ -238,29 +238,37 @@ py::tuple run(const std::string& name, const std::vector<std::string>& args, py:
 // Rows of a CSR matrix
 
 // A CSR matrix of Python's (scipy's indptr, indices, data; numpy arrays, C-contiguous) handed out
-// as CsrViews of at most kBatchRows rows, with raw feature ids = column + base and float values.
+// as CsrViews of at most kBatchRows rows, with raw feature ids = column + base and float values;
+// labels from `labels`, or 0 when it is None (rows to score).
 // The batches are copies (the engine's ids are 32-bit, its values float), made one at a time.
 class CsrRows {
  public:
   static constexpr std::size_t kBatchRows = 4096;
 
   CsrRows(const py::array& indptr, const py::array& indices, const py::array& data,
-          const py::array& labels, std::uint32_t base)
-      : indptr_(indptr), indices_(indices), data_(data), labels_(labels), base_(base) {
+          const py::object& labels, std::uint32_t base)
+      : indptr_(indptr), indices_(indices), data_(data), base_(base) {
     if (!py::isinstance<py::array_t<std::int64_t>>(indptr_) || indptr_.ndim() != 1 ||
         indptr_.shape(0) < 1)
       raise(PyExc_ValueError, "indptr must be a 1-d int64 array");
     rows_ = static_cast<std::size_t>(indptr_.shape(0) - 1);
-    if (labels_.ndim() != 1 || static_cast<std::size_t>(labels_.shape(0)) != rows_ ||
-        !py::isinstance<py::array_t<double>>(labels_))
-      raise(PyExc_ValueError, "labels must be a float64 array of one entry per row");
+    if (!labels.is_none()) {
+      if (!py::isinstance<py::array_t<double>>(labels))
+        raise(PyExc_ValueError, "labels must be a float64 array");
+      const auto y = py::reinterpret_borrow<py::array>(labels);
+      if (y.ndim() != 1 || static_cast<std::size_t>(y.shape(0)) != rows_ ||
+          !(y.flags() & py::array::c_style))
+        raise(PyExc_ValueError, "labels must be a contiguous array of one entry per row");
+      labels_ = y;
+      y_ = static_cast<const double*>(y.data());
+    }
     wide_ = py::isinstance<py::array_t<std::int64_t>>(indices_);
     if (!wide_ && !py::isinstance<py::array_t<std::int32_t>>(indices_))
       raise(PyExc_ValueError, "indices must be int32 or int64");
     double_ = py::isinstance<py::array_t<double>>(data_);
     if (!double_ && !py::isinstance<py::array_t<float>>(data_))
       raise(PyExc_ValueError, "data must be float32 or float64");
-    for (const py::array* a : {&indptr_, &indices_, &data_, &labels_})
+    for (const py::array* a : {&indptr_, &indices_, &data_})
       if (!(a->flags() & py::array::c_style)) raise(PyExc_ValueError, "arrays must be contiguous");
     const auto* ptr = static_cast<const std::int64_t*>(indptr_.data());
     if (ptr[0] != 0 || ptr[rows_] != indices_.shape(0) || ptr[rows_] != data_.shape(0))
@@ -273,12 +281,11 @@ class CsrRows {
   /// within each row and that they and the values fit the engine (ValueError otherwise).
   CsrView batch(std::size_t begin, std::size_t end) {
     const auto* ptr = static_cast<const std::int64_t*>(indptr_.data());
-    const auto* y = static_cast<const double*>(labels_.data());
     buffer_.clear();
     buffer_.ensure_values();
     bool all_ones = true;
     for (std::size_t r = begin; r < end; ++r) {
-      buffer_.labels.push_back(static_cast<float>(y[r]));
+      buffer_.labels.push_back(y_ ? static_cast<float>(y_[r]) : 0.0f);
       std::int64_t previous = -1;
       for (std::int64_t k = ptr[r]; k < ptr[r + 1]; ++k) {
         const std::int64_t column = wide_ ? static_cast<const std::int64_t*>(indices_.data())[k]
@@ -304,7 +311,9 @@ class CsrRows {
   }
 
  private:
-  py::array indptr_, indices_, data_, labels_;
+  py::array indptr_, indices_, data_;
+  py::object labels_;          // held while y_ points into it; null without labels
+  const double* y_ = nullptr;
   std::uint32_t base_;
   std::size_t rows_ = 0;
   bool wide_ = false, double_ = false;
@@ -361,9 +370,7 @@ class Model {
   py::tuple score(const py::array& indptr, const py::array& indices, const py::array& data,
                   bool predict) const {
     const std::size_t n = static_cast<std::size_t>(std::max<py::ssize_t>(indptr.shape(0) - 1, 0));
-    py::array_t<double> zeros(static_cast<py::ssize_t>(n));
-    std::fill_n(zeros.mutable_data(), n, 0.0);
-    CsrRows rows(indptr, indices, data, zeros, static_cast<std::uint32_t>(model_->index_base));
+    CsrRows rows(indptr, indices, data, py::none(), static_cast<std::uint32_t>(model_->index_base));
     py::array_t<double> scores(static_cast<py::ssize_t>(n));
     py::array_t<double> predicted(static_cast<py::ssize_t>(predict ? n : 0));
     double* s = scores.mutable_data();
