@@ -129,7 +129,7 @@ job=$!
 victim=
 for _ in $(seq 200); do
   for p in $(pgrep -f "train -d a9a.shards -o kill.bin" || true); do
-    tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
+    tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -x OMPI_COMM_WORLD_RANK=1 > /dev/null && victim=$p
   done
   [ -n "$victim" ] && grep -qs "eta0" kill.err && break
   sleep 0.05

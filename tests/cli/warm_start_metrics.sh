@@ -46,7 +46,7 @@ printf '1 3:0.5\n-1 2:x\n' > "$work/bad.svm"
 expect 3 "bad.svm:2" train -d "$work/bad.svm" -o "$work/bad.model" --metrics-json "$work/bad.json"
 [ "$(jq -r .status "$work/bad.json")" = error ] && [ "$(jq .exit_code "$work/bad.json")" = 3 ] ||
   fail "failure metrics: $(cat "$work/bad.json")"
-jq -r .error "$work/bad.json" | grep -q "bad.svm:2" || fail "error not recorded"
+jq -r .error "$work/bad.json" | grep "bad.svm:2" > /dev/null || fail "error not recorded"
 [ ! -e "$work/bad.model" ] || fail "a failed run wrote a model"
 expect 2 "--scale must be" train -d "$work/a.svm" -o "$work/x.model" --scale bogus \
   --metrics-json "$work/usage.json"
