@@ -10,7 +10,10 @@
 # $DATA/uci (seeded half splits, SEEDS of them; a UCI row is the mean over its seeds).
 # Environment: DATA (default ../shared/data), SEEDS ("1 2 3"), ALGOS ("ldm svm cpm"),
 # SETS (names to run, default all: a9a ijcnn1 w8a and the UCI file names without .libsvm),
-# EPOCHS_CPM (the CPM's --epochs; default its own). Run from the repository root.
+# EPOCHS_CPM (the CPM's --epochs; default its own), TUNE_FLAGS (more flags for the --tune runs, e.g.
+# "--tune-repeats 1"), TUNE_BASE (flags of a second --tune run on every split, e.g. "--tune-repeats
+# 1": its accuracy is printed beside tune's as "base", and "best" is over the settings either run
+# visited). Run from the repository root.
 # KDD size (the issue's second target) when KDD_ROWS is set (e.g. 2000000): `gen --like kdda
 # --model polytope --seed 2010`, KDD_ROWS training rows and KDD_ROWS/5 test rows as shards (kept in
 # KDD_DIR when it is set, and reused). For ldm and svm: "best" is the best of C in {0.01, 0.1, 1} at
@@ -41,42 +44,70 @@ accuracy() {
     || { echo "bench/tune.sh: train --algo $algo $* on $train failed: $(tail -2 "$work/err")" >&2; echo nan; }
 }
 
-# one ALGO TRAIN TEST: "tune best default seconds" for one split.
-one() {
-  local algo=$1 train=$2 test=$3 start tuned best=0 a flags
+# tuned FILE ALGO TRAIN TEST FLAGS...: one `train --tune` (its --json in FILE); prints its seconds.
+tuned() {
+  local out=$1 algo=$2 train=$3 test=$4 start
+  shift 4
   start=$(date +%s.%N)
   "$bin" train --algo "$algo" -d "$train" --validation "$test" -o "$work/model" --json --tune \
-    --threads 2 $(extra "$algo") > "$work/tune.json" 2> "$work/err" \
-    || { echo "bench/tune.sh: --tune --algo $algo on $train failed: $(tail -2 "$work/err")" >&2; echo "nan nan nan 0"; return; }
-  local seconds
-  seconds=$(echo "$(date +%s.%N) - $start" | bc)
-  tuned=$(jq .validation.accuracy "$work/tune.json")
+    --threads 2 $(extra "$algo") "$@" > "$out" 2> "$work/err" \
+    || { echo "bench/tune.sh: --tune --algo $algo on $train failed: $(tail -2 "$work/err")" >&2; echo nan; return; }
+  echo "$(date +%s.%N) - $start" | bc
+}
+
+# one ALGO TRAIN TEST: "tune best default seconds [base]" for one split.
+one() {
+  local algo=$1 train=$2 test=$3 best=0 a flags seconds base=""
+  seconds=$(tuned "$work/tune.json" "$algo" "$train" "$test" ${TUNE_FLAGS:-})
+  [ "$seconds" = nan ] && { echo "nan nan nan 0"; return; }
+  local runs=("$work/tune.json")
+  if [ -n "${TUNE_BASE:-}" ]; then
+    [ "$(tuned "$work/base.json" "$algo" "$train" "$test" $TUNE_BASE)" = nan ] && { echo "nan nan nan 0"; return; }
+    base=$(jq .validation.accuracy "$work/base.json")
+    runs+=("$work/base.json")
+  fi
   while read -r flags; do
     a=$(accuracy "$algo" "$train" "$test" $flags)
     best=$(awk -v a="$a" -v b="$best" 'BEGIN { print (a > b ? a : b) }')
   done < <(jq -r '.tune.settings[].setting | to_entries | map("--\(.key) \(.value)") | join(" ")' \
-             "$work/tune.json")
-  echo "$tuned $best $(accuracy "$algo" "$train" "$test") $seconds"
+             "${runs[@]}" | sort -u)
+  echo "$(jq .validation.accuracy "$work/tune.json") $best $(accuracy "$algo" "$train" "$test") $seconds $base"
 }
 
-printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %6s  %s\n" set algo seeds tune best default \
-  "Δtune" "Δdef" "tune s" verdict
-misses=0 rows=0
-report() {  # report NAME ALGO "tune best default seconds" lines (one per seed)
+if [ -n "${TUNE_BASE:-}" ]; then
+  echo "base: --tune $TUNE_BASE; tune: --tune ${TUNE_FLAGS:-}"
+  printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %7s %7s %6s  %s\n" set algo seeds tune base best default \
+    "Δtune" "Δbase" "Δdef" "tune s" verdict
+else
+  printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %6s  %s\n" set algo seeds tune best default \
+    "Δtune" "Δdef" "tune s" verdict
+fi
+misses=0 rows=0 tune_misses=0 base_misses=0 base_sum=0 tune_sum=0
+report() {  # report NAME ALGO "tune best default seconds [base]" lines (one per seed)
   local name=$1 algo=$2 lines=$3 line
-  line=$(echo "$lines" | awk '{ t += $1; b += $2; d += $3; s += $4; n++ }
-    END { printf "%d %.4f %.4f %.4f %.1f", n, t / n, b / n, d / n, s / n }')
-  read -r n t b d s <<< "$line"
-  local dt dd verdict=ok
+  line=$(echo "$lines" | awk '{ t += $1; b += $2; d += $3; s += $4; x += $5; n++ }
+    END { printf "%d %.4f %.4f %.4f %.1f %.4f", n, t / n, b / n, d / n, s / n, x / n }')
+  read -r n t b d s x <<< "$line"
+  local dt dd dx verdict=ok
   dt=$(awk -v t="$t" -v b="$b" 'BEGIN { printf "%+.2f", 100 * (t - b) }')
   dd=$(awk -v d="$d" -v b="$b" 'BEGIN { printf "%+.2f", 100 * (d - b) }')
+  dx=$(awk -v x="$x" -v b="$b" 'BEGIN { printf "%+.2f", 100 * (x - b) }')
   awk -v x="$dt" 'BEGIN { exit !(x < -0.3) }' && verdict="tune miss"
   awk -v x="$dd" 'BEGIN { exit !(x < -2) }' && verdict="${verdict/ok/}${verdict:+ }default miss"
   verdict=${verdict# }
   [ "$verdict" = ok ] || misses=$((misses + 1))
+  [ "$verdict" = "${verdict/tune miss/}" ] || tune_misses=$((tune_misses + 1))
   rows=$((rows + 1))
-  printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %6s  %s\n" "$name" "$algo" "$n" "$t" "$b" "$d" "$dt" \
-    "$dd" "$s" "$verdict"
+  if [ -n "${TUNE_BASE:-}" ]; then
+    awk -v x="$dx" 'BEGIN { exit !(x < -0.3) }' && base_misses=$((base_misses + 1))
+    base_sum=$(awk -v a="$base_sum" -v x="$dx" 'BEGIN { print a + x }')
+    tune_sum=$(awk -v a="$tune_sum" -v x="$dt" 'BEGIN { print a + x }')
+    printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %7s %7s %6s  %s\n" "$name" "$algo" "$n" "$t" "$x" \
+      "$b" "$d" "$dt" "$dx" "$dd" "$s" "$verdict"
+  else
+    printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %6s  %s\n" "$name" "$algo" "$n" "$t" "$b" "$d" \
+      "$dt" "$dd" "$s" "$verdict"
+  fi
 }
 
 wanted() { [ -z "${SETS:-}" ] || [[ " $SETS " == *" $1 "* ]]; }
@@ -175,5 +206,7 @@ if [ -n "${KDD_ROWS:-}" ] && { [ -z "${SETS:-}" ] || wanted kdd; }; then
     unset tune_s plain_s tuned chosen
   done
 fi
+[ -n "${TUNE_BASE:-}" ] && awk -v r="$rows" -v t="$tune_misses" -v b="$base_misses" -v ts="$tune_sum" \
+  -v bs="$base_sum" 'BEGIN { printf "tune more than 0.3 points below best on %d rows (mean Δ %+.2f), base on %d (mean Δ %+.2f)\n", t, ts / r, b, bs / r }'
 echo "$rows rows, $misses with a miss (tune: within 0.3 points of best; defaults: within 2 points;" \
   "KDD size: tune at least best, in at most 3x a plain train of its choice)"

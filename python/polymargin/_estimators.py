@@ -246,10 +246,10 @@ class LDMClassifier(_Linear):
 
     _algo = "ldm"
 
-    def __init__(self, *, cost=None, lambda1=None, lambda2=None, lambda1_rel=None,
-                 lambda2_rel=None, epochs=None, avg_start_epochs=None, eta0=None, bias=None,
-                 scale=None, normalize=None, seed=None, threads=None, window_blocks=None,
-                 pairing=None, workers=None, sync_rows=None, tune=False, tune_folds=None,
+    def __init__(self, *, cost=None, lambda1=None, lambda2=None, lambda1_rel=None, lambda2_rel=None,
+                 epochs=None, avg_start_epochs=None, eta0=None, bias=None, scale=None,
+                 normalize=None, seed=None, threads=None, window_blocks=None, pairing=None,
+                 workers=None, sync_rows=None, tune=False, tune_folds=None, tune_repeats=None,
                  tune_rows=None, tune_budget=None):
         _keep(self, locals())
 
@@ -261,8 +261,8 @@ class LinearSVMClassifier(_Linear):
 
     def __init__(self, *, cost=None, epochs=None, avg_start_epochs=None, eta0=None, bias=None,
                  scale=None, normalize=None, seed=None, threads=None, window_blocks=None,
-                 workers=None, sync_rows=None, tune=False, tune_folds=None, tune_rows=None,
-                 tune_budget=None):
+                 workers=None, sync_rows=None, tune=False, tune_folds=None, tune_repeats=None,
+                 tune_rows=None, tune_budget=None):
         _keep(self, locals())
 
 
@@ -276,7 +276,8 @@ class CPMClassifier(_Polymargin):
     def __init__(self, *, faces=None, iterations=None, epochs=None, cost=None, entropy=None,
                  cost_ratio=None, sides=None, scale=None, normalize=None, hash_bits=None,
                  precision=None, seed=None, threads=None, window_blocks=None, workers=None,
-                 sync_rows=None, tune=False, tune_folds=None, tune_rows=None, tune_budget=None):
+                 sync_rows=None, tune=False, tune_folds=None, tune_repeats=None, tune_rows=None,
+                 tune_budget=None):
         _keep(self, locals())
 
 
@@ -290,7 +291,7 @@ class KernelLDMClassifier(_Polymargin):
                  bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None,
                  lambda1=None, lambda2=None, lambda1_rel=None, lambda2_rel=None, cost=None,
                  tolerance=None, max_sweeps=None, no_shrinking=False, tune=False, tune_folds=None,
-                 tune_rows=None, tune_budget=None):
+                 tune_repeats=None, tune_rows=None, tune_budget=None):
         _keep(self, locals())
 
 
@@ -302,8 +303,8 @@ class TwinLDMClassifier(_Polymargin):
     def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
                  bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None,
                  cost=None, lambda1=None, lambda2=None, epsilon=None, sor_omega=None,
-                 tolerance=None, max_sweeps=None, tune=False, tune_folds=None, tune_rows=None,
-                 tune_budget=None):
+                 tolerance=None, max_sweeps=None, tune=False, tune_folds=None, tune_repeats=None,
+                 tune_rows=None, tune_budget=None):
         _keep(self, locals())
 
 

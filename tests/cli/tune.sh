@@ -85,7 +85,15 @@ awk -v a="$(jq .tune.validation_accuracy "$work/tune.json")" 'BEGIN { exit !(a >
 [ "$(jq '.tune.settings | length' "$work/tune.json")" = 11 ] || fail "not 11 settings"
 jq -e '[.tune.settings[] | select(.setting.normalize == "l2") | .accuracy] | max < 0.7' \
   "$work/tune.json" > /dev/null || fail "normalize l2 scored well on the threshold data"
-[ "$(jq '.tune.settings[0].fold_accuracies | length' "$work/tune.json")" = 5 ] || fail "not 5 folds"
+# 600 rows: the 5-fold CV is repeated ceil(2000 / 600) = 4 times, each setting scored on 20 folds;
+# with --tune-repeats 1 on 5, the first 5 of them (repeat 1's folds are those of the seed).
+jq -e '.tune.repeats == 4 and ([.tune.settings[].fold_accuracies | length] | unique) == [20]' \
+  "$work/tune.json" > /dev/null || fail "not 4 repeats of 5 folds: $(jq -c .tune.settings[0] "$work/tune.json")"
+"$bin" train --algo svm -d "$work/threshold.svm" -o "$work/once" --tune --tune-repeats 1 --json \
+  > "$work/once.json" 2> /dev/null || fail "--tune-repeats 1"
+jq -e --slurpfile r "$work/tune.json" '.tune.repeats == 1 and
+  ([.tune.settings[0:10][].fold_accuracies] == [$r[0].tune.settings[0:10][].fold_accuracies[0:5]])' \
+  "$work/once.json" > /dev/null || fail "--tune-repeats 1 is not the first repeat of the default"
 "$bin" export -m "$work/tuned" --format json > "$work/tuned.export.json" || fail "export tuned"
 jq -e '.config.tune.chosen == (input | .tune.chosen)' "$work/tuned.export.json" "$work/tune.json" \
   > /dev/null || fail "the model does not record the chosen setting"
@@ -109,7 +117,7 @@ jq -e '(.tune.settings | length) == 3 and .tune.stopped_by_budget' "$work/budget
 # Stopped in its final training, a tuned run resumes: its cells from CHECKPOINT.tune, the same model.
 expect 6 "checkpoint written" train --algo ldm -d "$work/threshold.svm" -o "$work/resumed" --tune \
   --tune-budget 3 --checkpoint "$work/rck" --stop-after-rows 1000
-[ "$(ls "$work/rck.tune" | wc -l)" -eq 15 ] || fail "not 15 cached cells in rck.tune"
+[ "$(ls "$work/rck.tune" | wc -l)" -eq 60 ] || fail "not 3 × 5 × 4 cached cells in rck.tune"
 "$bin" train --algo ldm -d "$work/threshold.svm" -o "$work/resumed" --tune --tune-budget 3 \
   --checkpoint "$work/rck" --resume "$work/rck" > /dev/null 2>&1 || fail "resume a tuned run"
 cmp -s "$work/budget" "$work/resumed" || fail "a stopped and resumed tuned run wrote another model"
@@ -118,6 +126,11 @@ cmp -s "$work/budget" "$work/resumed" || fail "a stopped and resumed tuned run w
 "$bin" train --algo cpm -d "$work/angle.svm" -o "$work/cpm.tuned" --tune --tune-budget 4 \
   --epochs 3 --json > "$work/cpm.tune.json" 2> /dev/null || fail "cpm --tune"
 jq -e '.tune.chosen | has("cost")' "$work/cpm.tune.json" > /dev/null || fail "cpm --tune record"
+# The CPM's search is not repeated unless asked (its cells are noisy SGD runs of a fixed length).
+"$bin" train --algo cpm -d "$work/threshold.svm" -o "$work/cpm.once" --tune --tune-budget 1 \
+  --epochs 1 --json > "$work/cpm.once.json" 2> /dev/null || fail "cpm --tune on 600 rows"
+jq -e '.tune.repeats == 1 and (.tune.settings[0].fold_accuracies | length) == 5' \
+  "$work/cpm.once.json" > /dev/null || fail "cpm's search was repeated: $(jq -c .tune "$work/cpm.once.json")"
 "$bin" train --algo kldm -d "$work/angle.svm" -o "$work/kldm.tuned" --tune --tune-budget 3 --json \
   > "$work/kldm.tune.json" 2> /dev/null || fail "kldm --tune"
 jq -e '.tune.chosen | has("rbf-width")' "$work/kldm.tune.json" > /dev/null || fail "kldm --tune record"
@@ -176,6 +189,8 @@ expect 2 "need --tune" train -d "$work/threshold.svm" -o "$work/x" --tune-rows 1
 # Errors: named, exit 2, nothing written.
 expect 2 "--tune-folds must be an integer" train -d "$work/threshold.svm" -o "$work/x" --tune \
   --tune-folds 1
+expect 2 "--tune-repeats must be an integer" train -d "$work/threshold.svm" -o "$work/x" --tune \
+  --tune-repeats 0
 expect 2 "--tune-budget must be" train -d "$work/threshold.svm" -o "$work/x" --tune --tune-budget 5x
 expect 2 "need --tune" train -d "$work/threshold.svm" -o "$work/x" --tune-budget 5
 expect 2 "--tune is for --algo" train --algo cmm -d "$work/threshold.svm" -o "$work/x" --tune
