@@ -28,6 +28,9 @@ namespace polymargin::engine {
 
 namespace {
 
+// Batches of fewer non-zeros than this are learnt on one thread (CpmTrainer::learn says why).
+constexpr std::size_t kSerialBatchNnz = 65536;
+
 std::string text(double x) {
   std::ostringstream s;
   s << x;
@@ -527,9 +530,15 @@ void CpmTrainer::learn(const CsrView& batch, const std::function<bool()>& spare)
   // Sides are independent (two for a double-sided binary CPM, more for pairs). One task per thread
   // (at most one per side), each taking the next side left until none is, then spare work until
   // none is: a thread whose sides are done reads the next batch meanwhile. Which thread trains a
-  // side does not matter to its result.
-  const std::size_t workers = std::min<std::size_t>(
-      sides_.size(), static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()));
+  // side does not matter to its result. A small batch is learnt on the calling thread alone: a
+  // data set of a few hundred rows is one batch a pass, and the step floor makes that hundreds of
+  // passes, each of which would otherwise wake the arena's threads for microseconds of work (on a
+  // loaded machine, a scheduler's time slice each).
+  const std::size_t workers =
+      batch.nnz() < kSerialBatchNnz
+          ? 1
+          : std::min<std::size_t>(sides_.size(), static_cast<std::size_t>(
+                                                     tbb::this_task_arena::max_concurrency()));
   std::atomic<std::size_t> next{0};
   tbb::parallel_for(std::size_t{0}, workers, [&](std::size_t) {
     for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < sides_.size();)
