@@ -44,25 +44,27 @@ accuracy() {
     || { echo "bench/tune.sh: train --algo $algo $* on $train failed: $(tail -2 "$work/err")" >&2; echo nan; }
 }
 
-# tuned FILE ALGO TRAIN TEST FLAGS...: one `train --tune` (its --json in FILE); prints its seconds.
-tuned() {
-  local out=$1 algo=$2 train=$3 test=$4 start
-  shift 4
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
+# timed BINARY JSON ARGS...: a train whose --json goes to JSON; prints its wall seconds.
+timed() {
+  local binary=$1 out=$2 start
+  shift 2
   start=$(date +%s.%N)
-  "$bin" train --algo "$algo" -d "$train" --validation "$test" -o "$work/model" --json --tune \
-    --threads 2 $(extra "$algo") "$@" > "$out" 2> "$work/err" \
-    || { echo "bench/tune.sh: --tune --algo $algo on $train failed: $(tail -2 "$work/err")" >&2; echo nan; return; }
+  "$binary" train "$@" --threads 2 --json > "$out" 2> "$work/err" \
+    || { echo "bench/tune.sh: $binary train $* failed: $(tail -2 "$work/err")" >&2; echo nan; return; }
   echo "$(date +%s.%N) - $start" | bc
 }
 
 # one ALGO TRAIN TEST: "tune best default seconds [base]" for one split.
 one() {
   local algo=$1 train=$2 test=$3 best=0 a flags seconds base=""
-  seconds=$(tuned "$work/tune.json" "$algo" "$train" "$test" ${TUNE_FLAGS:-})
+  local tune=(--algo "$algo" -d "$train" --validation "$test" -o "$work/model" --tune $(extra "$algo"))
+  seconds=$(timed "$bin" "$work/tune.json" "${tune[@]}" ${TUNE_FLAGS:-})
   [ "$seconds" = nan ] && { echo "nan nan nan 0"; return; }
   local runs=("$work/tune.json")
   if [ -n "${TUNE_BASE:-}" ]; then
-    [ "$(tuned "$work/base.json" "$algo" "$train" "$test" $TUNE_BASE)" = nan ] && { echo "nan nan nan 0"; return; }
+    [ "$(timed "$bin" "$work/base.json" "${tune[@]}" $TUNE_BASE)" = nan ] && { echo "nan nan nan 0"; return; }
     base=$(jq .validation.accuracy "$work/base.json")
     runs+=("$work/base.json")
   fi
@@ -147,16 +149,6 @@ for entry in "${sets[@]}"; do
   done
 done
 # --- KDD size ---
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
-# timed BINARY JSON ARGS...: a train whose --json goes to JSON; prints its wall seconds.
-timed() {
-  local binary=$1 out=$2 start
-  shift 2
-  start=$(date +%s.%N)
-  "$binary" train "$@" --threads 2 --json > "$out" 2> "$work/err" \
-    || { echo "bench/tune.sh: $binary train $* failed: $(tail -2 "$work/err")" >&2; echo nan; return; }
-  echo "$(date +%s.%N) - $start" | bc
-}
 if [ -n "${KDD_ROWS:-}" ] && { [ -z "${SETS:-}" ] || wanted kdd; }; then
   kdir=${KDD_DIR:-$work}
   ktrain=$kdir/kdda-like-$KDD_ROWS.train.shards ktest=$kdir/kdda-like-$KDD_ROWS.test.shards

@@ -54,6 +54,18 @@ constexpr std::uint64_t kHoldoutStream = 0x686f'6c64;  // "hold"
 // Repeat r of the cross-validation splits with seed + r·kRepeatStream (repeat 0: the seed itself).
 constexpr std::uint64_t kRepeatStream = 0x9e37'79b9'7f4a'7c15;
 
+// The default --tune-repeats: cross-validation on few rows repeated on seeded splits until about
+// 2000 rows are scored per setting, at most 5 times (on a UCI set of a few hundred rows one 5-fold
+// split's choice moves with the split). Repeats steady the choice of the learners whose cells are
+// exact solves or averaged SGD (bench/tune.sh: the mean gap to the best cell on the UCI half
+// splits, ldm −2.21 → −1.65 points, svm −1.51 → −1.22, tldm −1.87 → −1.61, kldm −1.63 → −1.77).
+// A CPM cell is a run of at least 50,000 SGD steps a side whatever the rows, whose own noise
+// repeats do not average out (−2.41 → −2.40) at 7× the time: one split unless asked.
+int default_repeats(const std::string& algo, std::uint64_t rows) {
+  if (algo == "cpm" || rows == 0) return 1;
+  return static_cast<int>(std::clamp<std::uint64_t>((2000 + rows - 1) / rows, 1, 5));
+}
+
 // A learner's grid, in `experiment`'s terms: keys are `train` flags, each key's first value is the
 // learner's default (ties go to it), and the groups are the coordinate search's order.
 struct Grid {
@@ -128,7 +140,7 @@ struct TuneArgs {
   std::vector<std::string> final;  // everything but --tune*
   std::set<std::string> given;     // long names of the options given
   int folds = 5;
-  int repeats = 0;  // --tune-repeats; 0: default_repeats()
+  int repeats = 0;  // --tune-repeats; 0: default_repeats(algo, rows)
   std::uint64_t search_rows = kTuneSearchRows;  // --tune-rows
   std::string budget;  // "" (the whole grid), N settings, or a time (30s, 10m, 1h)
   std::string checkpoint;
@@ -747,12 +759,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   const WorkDir dir;
   const Clock::time_point start = Clock::now();
   const std::uint64_t rows = count_rows(t);
-  // Repeated splits steady the choice of the learners whose cells are exact solves or averaged SGD
-  // (bench/tune.sh: the mean gap to the best cell on the UCI half splits, ldm −2.21 → −1.65 points,
-  // svm −1.51 → −1.22, tldm −1.87 → −1.61, kldm −1.63 → −1.77). A CPM cell is a run of at least
-  // 50,000 SGD steps a side whatever the rows, whose own noise repeats do not average out (−2.41 →
-  // −2.40) at 7× the time: one split unless asked.
-  if (t.repeats == 0) t.repeats = algo == "cpm" ? 1 : tune_repeats(rows);
+  if (t.repeats == 0) t.repeats = default_repeats(algo, rows);
   const Folds folds =
       rows > t.search_rows ? write_holdout(t, dir.path, rows) : write_folds(t, dir.path, rows);
   if (folds.holdout.empty())

@@ -27,18 +27,6 @@ inline constexpr std::uint64_t kTuneHoldoutRows = 100000;
 /// Text has no blocks: its holdout is of runs of this many rows (a shard block's default), or of
 /// 1/64 of the rows when that is fewer.
 inline constexpr std::uint64_t kTuneBlockRows = 4096;
-/// Cross-validation on few rows is repeated on seeded splits until about this many rows are scored
-/// per setting (at most kTuneMaxRepeats times; not for the CPM, cli/tune.cpp says why): on a UCI
-/// set of a few hundred rows one 5-fold split's choice moves with the split.
-inline constexpr std::uint64_t kTuneScoredRows = 2000;
-inline constexpr int kTuneMaxRepeats = 5;
-
-/// The default --tune-repeats for cross-validation on `rows` rows: ceil(kTuneScoredRows / rows)
-/// within [1, kTuneMaxRepeats].
-inline int tune_repeats(std::uint64_t rows) {
-  const std::uint64_t r = rows == 0 ? 1 : (kTuneScoredRows + rows - 1) / rows;
-  return static_cast<int>(r < 1 ? 1 : r > kTuneMaxRepeats ? kTuneMaxRepeats : r);
-}
 
 /// True when the arguments of `train` hold --tune. UsageError for --tune-folds, --tune-repeats,
 /// --tune-budget or --tune-rows without it.
