@@ -184,8 +184,9 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
       "cost,c", po::value(&config.c)->default_value(engine::kDefaultC),
       "C, weight of the hinge loss")("epochs", po::value(&config.epochs)->default_value(5),
                                      "passes over the data (T)")(
-      "avg-start-epochs", po::value(&config.avg_start_epochs)->default_value(2),
-      "averaging starts after this many epochs (t0 = this × m)")(
+      "avg-start-epochs", po::value<int>(),
+      "averaging starts after this many epochs (t0 = this × m); default 2, or epochs - 1 for a "
+      "shorter run")(
       "eta0", po::value(&eta0_text)->default_value("auto"),
       "initial step size, or auto: calibrated on 1000 seeded pairs")(
       "bias", po::value(&config.bias)->default_value(1),
@@ -228,6 +229,10 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
     throw UsageError("train: --pairing must be next or permuted (got '" + pairing + "')");
   config.pairing = pairing == "next" ? engine::Pairing::kNextRow : engine::Pairing::kPermutation;
   config.eta0 = eta0_option(eta0_text);
+  // The papers' t0 is two epochs; a shorter run averages its last epoch, so that --epochs 1 or 2
+  // needs no --avg-start-epochs beside it. Given explicitly, it is checked as given.
+  config.avg_start_epochs = vm.count("avg-start-epochs") ? vm["avg-start-epochs"].as<int>()
+                                                         : std::clamp(config.epochs - 1, 0, 2);
   if (algo == "svm" && (vm.count("lambda1") || vm.count("lambda2") || vm.count("lambda1-rel") ||
                         vm.count("lambda2-rel")))
     throw UsageError("train: --algo svm takes no λ1, λ2 (it is LDM with λ1 = λ2 = 0)");

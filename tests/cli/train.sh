@@ -85,6 +85,16 @@ expect 2 "exclude each other" -d "$work/a9a.shards" -o "$work/out/m" --lambda1 1
 expect 2 "epochs must be ≥ 1" -d "$work/a9a.shards" -o "$work/out/m" --epochs 0
 expect 2 "avg-start-epochs must be in" -d "$work/a9a.shards" -o "$work/out/m" --epochs 3 \
   --avg-start-epochs 3
+expect 2 "avg-start-epochs must be in" -d "$work/a9a.shards" -o "$work/out/m" --epochs 2 \
+  --avg-start-epochs 2
+# Without --avg-start-epochs a run of 1 or 2 epochs averages its last epoch (t0 = epochs - 1).
+for e in 1 2 3; do
+  "$bin" train -d "$work/a9a.shards" -o "$work/short$e.model" --epochs "$e" > /dev/null 2>&1 ||
+    fail "train --epochs $e without --avg-start-epochs failed"
+  t0=$("$bin" export -m "$work/short$e.model" --format json | jq '.config.avg_start_epochs')
+  [ "$t0" = "$(( e < 3 ? e - 1 : 2 ))" ] || fail "--epochs $e: avg_start_epochs $t0"
+done
+rm -f "$work"/short*.model
 expect 2 "eta0 must be 'auto' or a positive number" -d "$work/a9a.shards" -o "$work/out/m" --eta0 x
 expect 2 "algo must be one of .*ldm|svm" -d "$work/a9a.shards" -o "$work/out/m" --algo perceptron
 expect 2 "scale must be maxabs or none" -d "$work/a9a.shards" -o "$work/out/m" --scale minmax

@@ -196,7 +196,9 @@ def test_bad_inputs_raise_clear_errors(a9a, tmp_path):
         est.predict(X[:, :100])
     # The command's own refusals, with the command's words.
     with pytest.raises(ValueError, match="--avg-start-epochs"):
-        pm.LDMClassifier(epochs=2).fit(X, y)
+        pm.LDMClassifier(epochs=2, avg_start_epochs=2).fit(X, y)
+    # A short run without avg_start_epochs averages its last epoch.
+    assert pm.LDMClassifier(epochs=1).fit(X, y).model_info_["config"]["avg_start_epochs"] == 0
     with pytest.raises(ValueError, match="--normalize must be l2 or none"):
         pm.LDMClassifier(normalize="l1").fit(X, y)
     bad = tmp_path / "bad.txt"
