@@ -459,6 +459,23 @@ TEST_P(ShardScan, LockstepGivesTheSameWindowsAsThePipeline) {
           std::vector<std::vector<Row>> piped;
           set.scan(read, [&](const CsrView& batch) { piped.push_back(rows_of(batch)); });
           ASSERT_GT(piped.size(), 3u);
+          if (first == 0) {
+            // The last window alone is a scan of one window, read on the calling thread: the same
+            // batches (an unshuffled raw window is a batch per block), rows and order as the
+            // pipeline's last window.
+            for (const bool lockstep : {false, true}) {
+              ReadOptions last = read;
+              last.first_window = window_count(set.manifest(), read.window_blocks) - 1;
+              last.lockstep = lockstep;
+              std::vector<std::vector<Row>> alone;
+              set.scan(last, [&](const CsrView& batch) { alone.push_back(rows_of(batch)); });
+              ASSERT_GE(alone.size(), 1u);
+              ASSERT_LE(alone.size(), piped.size());
+              EXPECT_TRUE(std::equal(alone.begin(), alone.end(), piped.end() - alone.size()))
+                  << dir << ": shuffle " << shuffle << ", scale " << scale << ", lockstep "
+                  << lockstep;
+            }
+          }
           read.lockstep = true;
           for (const int threads : {1, 2, 4}) {
             read.threads = threads;
