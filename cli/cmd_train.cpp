@@ -182,8 +182,10 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
       "lambda1-rel", po::value<double>(), "λ1/(m·C) instead of --lambda1 (scale-free)")(
       "lambda2-rel", po::value<double>(), "λ2/(m·C) instead of --lambda2 (scale-free)")(
       "cost,c", po::value(&config.c)->default_value(engine::kDefaultC),
-      "C, weight of the hinge loss")("epochs", po::value(&config.epochs)->default_value(5),
-                                     "passes over the data (T)")(
+      "C, weight of the hinge loss")(
+      "epochs", po::value(&config.epochs)->default_value(5),
+      "passes over the data (T); by default also at least 50000 SGD steps (a small set gets more "
+      "passes)")(
       "avg-start-epochs", po::value<int>(),
       "averaging starts after this many epochs (t0 = this × m); default 2, or epochs - 1 for a "
       "shorter run")(
@@ -254,6 +256,7 @@ void LinearRun::open() {
   const io::Manifest& manifest = shards.manifest();
   labels = binary_labels(manifest, data);
   rows = static_cast<double>(manifest.rows);
+  if (vm["epochs"].defaulted()) config.epochs = engine::ldm_default_epochs(manifest.rows);
   if (algo == "svm") {
     config.lambda1 = config.lambda2 = 0;
   } else {
@@ -420,10 +423,17 @@ void LinearRun::train() {
         {"checkpoint", checkpoint.empty() ? nlohmann::json() : nlohmann::json(checkpoint)}};
     throw stop;
   };
+  // A line for the first epoch, the first to reach each further 5 % of the epochs, and the last:
+  // every epoch up to 20, about 20 lines for a small set that the step floor passes over hundreds
+  // of times.
+  int logged_twentieths = 0;
   learner.passed = [&](const driver::Position& at, double seconds) {
     // Progressive estimate: each row's margin at its pre-step w, plus ‖w̄‖²; the exact F(w̄)
     // comes from the final pass.
     margins = replicas.take_progress();
+    const int epoch = static_cast<int>(at.pass) + 1, twentieths = epoch * 20 / used.epochs;
+    if (at.pass > 0 && twentieths <= logged_twentieths && epoch < used.epochs) return;
+    logged_twentieths = twentieths;
     progress.clear();
     err_printf("epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g, accuracy ≈ %.4f\n",
                  static_cast<int>(at.pass) + 1, used.epochs, seconds,

@@ -95,6 +95,19 @@ for e in 1 2 3; do
   [ "$t0" = "$(( e < 3 ? e - 1 : 2 ))" ] || fail "--epochs $e: avg_start_epochs $t0"
 done
 rm -f "$work"/short*.model
+# Without --epochs a small set gets at least 50,000 steps (200 rows: 250 epochs), logged in about 20
+# lines, not 250; --epochs as given.
+"$bin" gen --rows 200 --features 500 --nnz 10 --seed 2 -o "$work/small.svm" > /dev/null
+"$bin" train -d "$work/small.svm" -o "$work/small.model" --json > "$work/small.json" \
+  2> "$work/small.err" || fail "train on 200 rows failed: $(cat "$work/small.err")"
+[ "$(jq .epochs "$work/small.json")" = 250 ] || fail "200 rows: $(jq .epochs "$work/small.json") epochs"
+lines=$(grep -c "^epoch " "$work/small.err")
+[ "$lines" -ge 20 ] && [ "$lines" -le 21 ] || fail "200 rows, 250 epochs: $lines epoch lines"
+grep -q "^epoch 250/250" "$work/small.err" || fail "no line for the last epoch"
+"$bin" train -d "$work/small.svm" -o "$work/small.model" --epochs 5 --json > "$work/small.json" \
+  2> /dev/null
+[ "$(jq .epochs "$work/small.json")" = 5 ] || fail "--epochs 5 gave $(jq .epochs "$work/small.json")"
+rm -f "$work"/small.*
 expect 2 "eta0 must be 'auto' or a positive number" -d "$work/a9a.shards" -o "$work/out/m" --eta0 x
 expect 2 "algo must be one of .*ldm|svm" -d "$work/a9a.shards" -o "$work/out/m" --algo perceptron
 expect 2 "scale must be maxabs or none" -d "$work/a9a.shards" -o "$work/out/m" --scale minmax
