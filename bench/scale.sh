@@ -58,7 +58,8 @@ table=()
 line() { table+=("$(printf '%-6s %-5s %-20s %8s %8s %8s %9s %8s %9s %6s %8s' "$@")"); }
 line codec algo configuration "wall s" "CPU s" speed-up accuracy "Δ acc" "sync MB" syncs "sync s"
 
-declare -A parts  # the measured parts of one worker, for the prediction
+declare -A parts    # the measured parts of one worker, for the prediction
+declare -A wall_of  # ALGO.CODEC.N.R: the median wall time of that configuration
 for algo in $algos; do
   model=linear
   [ "$algo" = cpm ] && model=polytope
@@ -92,6 +93,7 @@ for algo in $algos; do
         done
         wall=$(echo "$walls" | median)
         cpu=$(echo "$cpus" | median)
+        wall_of[$algo.$codec.$n.$r]=$wall
         acc=$("$bin" eval -m "$work/scale.model" -d "$test" --json 2> /dev/null | jq -r .accuracy)
         if [ -z "$base_wall" ]; then
           base_wall=$wall base_acc=$acc
@@ -120,6 +122,13 @@ done
 echo
 echo "scale-out, $rows rows, $epochs epochs (CPM: T = $cpm_iter a side), $cores cores, medians of $repeat"
 printf '%s\n' "${table[@]}"
+# The issue's target for ranks: R ranks of one worker within 10 % of one process of R workers.
+for key in "${!wall_of[@]}"; do
+  IFS=. read -r algo codec n r <<< "$key"
+  [ "$n" = 1 ] && [ "$r" -gt 1 ] && [ -n "${wall_of[$algo.$codec.$r.1]:-}" ] || continue
+  awk -v a="$algo" -v c="$codec" -v r="$r" -v m="${wall_of[$key]}" -v w="${wall_of[$algo.$codec.$r.1]}" \
+    'BEGIN { printf "%s %s: mpirun -np %d takes %.2fx the wall time of --workers %d (target: at most 1.10x)\n", c, a, r, m / w, r }'
+done
 
 # The many-core prediction of LDM/SVM from the one-worker run's parts: learning L (seconds of the
 # loop inside the learner), the rest of the command's CPU R = CPU − L (reading, decoding, the final
