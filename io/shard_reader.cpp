@@ -642,8 +642,9 @@ struct ShardSet::Impl {
   // step floor passes over hundreds of times) on the calling thread. A pipeline or a lockstep scan
   // reads the same window in the same row order, but starts a task arena and wakes its workers
   // for it, which cost several times what the reading does (heart_scale, 371 passes of 136 rows:
-  // most of the CPU went to waking and yielding threads).
-  ScanStats scan_one(const ReadOptions& o, const LendingRowSink& sink,
+  // most of the CPU went to waking and yielding threads). The sink's own tasks (the CPM's sides)
+  // still run on at most `threads` threads: in an arena of that many when it is fewer than all.
+  ScanStats scan_one(const ReadOptions& o, const LendingRowSink& sink, int threads,
                      const std::vector<std::uint32_t>& order, const Scaling* scale) const {
     Window w;
     Scratch scratch;
@@ -653,11 +654,19 @@ struct ShardSet::Impl {
     prepare(w, scratch, o, scale);
     const Clock::time_point ready = Clock::now();
     stats.wait_seconds = seconds(ready - begin);
-    const SpareWork none = [] { return false; };
-    for (const CsrView& v : w.views) {
-      sink(v, none);
-      stats.rows += v.rows;
-      stats.nnz += v.nnz();
+    const auto hand_over = [&] {
+      const SpareWork none = [] { return false; };
+      for (const CsrView& v : w.views) {
+        sink(v, none);
+        stats.rows += v.rows;
+        stats.nnz += v.nnz();
+      }
+    };
+    if (threads < tbb::info::default_concurrency()) {
+      tbb::task_arena arena(threads);
+      arena.execute(hand_over);
+    } else {
+      hand_over();
     }
     stats.sink_seconds = seconds(Clock::now() - ready);
     stats.blocks = w.block_count;
@@ -684,7 +693,7 @@ struct ShardSet::Impl {
       throw UsageError("first window " + std::to_string(o.first_window) + " lies beyond the " +
                        std::to_string(window_count) + " windows of an epoch");
 
-    if (window_count - o.first_window == 1) return scan_one(o, sink, order, scale);
+    if (window_count - o.first_window == 1) return scan_one(o, sink, threads, order, scale);
     if (o.lockstep) return scan_lockstep(o, sink, threads, order, window_count, scale);
 
     // One window per thread being decoded plus one held by the sink keep every thread busy.
