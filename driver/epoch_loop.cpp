@@ -63,6 +63,8 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
   Position at = start;
   if (!learner.done()) stop_if_requested(at);
   io::ReadOptions read = options.read;
+  // The disk counter at a pass's start: the previous pass's end (one read of it a pass).
+  std::uint64_t disk_before = io::disk_read_bytes();
   for (; at.pass < options.passes && !learner.done(); at = {at.pass + 1, 0, 0, at.rows}) {
     read.epoch = at.pass;
     read.first_window = at.windows;  // the windows learnt before a resume are not read again
@@ -74,7 +76,6 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
     std::uint64_t pass_windows = 0;
     bool cut = false;
     std::uint64_t synced = at.windows;  // the window count at the last sync
-    const std::uint64_t disk_before = io::disk_read_bytes();
     const double wait_before = result.wait_seconds;
     if (skip < rows_per_pass) {
       try {
@@ -114,7 +115,9 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
             seconds_since(pass_start) - pass_learn;  // the pass's time not learning
       }
     }
-    result.pass_disk_bytes.push_back(io::disk_read_bytes() - disk_before);
+    const std::uint64_t disk_after = io::disk_read_bytes();
+    result.pass_disk_bytes.push_back(disk_after - disk_before);
+    disk_before = disk_after;
     result.pass_wait_seconds.push_back(result.wait_seconds - wait_before);
     if (replicated && !cut && synced != at.windows) {  // the pass's end is a sync
       learner.sync();
