@@ -134,7 +134,7 @@ for f in "$data"/uci/*.libsvm; do
 done
 for entry in "${sets[@]}"; do
   IFS=: read -r name file set_seeds <<< "$entry"
-  labels=$(cut -d' ' -f1 "$file" | sort -u | wc -l)
+  labels=$(awk 'NF { print $1 }' "$file" | sort -u | wc -l)  # blank lines (w8a ends in one) are no class
   for algo in $algos; do
     if [ "$labels" -gt 2 ] && [ "$algo" != cpm ]; then  # the linear learners are binary
       printf "%-30s %-4s %5s  n/a: %d classes\n" "$name" "$algo" - "$labels"
