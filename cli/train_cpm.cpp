@@ -422,6 +422,10 @@ void CpmRun::train() {
   driver::LoopOptions loop;
   loop.read = read;
   loop.checkpoints = !job.checkpoint.empty();
+  // The passes the run will make: the most any side needs for its T steps.
+  for (const auto& s : replicas.status())
+    if (s.rows > 0)
+      loop.expected_passes = std::max(loop.expected_passes, (s.iterations + s.rows - 1) / s.rows);
   loop.every = job.every;
   loop.sync_windows = replicated() ? parallel.sync_windows : 0;
   parallel.sync_bytes = replicated() ? replicas.sync_bytes() : 0;

@@ -303,7 +303,8 @@ void JobOptions::add_to(po::options_description& opts, const std::string& pass) 
   opts.add_options()(
       "checkpoint", po::value(&checkpoint),
       ("write the learner's whole state to this file (atomically) at the end of every " + pass +
-       ", or as --checkpoint-every says, and on SIGTERM/SIGINT; removed once the model is written")
+       " (of a run of more than 20, at each 5 % of them), or as --checkpoint-every says, and on "
+       "SIGTERM/SIGINT; removed once the model is written")
           .c_str())(
       "checkpoint-every", po::value(&checkpoint_every),
       ("with --checkpoint: every N rows (1000000) or every so long (30s, 10m, 1h) instead of "

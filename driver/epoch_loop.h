@@ -88,6 +88,11 @@ struct LoopOptions {
   std::uint64_t passes = std::numeric_limits<std::uint64_t>::max();
   bool checkpoints = false;  // the learner writes checkpoints (as `every` says)
   CheckpointEvery every;
+  /// The passes the run is expected to make (0: `passes`): with more than 20, the pass-end
+  /// checkpoints of the default schedule come at the first pass to reach each further 5 % of them
+  /// and at the last, not at every pass (a small set under a step floor makes hundreds of passes,
+  /// each ending in a write of the whole state).
+  std::uint64_t expected_passes = 0;
   /// Polled before the first window and after each: a non-zero reason stops the run (given the
   /// rows learnt in all passes).
   std::function<int(std::uint64_t rows)> stop_requested;

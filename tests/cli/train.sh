@@ -98,9 +98,13 @@ rm -f "$work"/short*.model
 # Without --epochs a small set gets at least 50,000 steps (200 rows: 250 epochs), logged in about 20
 # lines, not 250; --epochs as given.
 "$bin" gen --rows 200 --features 500 --nnz 10 --seed 2 -o "$work/small.svm" > /dev/null
-"$bin" train -d "$work/small.svm" -o "$work/small.model" --json > "$work/small.json" \
-  2> "$work/small.err" || fail "train on 200 rows failed: $(cat "$work/small.err")"
+"$bin" train -d "$work/small.svm" -o "$work/small.model" --json --checkpoint "$work/small.ckpt" \
+  --metrics-json "$work/small.metrics" > "$work/small.json" 2> "$work/small.err" ||
+  fail "train on 200 rows failed: $(cat "$work/small.err")"
 [ "$(jq .epochs "$work/small.json")" = 250 ] || fail "200 rows: $(jq .epochs "$work/small.json") epochs"
+# ... and a checkpoint at each 5 % of its epochs, not at each of them.
+[ "$(jq .checkpoints_written "$work/small.metrics")" = 20 ] ||
+  fail "250 epochs: $(jq .checkpoints_written "$work/small.metrics") checkpoints, expected 20"
 lines=$(grep -c "^epoch " "$work/small.err")
 [ "$lines" -ge 20 ] && [ "$lines" -le 21 ] || fail "200 rows, 250 epochs: $lines epoch lines"
 grep -q "^epoch 250/250" "$work/small.err" || fail "no line for the last epoch"

@@ -155,6 +155,32 @@ TEST_F(EpochLoop, CheckpointsComeByRowsOrAtEveryPassEnd) {
   }
 }
 
+// Of many passes (a small set under a step floor) the pass ends at each further 5 % of the
+// expected passes are saved, and the last: 20 checkpoints, not 100; up to 20 passes, every one.
+TEST_F(EpochLoop, ManyPassesSaveAtEachTwentiethOfThem) {
+  options_.checkpoints = true;
+  Recorder many;
+  options_.passes = 100;
+  run_passes(*shards_, many, options_, {}, "resume");
+  ASSERT_EQ(many.checkpoints.size(), 20u);
+  for (std::size_t i = 0; i < many.checkpoints.size(); ++i) {
+    EXPECT_TRUE(many.checkpoints[i].second);
+    EXPECT_EQ(many.checkpoints[i].first.pass, 5 * i + 4);
+  }
+  Recorder hinted;  // passes unbounded (the CPM's), the expected count given
+  options_.passes = 41;
+  options_.expected_passes = 40;
+  run_passes(*shards_, hinted, options_, {}, "resume");
+  ASSERT_EQ(hinted.checkpoints.size(), 21u);  // 20 by the hint, then the pass past it
+  EXPECT_EQ(hinted.checkpoints[19].first.pass, 39u);
+  EXPECT_EQ(hinted.checkpoints[20].first.pass, 40u);
+  Recorder few;
+  options_.passes = 20;
+  options_.expected_passes = 0;
+  run_passes(*shards_, few, options_, {}, "resume");
+  EXPECT_EQ(few.checkpoints.size(), 20u);
+}
+
 TEST_F(EpochLoop, AStopRequestSavesThenStopsBetweenWindows) {
   Recorder learner;
   options_.passes = 2;
