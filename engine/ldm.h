@@ -73,10 +73,10 @@ inline constexpr double kDefaultLambda2Rel = 3e-3;  // λ2/(mC)
 
 /// Epochs of `train` when --epochs is not given: 5, but at least this many SGD steps, so a small
 /// set gets more passes (the CPM's rule, kCpmDefaultMinSteps). At 5 epochs a UCI half split of
-/// 100-500 rows got 500-2,500 steps and the averaged iterate had not settled. Measured on 19
-/// binary UCI sets, 3 seeded half splits each (docs/accuracy.md, "Defaults"): mean test accuracy
-/// of the defaults 0.7900 → 0.7994 for the LDM and 0.7909 → 0.7992 for the SVM (20,000 steps gave
-/// the same within 0.001). From 10,000 rows up it changes nothing.
+/// 90-500 rows got 450-2,500 steps and the averaged iterate had not settled. Measured on 19 binary
+/// UCI sets, 3 seeded half splits each (docs/accuracy.md, "A step floor for the LDM and the SVM"):
+/// mean test accuracy of the defaults 0.7900 → 0.7994 for the LDM and 0.7909 → 0.7992 for the SVM
+/// (20,000 steps gave the same within 0.001). From 10,000 rows up it changes nothing.
 inline constexpr std::uint64_t kLdmDefaultMinSteps = 50000;
 inline int ldm_default_epochs(std::uint64_t rows) {
   const std::uint64_t m = rows > 0 ? rows : 1;
