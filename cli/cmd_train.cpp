@@ -426,14 +426,13 @@ void LinearRun::train() {
   // A line for the first epoch, the first to reach each further 5 % of the epochs, and the last:
   // every epoch up to 20, about 20 lines for a small set that the step floor passes over hundreds
   // of times.
-  int logged_twentieths = 0;
+  driver::Twentieths logged;
   learner.passed = [&](const driver::Position& at, double seconds) {
     // Progressive estimate: each row's margin at its pre-step w, plus ‖w̄‖²; the exact F(w̄)
     // comes from the final pass.
     margins = replicas.take_progress();
-    const int epoch = static_cast<int>(at.pass) + 1, twentieths = epoch * 20 / used.epochs;
-    if (at.pass > 0 && twentieths <= logged_twentieths && epoch < used.epochs) return;
-    logged_twentieths = twentieths;
+    const bool due = logged.due(at.pass + 1, static_cast<std::uint64_t>(used.epochs));
+    if (at.pass > 0 && !due) return;
     progress.clear();
     err_printf("epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g, accuracy ≈ %.4f\n",
                  static_cast<int>(at.pass) + 1, used.epochs, seconds,

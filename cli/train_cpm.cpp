@@ -405,16 +405,15 @@ void CpmRun::train() {
   // A line for the first pass, the first to reach each further 5 % of the steps, and the last: a
   // small set that the step floor passes over thousands of times logs about 20 lines, not one a
   // pass.
-  std::uint64_t logged_twentieths = 0;
+  driver::Twentieths logged;
   learner.passed = [&](const driver::Position& at, double seconds) {
     std::uint64_t steps = 0, total = 0;
     for (const auto& s : replicas.status()) {
       steps += s.steps;
       total += s.iterations;
     }
-    const std::uint64_t twentieths = total == 0 ? 20 : steps * 20 / total;
-    if (at.pass > 0 && twentieths <= logged_twentieths && steps < total) return;
-    logged_twentieths = twentieths;
+    const bool due = logged.due(steps, total);
+    if (at.pass > 0 && !due) return;
     err_printf("pass %llu: %.2f s, %llu of %llu steps\n",
                  static_cast<unsigned long long>(at.pass + 1), seconds,
                  static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total));

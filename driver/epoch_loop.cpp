@@ -1,6 +1,5 @@
 #include "driver/epoch_loop.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "engine/errors.h"
@@ -66,16 +65,11 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
   io::ReadOptions read = options.read;
   // The disk counter at a pass's start: the previous pass's end (one read of it a pass).
   std::uint64_t disk_before = io::disk_read_bytes();
-  // Pass-end checkpoints of the default schedule: every pass up to 20 expected, else about 20.
+  // Pass-end checkpoints of the default schedule: every pass up to 20 expected, else about 20
+  // (every pass when the number is not known).
   const std::uint64_t expected = options.expected_passes ? options.expected_passes : options.passes;
-  std::uint64_t saved_twentieths = 0;
-  const auto pass_end_due = [&](std::uint64_t pass) {
-    if (expected <= 20 || expected == std::numeric_limits<std::uint64_t>::max()) return true;
-    const std::uint64_t twentieths = std::min<std::uint64_t>(pass + 1, expected) * 20 / expected;
-    if (twentieths <= saved_twentieths && pass + 1 < expected) return false;
-    saved_twentieths = twentieths;
-    return true;
-  };
+  const bool known = expected != std::numeric_limits<std::uint64_t>::max();
+  Twentieths pass_ends;
   for (; at.pass < options.passes && !learner.done(); at = {at.pass + 1, 0, 0, at.rows}) {
     read.epoch = at.pass;
     read.first_window = at.windows;  // the windows learnt before a resume are not read again
@@ -135,7 +129,7 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
       stop_if_requested(at);
     }
     if (!cut && options.checkpoints && schedule.per_pass() && pass_windows > 0 &&
-        pass_end_due(at.pass))
+        (!known || pass_ends.due(at.pass + 1, expected)))
       save(at, true);
     learner.pass_end(at, seconds_since(pass_start));
     if (cut) break;  // the pass the run ended in stays in `at`

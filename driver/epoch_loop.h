@@ -11,6 +11,7 @@
 // end of a pass are behind the Learner interface below, implemented in cli/ for the command line.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -56,6 +57,22 @@ class CheckpointSchedule {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
   std::uint64_t rows_ = 0;
   int count_ = 0;
+};
+
+/// Thins a run's per-pass events (progress lines, checkpoints) to about 20: due(done, total) is
+/// true for the first call to reach each further twentieth of `total` and once done ≥ total, so
+/// every call when total ≤ 20. A small set under a step floor makes hundreds of passes.
+class Twentieths {
+ public:
+  bool due(std::uint64_t done, std::uint64_t total) {
+    const std::uint64_t reached = total == 0 ? 20 : std::min(done, total) * 20 / total;
+    if (reached <= reached_ && done < total) return false;
+    reached_ = reached;
+    return true;
+  }
+
+ private:
+  std::uint64_t reached_ = 0;
 };
 
 /// What the loop needs from a learner.

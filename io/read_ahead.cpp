@@ -87,12 +87,7 @@ ReadAhead::ReadAhead(WindowExtents extents, std::uint64_t first, std::uint64_t e
       budget_(budget_bytes),
       drop_(drop),
       consumed_(first) {
-  // One window has nothing ahead of it: its decoders ask for each block as they take it (fetch),
-  // and a thread started and joined every pass would cost a data set of one window (any set of
-  // fewer than window_blocks blocks, scanned hundreds of times by a CPM's step floor) a context
-  // switch per pass, milliseconds each on a loaded machine.
-  if (first < end_ && (drop_ || (budget_ > 0 && end_ - first > 1)))
-    thread_ = std::thread([this] { run(); });
+  if ((budget_ > 0 || drop_) && first < end_) thread_ = std::thread([this] { run(); });
 }
 
 ReadAhead::~ReadAhead() {

@@ -47,8 +47,8 @@ std::uint64_t usable_memory();
 class ReadAhead {
  public:
   /// Reads ahead windows [first, end) within `budget_bytes` (at least the window after the one
-  /// being consumed, whatever its size); `drop`: drop each consumed window's pages. No thread at
-  /// all without drop when the budget is 0 or there is one window only.
+  /// being consumed, whatever its size); `drop`: drop each consumed window's pages. budget 0 and
+  /// no drop: no thread at all.
   ReadAhead(WindowExtents extents, std::uint64_t first, std::uint64_t end,
             std::uint64_t budget_bytes, bool drop);
   ~ReadAhead();
