@@ -5,7 +5,8 @@
 # For each data set and learner (LDM, SVM, CPM): `train --tune` on the training part, scored on the
 # test part; every setting the search visited, each trained on the whole training part and scored
 # on the test part ("best": the best of them, chosen looking at the test set); and `train` at its
-# defaults. Targets: tune within 0.3 points of best, defaults within 2 points of it.
+# defaults. Targets: tune within 0.3 points of best, defaults within 2 points of it. The "noise"
+# column says how much of best's lead is selection noise (noise() below).
 # Sets: a9a -> a9a.t, ijcnn1 -> ijcnn1.t, w8a (seeded half split) and the 21 UCI sets of
 # $DATA/uci (seeded half splits, SEEDS of them; a UCI row is the mean over its seeds).
 # Environment: DATA (default ../shared/data), SEEDS ("1 2 3"), ALGOS ("ldm svm cpm"),
@@ -44,6 +45,21 @@ accuracy() {
     || { echo "bench/tune.sh: train --algo $algo $* on $train failed: $(tail -2 "$work/err")" >&2; echo nan; }
 }
 
+# half_accuracy FILE: the accuracy on FILE of the model the last accuracy() call trained.
+half_accuracy() { "$bin" eval -m "$work/model" -d "$1" --json 2> /dev/null | jq .accuracy || echo nan; }
+
+# noise: from lines "accuracy-on-A accuracy-on-B" (one per setting, in one order), how much the
+# setting that is best on one half of the test part loses on the other half against that half's
+# own best (the mean of both directions; ties go to the first setting). "best" is chosen the same
+# way, on the whole test part: this is how much of its lead over any choice made without the test
+# rows is selection noise (on half as many rows).
+noise() {
+  awk '{ a[NR] = $1; b[NR] = $2 }
+    END { ia = ib = 1
+          for (i = 1; i <= NR; i++) { if (a[i] > a[ia]) ia = i; if (b[i] > b[ib]) ib = i }
+          printf "%.6f", ((b[ib] - b[ia]) + (a[ia] - a[ib])) / 2 }'
+}
+
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 # timed BINARY JSON ARGS...: a train whose --json goes to JSON; prints its wall seconds.
@@ -68,28 +84,35 @@ one() {
     base=$(jq .validation.accuracy "$work/base.json")
     runs+=("$work/base.json")
   fi
+  # Each setting is also scored on the two halves of the test part (A, B), for the noise column.
+  "$bin" split "$test" --test-fraction 0.5 --seed 1 -o "$work/half" > /dev/null 2>&1
+  local halves=""
   while read -r flags; do
     a=$(accuracy "$algo" "$train" "$test" $flags)
     best=$(awk -v a="$a" -v b="$best" 'BEGIN { print (a > b ? a : b) }')
+    halves+="$(half_accuracy "$work/half.train.svm") $(half_accuracy "$work/half.test.svm")"$'\n'
   done < <(jq -r '.tune.settings[].setting | to_entries | map("--\(.key) \(.value)") | join(" ")' \
              "${runs[@]}" | sort -u)
-  echo "$(jq .validation.accuracy "$work/tune.json") $best $(accuracy "$algo" "$train" "$test") $seconds $base"
+  echo "$(jq .validation.accuracy "$work/tune.json") $best $(accuracy "$algo" "$train" "$test") $seconds" \
+    "$(echo -n "$halves" | noise) $base"
 }
 
 if [ -n "${TUNE_BASE:-}" ]; then
   echo "base: --tune $TUNE_BASE; tune: --tune ${TUNE_FLAGS:-}"
-  printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %7s %7s %6s  %s\n" set algo seeds tune base best default \
-    "Δtune" "Δbase" "Δdef" "tune s" verdict
+  printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %7s %7s %6s %6s  %s\n" set algo seeds tune base best default \
+    "Δtune" "Δbase" "Δdef" "tune s" noise verdict
 else
-  printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %6s  %s\n" set algo seeds tune best default \
-    "Δtune" "Δdef" "tune s" verdict
+  printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %6s %6s  %s\n" set algo seeds tune best default \
+    "Δtune" "Δdef" "tune s" noise verdict
 fi
-misses=0 rows=0 tune_misses=0 base_misses=0 base_sum=0 tune_sum=0
-report() {  # report NAME ALGO "tune best default seconds [base]" lines (one per seed)
+misses=0 rows=0 tune_misses=0 base_misses=0 base_sum=0 tune_sum=0 noise_sum=0 dt_sum=0 noise_rows=0
+report() {  # report NAME ALGO "tune best default seconds noise [base]" lines (one per seed)
   local name=$1 algo=$2 lines=$3 line
-  line=$(echo "$lines" | awk '{ t += $1; b += $2; d += $3; s += $4; x += $5; n++ }
-    END { printf "%d %.4f %.4f %.4f %.1f %.4f", n, t / n, b / n, d / n, s / n, x / n }')
-  read -r n t b d s x <<< "$line"
+  line=$(echo "$lines" | awk '{ t += $1; b += $2; d += $3; s += $4; z += $5; x += $6; n++ }
+    END { printf "%d %.4f %.4f %.4f %.1f %.2f %.4f", n, t / n, b / n, d / n, s / n, 100 * z / n, x / n }')
+  read -r n t b d s z x <<< "$line"
+  noise_sum=$(awk -v a="$noise_sum" -v z="$z" 'BEGIN { print a + z }')
+  dt_sum=$(awk -v a="$dt_sum" -v t="$t" -v b="$b" 'BEGIN { print a + 100 * (t - b) }')
   local dt dd dx verdict=ok
   dt=$(awk -v t="$t" -v b="$b" 'BEGIN { printf "%+.2f", 100 * (t - b) }')
   dd=$(awk -v d="$d" -v b="$b" 'BEGIN { printf "%+.2f", 100 * (d - b) }')
@@ -100,15 +123,16 @@ report() {  # report NAME ALGO "tune best default seconds [base]" lines (one per
   [ "$verdict" = ok ] || misses=$((misses + 1))
   [ "$verdict" = "${verdict/tune miss/}" ] || tune_misses=$((tune_misses + 1))
   rows=$((rows + 1))
+  noise_rows=$((noise_rows + 1))
   if [ -n "${TUNE_BASE:-}" ]; then
     awk -v x="$dx" 'BEGIN { exit !(x < -0.3) }' && base_misses=$((base_misses + 1))
     base_sum=$(awk -v a="$base_sum" -v x="$dx" 'BEGIN { print a + x }')
     tune_sum=$(awk -v a="$tune_sum" -v x="$dt" 'BEGIN { print a + x }')
-    printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %7s %7s %6s  %s\n" "$name" "$algo" "$n" "$t" "$x" \
-      "$b" "$d" "$dt" "$dx" "$dd" "$s" "$verdict"
+    printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %7s %7s %6s %6s  %s\n" "$name" "$algo" "$n" "$t" "$x" \
+      "$b" "$d" "$dt" "$dx" "$dd" "$s" "$z" "$verdict"
   else
-    printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %6s  %s\n" "$name" "$algo" "$n" "$t" "$b" "$d" \
-      "$dt" "$dd" "$s" "$verdict"
+    printf "%-30s %-4s %5s %7s %7s %7s %7s %7s %6s %6s  %s\n" "$name" "$algo" "$n" "$t" "$b" "$d" \
+      "$dt" "$dd" "$s" "$z" "$verdict"
   fi
 }
 
@@ -191,8 +215,8 @@ if [ -n "${KDD_ROWS:-}" ] && { [ -z "${SETS:-}" ] || wanted kdd; }; then
       verdict=${verdict# }
       [ "$verdict" = ok ] || misses=$((misses + 1))
       rows=$((rows + 1))
-      printf "%-30s %-4s %5s %7.4f %7.4f %7.4f %7s %7s %6.1f  %s (%.1f s = %s× a plain train of %s)\n" \
-        "$name" $algo - "${tuned[$i]}" "$best" "$default" "$dt" "$dd" "$t" "$verdict" "$p" "$ratio" \
+      printf "%-30s %-4s %5s %7.4f %7.4f %7.4f %7s %7s %6.1f %6s  %s (%.1f s = %s× a plain train of %s)\n" \
+        "$name" $algo - "${tuned[$i]}" "$best" "$default" "$dt" "$dd" "$t" - "$verdict" "$p" "$ratio" \
         "${chosen[$i]}"
     done
     unset tune_s plain_s tuned chosen
@@ -200,5 +224,7 @@ if [ -n "${KDD_ROWS:-}" ] && { [ -z "${SETS:-}" ] || wanted kdd; }; then
 fi
 [ -n "${TUNE_BASE:-}" ] && awk -v r="$rows" -v t="$tune_misses" -v b="$base_misses" -v ts="$tune_sum" \
   -v bs="$base_sum" 'BEGIN { printf "tune more than 0.3 points below best on %d rows (mean Δ %+.2f), base on %d (mean Δ %+.2f)\n", t, ts / r, b, bs / r }'
+[ "$noise_rows" -gt 0 ] && awk -v r="$noise_rows" -v z="$noise_sum" -v t="$dt_sum" 'BEGIN {
+  printf "mean over the %d rows above: Δtune %+.2f points, noise %.2f points\n", r, t / r, z / r }'
 echo "$rows rows, $misses with a miss (tune: within 0.3 points of best; defaults: within 2 points;" \
   "KDD size: tune at least best, in at most 3x a plain train of its choice)"
