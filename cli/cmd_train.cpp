@@ -678,10 +678,6 @@ int run_train(const std::vector<std::string>& args) {
     if (a.name == algo) {
       const bool help = std::find(args.begin(), args.end(), "--help") != args.end() ||
                         std::find(args.begin(), args.end(), "-h") != args.end();
-      // The search's cells are train processes of their own, which would take themselves for
-      // ranks of the job.
-      if (!help && tune_requested(args) && driver::mpi_job())
-        throw UsageError("train --tune runs without mpirun (its cells are processes of their own)");
       if (!help && tune_requested(args)) return run_tuned(args, algo, a.run);
       std::vector<std::string> plain = args;  // --help with --tune: the learner's help, then tune's
       std::erase(plain, std::string("--tune"));

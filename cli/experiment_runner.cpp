@@ -15,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <string_view>
 
 #include "engine/errors.h"
 #include "io/atomic_file.h"
@@ -86,12 +87,31 @@ std::string self_executable() {
   return self.string();
 }
 
+namespace {
+
+// This process's environment less what an MPI launcher sets for its ranks (OMPI_*, PMIX_*, PMI_*):
+// a child of a rank (a --tune cell) is a program of its own, and would otherwise take itself for a
+// rank of the job (driver::launched_as_rank) and try to join it.
+std::vector<char*> child_environment() {
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view var(*e);
+    if (!var.starts_with("OMPI_") && !var.starts_with("PMIX_") && !var.starts_with("PMI_"))
+      env.push_back(*e);
+  }
+  env.push_back(nullptr);
+  return env;
+}
+
+}  // namespace
+
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& work_dir) {
   const std::string out_path = work_dir + "/stdout", err_path = work_dir + "/stderr";
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> env = child_environment();
   const pid_t parent = ::getpid();
   const auto start = std::chrono::steady_clock::now();
   // fork + exec rather than posix_spawn, for PR_SET_PDEATHSIG. Between the two only
@@ -113,7 +133,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& w
     ::dup2(in, 0);
     ::dup2(out, 1);
     ::dup2(err, 2);
-    ::execvp(args[0], args.data());
+    ::execvpe(args[0], args.data(), env.data());
     ::_exit(127);
   }
   int status = 0;

@@ -25,7 +25,9 @@ struct ChildResult {
 
 /// Runs `argv` (argv[0] a path, or a name looked up in PATH) with stdout and stderr captured in
 /// files under `work_dir`, and waits for it. The child dies with the experiment (PR_SET_PDEATHSIG),
-/// so a killed run leaves no learner running. Throws IoError when it cannot be started.
+/// so a killed run leaves no learner running. It has this process's environment less what an MPI
+/// launcher sets for its ranks (a child of a rank is no rank). Throws IoError when it cannot be
+/// started.
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& work_dir);
 
 /// The path of the polymargin program, for running it as a child: this program (/proc/self/exe),

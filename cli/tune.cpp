@@ -28,6 +28,7 @@
 #include "cli/output.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
+#include "driver/mpi_job.h"
 #include "engine/csr.h"
 #include "engine/errors.h"
 #include "io/shards.h"
@@ -519,10 +520,20 @@ struct Cell {
   std::string error;
 };
 
+// The search's cells, run in parallel (oneTBB) and, in an MPI job, shared out between the ranks:
+// rank r runs cells r, r + R, r + 2R, ... of each batch, and one sum (Peers::sum) over the ranks
+// gives every rank every cell's result, so that all make the same choices from then on. A cell's
+// result does not depend on where it ran: the search is the same on any number of ranks.
 class Search {
  public:
-  Search(const TuneArgs& t, const std::string& algo, const Folds& folds, const std::string& dir)
-      : t_(t), algo_(algo), folds_(folds), dir_(dir), self_(experiment::self_executable()) {
+  Search(const TuneArgs& t, const std::string& algo, const Folds& folds, const std::string& dir,
+         const engine::Peers& peers)
+      : t_(t),
+        algo_(algo),
+        folds_(folds),
+        dir_(dir),
+        self_(experiment::self_executable()),
+        peers_(peers) {
     if (!t.checkpoint.empty()) {
       cache_dir_ = t.checkpoint + ".tune";
       cache_.emplace(cache_dir_);
@@ -542,11 +553,15 @@ class Search {
         cells.push_back(std::move(c));
       }
     }
+    const auto ranks = static_cast<std::size_t>(peers_.count),
+               rank = static_cast<std::size_t>(peers_.index);
     const int parallel = resolve_threads(t_.threads);
     tbb::task_arena arena(parallel);
     arena.execute([&] {
-      tbb::parallel_for(std::size_t{0}, cells.size(), [&](std::size_t i) { execute(cells[i]); });
+      tbb::parallel_for(std::size_t{0}, (cells.size() + ranks - 1 - rank) / ranks,
+                        [&](std::size_t i) { execute(cells[rank + i * ranks]); });
     });
+    if (!peers_.alone()) share_results(cells);
     for (std::size_t i = 0; i < cells.size(); i += static_cast<std::size_t>(folds_.scored)) {
       std::vector<double> accuracies;
       for (int f = 0; f < folds_.scored; ++f) {
@@ -566,8 +581,13 @@ class Search {
     return true;
   }
 
+  // Out of --tune-budget's time; in an MPI job, as soon as one rank is (every rank asks at the same
+  // point of the search, and all stop there).
   bool out_of_time(const Budget& budget) const {
-    return budget.seconds > 0 && seconds_since(start_) > budget.seconds;
+    std::vector<double> late{budget.seconds > 0 && seconds_since(start_) > budget.seconds ? 1.0
+                                                                                         : 0.0};
+    peers_.sum_in_place(late);
+    return late[0] > 0;
   }
   void set_deadline(double seconds) { deadline_ = seconds; }
 
@@ -585,8 +605,9 @@ class Search {
   double eta0(const Setting& s) const { return eta0_.at(s); }
   const Cell& failed() const { return failed_; }
   double seconds() const { return seconds_since(start_); }
+  // The cache of an MPI job's cells is shared as its checkpoint is: rank 0 removes it.
   void remove_cache() const {
-    if (cache_dir_.empty()) return;
+    if (cache_dir_.empty() || peers_.index != 0) return;
     std::error_code ignored;
     fs::remove_all(cache_dir_, ignored);
   }
@@ -652,10 +673,43 @@ class Search {
     if (cache_) cache_->store(cell_key, {{"accuracy", c.accuracy}, {"eta0", c.eta0}});
   }
 
+  // Every rank's cells in every rank: accuracy, step and exit code of each, summed over the ranks
+  // from the rank that ran it (the others add zeros); then the error text of the first failed cell,
+  // its bytes carried the same way.
+  void share_results(std::vector<Cell>& cells) const {
+    const auto ranks = static_cast<std::size_t>(peers_.count),
+               rank = static_cast<std::size_t>(peers_.index);
+    std::vector<double> results(3 * cells.size(), 0.0);
+    for (std::size_t i = rank; i < cells.size(); i += ranks) {
+      results[3 * i] = cells[i].accuracy;
+      results[3 * i + 1] = cells[i].eta0;
+      results[3 * i + 2] = cells[i].exit_code;
+    }
+    peers_.sum(results);
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      cells[i].accuracy = results[3 * i];
+      cells[i].eta0 = results[3 * i + 1];
+      cells[i].exit_code = static_cast<int>(results[3 * i + 2]);
+    }
+    const auto failed = std::find_if(cells.begin(), cells.end(),
+                                     [](const Cell& c) { return c.exit_code != 0; });
+    if (failed == cells.end()) return;
+    constexpr std::size_t kErrorBytes = 2048;
+    std::vector<double> text(kErrorBytes, 0.0);
+    if (static_cast<std::size_t>(failed - cells.begin()) % ranks == rank)
+      for (std::size_t k = 0; k < std::min(kErrorBytes, failed->error.size()); ++k)
+        text[k] = static_cast<unsigned char>(failed->error[k]);
+    peers_.sum(text);
+    failed->error.clear();
+    for (std::size_t k = 0; k < kErrorBytes && text[k] != 0; ++k)
+      failed->error.push_back(static_cast<char>(text[k]));
+  }
+
   const TuneArgs& t_;
   std::string algo_;
   const Folds& folds_;
   std::string dir_, self_, cache_dir_;
+  const engine::Peers& peers_;
   std::optional<experiment::CellCache> cache_;
   std::vector<std::string> data_checksums_;
   std::atomic<std::uint64_t> next_cell_{0};
@@ -781,7 +835,10 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
         static_cast<unsigned long long>(folds.searched), static_cast<unsigned long long>(t.seed),
         static_cast<unsigned long long>(folds.features));
 
-  Search search(t, algo, folds, dir.path);
+  // In an MPI job the ranks share the cells out (each writes the search's data itself, in its own
+  // directory), and the final run is the job's data-parallel run.
+  const engine::Peers peers = driver::mpi_job() ? driver::mpi_job()->peers() : engine::Peers{};
+  Search search(t, algo, folds, dir.path, peers);
   if (budget.seconds > 0) search.set_deadline(budget.seconds);
   Setting current = experiment::first_setting(method);
   std::size_t settings_run = 0;

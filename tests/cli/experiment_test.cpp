@@ -216,6 +216,24 @@ TEST(Experiment, ChildrenStartWithNoSignalBlocked) {
   EXPECT_NE(r.stdout_text.find("0000000000000000"), std::string::npos) << r.stdout_text;
 }
 
+// A child of an MPI rank (a --tune cell) must not take itself for a rank: the launcher's variables
+// are not passed on; the others are.
+TEST(Experiment, ChildrenDoNotInheritAnMpiLaunchersVariables) {
+  TempDir dir;
+  ASSERT_EQ(setenv("OMPI_COMM_WORLD_SIZE", "2", 1), 0);
+  ASSERT_EQ(setenv("PMIX_RANK", "1", 1), 0);
+  ASSERT_EQ(setenv("PMI_SIZE", "2", 1), 0);
+  ASSERT_EQ(setenv("POLYMARGIN_TEST_KEPT", "yes", 1), 0);
+  const ChildResult r = run_child({"env"}, dir.path().string());
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "POLYMARGIN_TEST_KEPT"})
+    unsetenv(name);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_tail;
+  EXPECT_EQ(r.stdout_text.find("OMPI_"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("PMIX_"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("PMI_"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("POLYMARGIN_TEST_KEPT=yes"), std::string::npos) << r.stdout_text;
+}
+
 TEST(Experiment, SmokeConfigWritesEveryTableAndPlot) {
   TempDir dir;
   const fs::path out = dir.path() / "smoke";

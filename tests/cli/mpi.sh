@@ -2,7 +2,8 @@
 # train as an MPI job (Open MPI's mpirun; ldm and cpm): 2 and 3 ranks, each reading its part of
 # every window, give the same model bytes run after run, within 0.003 of one learner's accuracy on
 # a9a (mean of 3 seeds); rank 0 alone writes; a rank that fails (bad data, SIGKILL) ends the job
-# within 30 s with a non-zero exit and a message naming it; a stopped job resumes byte for byte.
+# within 30 s with a non-zero exit and a message naming it; a stopped job resumes byte for byte;
+# `train --tune` shares its cells out between the ranks and makes the one-process search.
 # Skipped (77) where mpirun is absent or the binary was built without MPI.
 # Usage: tests/cli/mpi.sh BUILD/polymargin   (run from the repository root)
 set -euo pipefail
@@ -156,8 +157,33 @@ mpirun -np 2 "$bin" train --algo kldm -d a9a.shards -o k.bin > /dev/null 2> kern
 [ "$rc" = 2 ] && grep -q "only ldm, svm and cpm run as an MPI job" kernel.err ||
   fail "kldm under mpirun: exit $rc: $(cat kernel.err)"
 [ ! -e k.bin ] || fail "kldm under mpirun wrote a model"
+
+# --- 7. --tune: the ranks share the cells out; the search is one process's, the final run the job's --
+# (--tune comes last: Open MPI's mpirun reads a `--tune FILE` of its own and takes the next word.)
+tune=(-d a9a.shards --tune-folds 3 --tune-budget 4 --epochs 2 --json)
+"$bin" train "${tune[@]}" -o t1.bin --tune > t1.json 2> /dev/null || fail "--tune in one process"
+for r in 2 3; do
+  mpi $r train "${tune[@]}" -o t$r.bin --tune > t$r.json 2> t$r.err || fail "-np $r --tune: $(cat t$r.err)"
+  [ "$(jq -c .tune.settings t1.json)" = "$(jq -c .tune.settings t$r.json)" ] ||
+    fail "-np $r --tune: another search than one process's: $(jq -c .tune.settings t$r.json)"
+  [ "$(grep -c -- '<- chosen' t$r.err)" = 1 ] || fail "-np $r --tune: not one table: $(cat t$r.err)"
+  jq -e ".ranks == $r" t$r.json > /dev/null || fail "-np $r --tune: the final run: $(cat t$r.json)"
+done
+# The final run is the job's data-parallel run of the chosen setting.
+chosen=$(jq -r '.tune.chosen | to_entries | map("--\(.key) \(.value)") | join(" ")' t2.json)
+# shellcheck disable=SC2086
+mpi 2 train -d a9a.shards --epochs 2 $chosen -o p2.bin > /dev/null 2>&1 || fail "-np 2 $chosen"
+"$bin" predict -m t2.bin -d a9a.t.shards -o t2.pred > /dev/null 2>&1
+"$bin" predict -m p2.bin -d a9a.t.shards -o p2.pred > /dev/null 2>&1
+cmp -s t2.pred p2.pred || fail "-np 2 --tune: not the model of a 2-rank run of its choice ($chosen)"
+# A cell that fails on another rank than 0: its error, and exit code, are the job's. With seed 1
+# the one -1 row lands in fold 1, so the cell trained on fold 1 alone (the second cell, rank 1's)
+# sees one label.
+{ echo "-1 1:1 2:0.5"; for i in $(seq 1 40); do echo "+1 1:0.$i 3:1"; done; } > one_negative.svm
 rc=0
-mpirun -np 2 "$bin" train -d a9a.shards -o t.bin --tune > /dev/null 2> tune.err || rc=$?
-[ "$rc" = 2 ] && grep -q "train --tune runs without mpirun" tune.err ||
-  fail "--tune under mpirun: exit $rc: $(cat tune.err)"
+timeout 60 mpirun -np 2 "$bin" train -d one_negative.svm -o never.bin --tune-folds 2 --tune-budget 1 \
+  --tune-repeats 1 --tune > /dev/null 2> cell.err || rc=$?
+[ "$rc" = 3 ] && grep -q "fold 2 failed (exit 3): error: .*labels are not binary" cell.err ||
+  fail "a failed cell on rank 1: exit $rc: $(cat cell.err)"
+[ ! -e never.bin ] || fail "a failed search wrote a model"
 echo "mpi: all passed"
