@@ -1,13 +1,13 @@
 #include "cli/command.h"
 
 #include <signal.h>
+#include <tbb/info.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <thread>
 
 #include "engine/errors.h"
 
@@ -166,9 +166,7 @@ void report_sigbus_as_io_error() {
 }
 
 int resolve_threads(int requested) {
-  if (requested > 0) return requested;
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
+  return requested > 0 ? requested : tbb::info::default_concurrency();
 }
 
 }  // namespace polymargin::cli

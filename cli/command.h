@@ -57,7 +57,8 @@ std::string flag_of(const std::string& field, const FlagNames& names = {});
 /// message and the I/O exit code (4) instead of "Bus error".
 void report_sigbus_as_io_error();
 
-/// Number of worker threads to use: `requested` if > 0, else the hardware concurrency.
+/// Number of worker threads to use: `requested` if > 0, else the cores this process may run on
+/// (its affinity mask: `taskset`, a cpuset, or a rank that mpirun bound), as the reader counts them.
 int resolve_threads(int requested);
 
 }  // namespace polymargin::cli
