@@ -173,20 +173,23 @@ void DataParallel::plan(const io::Manifest& manifest, std::uint32_t window_block
   run_config["sync_windows"] = sync_windows;
 }
 
+void note_rank_binding() {
+  static bool noted = false;
+  if (noted || !driver::launched_as_rank()) return;
+  noted = true;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) == 1 &&
+      online > 1)
+    err_printf("note: this rank may run on 1 of this machine's %ld cores (mpirun binds each rank "
+               "to a core when it starts 2 ranks or fewer); `mpirun --bind-to none` lets a "
+               "rank's threads use them all\n",
+               online);
+}
+
 void DataParallel::announce(std::uint64_t sync_bytes, const char* pass) const {
-  // Open MPI's mpirun binds each rank to one core when it starts two ranks or fewer: the rank's
-  // reader and workers would then share that core, whatever the machine has.
-  if (driver::launched_as_rank()) {
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-    if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) == 1 &&
-        online > 1)
-      err_printf("note: this rank may run on 1 of this machine's %ld cores (mpirun binds each rank "
-                 "to a core when it starts 2 ranks or fewer); `mpirun --bind-to none` lets a "
-                 "rank's reader and workers use them all\n",
-                 online);
-  }
+  note_rank_binding();
   if (total() == 1) return;
   err_printf("data-parallel: %d replicas (%d worker%s x %d rank%s), averaged every %llu windows "
                "(%.1f MB each) and at every %s's end\n",

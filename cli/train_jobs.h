@@ -44,6 +44,10 @@ struct JobLearner final : driver::Learner {
   void sync() override { average(); }
 };
 
+/// In a rank of an MPI job that the launcher bound to one core of several (Open MPI binds each
+/// rank to a core when it starts two or fewer), a note on stderr naming `--bind-to none`; once.
+void note_rank_binding();
+
 /// --workers and --sync-rows of a data-parallel run (docs/design.md), and the MPI job's ranks:
 /// what LDM/SVM and CPM runs share about their replicas.
 struct DataParallel {

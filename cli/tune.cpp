@@ -836,8 +836,9 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
         static_cast<unsigned long long>(folds.features));
 
   // In an MPI job the ranks share the cells out (each writes the search's data itself, in its own
-  // directory), and the final run is the job's data-parallel run.
+  // directory), and the final run is the job's data-parallel run (ldm, svm, cpm) or rank 0's.
   const engine::Peers peers = driver::mpi_job() ? driver::mpi_job()->peers() : engine::Peers{};
+  note_rank_binding();
   Search search(t, algo, folds, dir.path, peers);
   if (budget.seconds > 0) search.set_deadline(budget.seconds);
   Setting current = experiment::first_setting(method);
@@ -935,6 +936,11 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
     final_args.insert(final_args.end(), {"--eta0", text});
     err_printf("tune %s: the final run takes the chosen cell's step, --eta0 %s\n", algo.c_str(),
                text);
+  }
+  // A kernel learner's final run holds the whole set in one process: in an MPI job, rank 0's.
+  if (peers.index != 0 && algo != "ldm" && algo != "svm" && algo != "cpm") {
+    record = nullptr;
+    return kExitOk;
   }
   int code = kExitInternal;
   try {

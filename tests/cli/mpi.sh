@@ -176,6 +176,14 @@ mpi 2 train -d a9a.shards --epochs 2 $chosen -o p2.bin > /dev/null 2>&1 || fail 
 "$bin" predict -m t2.bin -d a9a.t.shards -o t2.pred > /dev/null 2>&1
 "$bin" predict -m p2.bin -d a9a.t.shards -o p2.pred > /dev/null 2>&1
 cmp -s t2.pred p2.pred || fail "-np 2 --tune: not the model of a 2-rank run of its choice ($chosen)"
+# A kernel learner's search is shared out the same way, and rank 0 alone trains its final model:
+# the very model of one process's --tune.
+"$bin" gen --rows 400 --features 30 --nnz 8 --seed 3 -o small.svm > /dev/null 2>&1
+"$bin" train --algo kldm -d small.svm -o k1.bin --tune-budget 3 --tune > /dev/null 2>&1 ||
+  fail "kldm --tune in one process"
+mpi 2 train --algo kldm -d small.svm -o k2.bin --tune-budget 3 --tune > /dev/null 2> k2.err ||
+  fail "-np 2 kldm --tune: $(cat k2.err)"
+cmp -s k1.bin k2.bin || fail "-np 2 kldm --tune: not one process's model"
 # A cell that fails on another rank than 0: its error, and exit code, are the job's. With seed 1
 # the one -1 row lands in fold 1, so the cell trained on fold 1 alone (the second cell, rank 1's)
 # sees one label.
