@@ -141,12 +141,6 @@ void shuffled_rows(std::size_t parts, RowsOf rows_of, const ReadOptions& o, std:
   seeded_shuffle(order.data(), order.size(), rng);
 }
 
-// Copies the rows `order[0..n)` into `out`, sized beforehand.
-void gather(const std::vector<CsrView>& parts, const RowRef* order, std::size_t n, CsrBuffer& out) {
-  gather_offsets(parts, order, n, out);
-  gather_entries(parts, order, 0, n, out);
-}
-
 // What --scale maxabs does to a row: each value divided by its feature's max |value|, which puts it
 // in [-1, 1] (exactly: |v| <= m implies |v / m| <= 1 in floating point, which multiplying by 1/m
 // would not guarantee). Looking the maximum up for every non-zero, a random read of an 80 MB table
@@ -175,19 +169,19 @@ struct Scaling {
   /// when that is the whole of the scaling; nullptr when apply() has to run.
   const float* decoder_table() const { return at_most_one ? maxabs->data() : nullptr; }
 
-  /// Scales out's values; `todo` is scratch. The entries to divide are listed first, without a
-  /// branch, then divided with their maxima prefetched a few entries ahead: the misses on the table
-  /// overlap instead of each stalling the loop.
-  void apply(CsrBuffer& out, std::vector<std::uint32_t>& todo) const {
+  /// Scales the values of entries [begin, end) of `out`; `todo` is scratch. The entries to divide
+  /// are listed first, without a branch, then divided with their maxima prefetched a few entries
+  /// ahead: the misses on the table overlap instead of each stalling the loop.
+  void apply(CsrBuffer& out, std::size_t begin, std::size_t end,
+             std::vector<std::uint32_t>& todo) const {
     // In slices of kSlice entries, so the list stays small (cache resident, no window-sized
     // scratch on top of a trainer's weights).
     constexpr std::size_t kSlice = 8192, kAhead = 16;
-    const std::size_t nnz = out.indices.size();
     const float* m = maxabs->data();
     todo.resize(kSlice);
     std::uint32_t* list = todo.data();
-    for (std::size_t begin = 0; begin < nnz; begin += kSlice) {
-      const std::size_t count = std::min(kSlice, nnz - begin);
+    for (; begin < end; begin += kSlice) {
+      const std::size_t count = std::min(kSlice, end - begin);
       const std::uint32_t* idx = out.indices.data() + begin;
       float* v = out.values.data() + begin;
       std::size_t n = 0;
@@ -210,6 +204,15 @@ struct Scaling {
     }
   }
 };
+
+// Gathers rows `order[begin..end)` into `out` (gather_offsets first) and, when `scale` is given,
+// scales their values there, so that a lockstep scan's gather ranges scale in parallel too.
+void gather_scaled(const std::vector<CsrView>& parts, const RowRef* order, std::size_t begin,
+                   std::size_t end, CsrBuffer& out, const Scaling* scale,
+                   std::vector<std::uint32_t>& todo) {
+  gather_entries(parts, order, begin, end, out);
+  if (scale) scale->apply(out, out.offsets[begin], out.offsets[end], todo);
+}
 
 // Which blocks a window holds.
 struct WindowPlace {
@@ -475,9 +478,12 @@ struct ShardSet::Impl {
       }
       shuffled_rows(
           s.parts.size(), [&](std::size_t p) { return s.parts[p].rows; }, o, w.stream, s.order);
-      gather(s.parts, s.order.data(), rows, w.out);
+      gather_offsets(s.parts, s.order.data(), rows, w.out);
+      gather_scaled(s.parts, s.order.data(), 0, rows, w.out, scaled ? nullptr : scale,
+                    s.scale_todo);
+      scaled = scale != nullptr;
     }
-    if (scale && !scaled) scale->apply(w.out, s.scale_todo);
+    if (scale && !scaled) scale->apply(w.out, 0, nnz, s.scale_todo);
     if (o.normalize_l2) engine::normalize_rows_l2(w.out);
     w.views.push_back(w.out.view());
     for (std::size_t i = 0; i < w.block_count; ++i) release(w.blocks[i]);
@@ -579,11 +585,12 @@ struct ShardSet::Impl {
     gather_offsets(r.parts, r.order.data(), rows, w.out);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows, kGatherGrain),
                       [&](const tbb::blocked_range<std::size_t>& range) {
-                        gather_entries(r.parts, r.order.data(), range.begin(), range.end(), w.out);
+                        gather_scaled(r.parts, r.order.data(), range.begin(), range.end(), w.out,
+                                      divide_by ? nullptr : scale, scratch.local().scale_todo);
                       });
     if (manifest.codec == Codec::kRaw)
-      for (std::size_t i = 0; i < r.block_count; ++i) release(r.blocks[i]);
-    if (scale && !divide_by) scale->apply(w.out, scratch.local().scale_todo);
+      tbb::parallel_for(std::size_t{0}, r.block_count,
+                        [&](std::size_t i) { release(r.blocks[i]); });
     if (o.normalize_l2) engine::normalize_rows_l2(w.out);
     w.views.push_back(w.out.view());
   }

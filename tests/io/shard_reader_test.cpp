@@ -505,6 +505,29 @@ TEST_P(ShardScan, LockstepGivesTheSameWindowsAsThePipeline) {
   EXPECT_EQ(calls, 2);
 }
 
+// A lockstep window of more rows than one gather task copies is gathered, and scaled, in several
+// ranges at once: the same rows and values as the pipeline's, on both scaling paths.
+TEST_P(ShardScan, LockstepScalesAWindowInSeveralGatherRanges) {
+  for (const float spread : {5.0f, 0.2f}) {  // maxima within [0, 1], and above 1
+    CsrBuffer rows = numbered_rows(9000, Values::kMostlyOnes);
+    for (float& v : rows.values) v = v == 1.0f ? 1.0f : v / spread;
+    const std::string dir = (root_ / ("ranges" + std::to_string(spread) + ".shards")).string();
+    write_shards(rows, dir, GetParam(), 64, 2);
+    const ShardSet set = ShardSet::open(dir);
+    ReadOptions read;
+    read.scale_maxabs = true;
+    read.seed = 3;
+    read.window_blocks = 64;  // 4096 rows: two gather ranges and a part of a third
+    read.threads = 2;
+    std::vector<std::vector<Row>> piped, locked;
+    set.scan(read, [&](const CsrView& batch) { piped.push_back(rows_of(batch)); });
+    ASSERT_GE(piped.size(), 2u);
+    read.lockstep = true;
+    set.scan(read, [&](const CsrView& batch) { locked.push_back(rows_of(batch)); });
+    EXPECT_EQ(locked, piped) << "values / " << spread;
+  }
+}
+
 // A lending sink (scan_lending) may take any share of the next window's reading, from any number
 // of threads at once: the windows are those of scan(), and every piece of reading is done once.
 // The last window has nothing to lend, nor has a pipelined scan.
