@@ -331,6 +331,12 @@ void LinearRun::open() {
       static_cast<std::uint32_t>(parallel.peers.index);  // a rank reads its part of every window
   read.parts = static_cast<std::uint32_t>(parallel.peers.count);
   read.normalize_l2 = normalize == "l2";
+  // With a replica per thread or more, the replicas keep every thread busy: a window is then read
+  // by all threads between two windows' learning (lockstep), its blocks' checks and decoding
+  // started by replicas done with their share (scan_lending), rather than by a thread that a
+  // replica's share then waits for. Two workers on two cores, KDD size from raw shards: 1.16× one
+  // worker's wall in lockstep, 0.95× pipelined (docs/performance.md, "Two cores").
+  read.lockstep = parallel.workers > 1 && parallel.workers >= threads;
   // With a warm start the trained space may hold features today's data lacks (max|x| = 0): they
   // keep a scale of 1, so their old weights decay under the regulariser instead of vanishing.
   // Warm start only: the data's maxima widened to the model's features (a copy: 81 MB at KDD
@@ -394,7 +400,8 @@ void LinearRun::train() {
   // end of an epoch is said here.
   EpochProgress progress(manifest.rows, used.epochs);
   JobLearner learner;
-  learner.window = [&](const CsrView& window, const io::SpareWork&, const driver::Position& at) {
+  learner.window = [&](const CsrView& window, const io::SpareWork& spare,
+                       const driver::Position& at) {
     if (trainer().eta0() <= 0) {  // calibrate on the first window, and say what was found
       replicas.calibrate(window, parallel.peers);
       if (trainer().eta0() <= 0) return;  // no rank had rows: every rank passes over this window
@@ -402,7 +409,7 @@ void LinearRun::train() {
       err_printf("eta0 %g (calibrated)\n", trainer().eta0());
     }
     if (warm_pending) apply_warm_start();
-    replicas.learn(window);
+    replicas.learn(window, spare);
     progress.batch(static_cast<int>(at.pass), at.pass_rows + window.rows);
   };
   // An epoch's end is {epoch, all its rows}, as a checkpoint within it: the same record. A

@@ -68,13 +68,17 @@ double LdmReplicas::calibrate(const CsrView& sample, const Peers& peers) {
   return eta0;
 }
 
-void LdmReplicas::learn(const CsrView& window) {
+void LdmReplicas::learn(const CsrView& window, const std::function<bool()>& spare) {
   if (replicas_.size() == 1) {
     replicas_.front()->learn(window);
     return;
   }
-  learn_shares(window, replicas_.size(),
-               [&](std::size_t k, const CsrView& share) { replicas_[k]->learn(share); });
+  learn_shares(window, replicas_.size(), [&](std::size_t k, const CsrView& share) {
+    replicas_[k]->learn(share);
+    if (spare)
+      while (spare()) {
+      }
+  });
 }
 
 void LdmReplicas::average(const Peers& peers) {

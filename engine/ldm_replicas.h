@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -44,8 +45,10 @@ class LdmReplicas {
   /// several processes, the first process with rows in its sample decides (a collective call: every
   /// process calls it at the same point). 0 while nobody had rows.
   double calibrate(const CsrView& sample, const Peers& peers);
-  /// One step per row of the window, the rows shared out between the local replicas.
-  void learn(const CsrView& window);
+  /// One step per row of the window, the rows shared out between the local replicas. A replica
+  /// done with its share calls `spare` until it returns false (the reading of the next window,
+  /// io::SpareWork), instead of waiting for the others; unset: none.
+  void learn(const CsrView& window, const std::function<bool()>& spare = {});
   /// Every replica (of every process) replaced by their mean; a collective call. Nothing with
   /// one replica in all.
   void average(const Peers& peers);
