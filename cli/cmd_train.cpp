@@ -679,8 +679,7 @@ int run_train(const std::vector<std::string>& args) {
   // The streamed learners average replicas across ranks; the kernel learners hold the whole set
   // in one process, and every rank would train (and write) the same model. Their --tune shares its
   // cells out between the ranks, and rank 0 alone trains the final model (run_tuned).
-  if (driver::mpi_job() && algo != "ldm" && algo != "svm" && algo != "cpm" &&
-      !tune_requested(args))
+  if (driver::mpi_job() && !trains_replicated(algo) && !tune_requested(args))
     throw UsageError("train --algo " + algo +
                      ": only ldm, svm and cpm run as an MPI job (the others with --tune, for its "
                      "cells); run it without mpirun");

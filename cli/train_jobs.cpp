@@ -173,6 +173,10 @@ void DataParallel::plan(const io::Manifest& manifest, std::uint32_t window_block
   run_config["sync_windows"] = sync_windows;
 }
 
+bool trains_replicated(const std::string& algo) {
+  return algo == "ldm" || algo == "svm" || algo == "cpm";
+}
+
 void note_rank_binding() {
   static bool noted = false;
   if (noted || !driver::launched_as_rank()) return;

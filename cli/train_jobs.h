@@ -48,6 +48,10 @@ struct JobLearner final : driver::Learner {
 /// rank to a core when it starts two or fewer), a note on stderr naming `--bind-to none`; once.
 void note_rank_binding();
 
+/// The learners that train as averaged replicas (--workers, the ranks of an MPI job): ldm, svm,
+/// cpm. The kernel learners hold the whole set in one process.
+bool trains_replicated(const std::string& algo);
+
 /// --workers and --sync-rows of a data-parallel run (docs/design.md), and the MPI job's ranks:
 /// what LDM/SVM and CPM runs share about their replicas.
 struct DataParallel {

@@ -938,7 +938,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
                text);
   }
   // A kernel learner's final run holds the whole set in one process: in an MPI job, rank 0's.
-  if (peers.index != 0 && algo != "ldm" && algo != "svm" && algo != "cpm") {
+  if (peers.index != 0 && !trains_replicated(algo)) {
     record = nullptr;
     return kExitOk;
   }

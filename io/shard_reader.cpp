@@ -141,6 +141,12 @@ void shuffled_rows(std::size_t parts, RowsOf rows_of, const ReadOptions& o, std:
   seeded_shuffle(order.data(), order.size(), rng);
 }
 
+// Copies the rows `order[0..n)` into `out`, sized beforehand.
+void gather(const std::vector<CsrView>& parts, const RowRef* order, std::size_t n, CsrBuffer& out) {
+  gather_offsets(parts, order, n, out);
+  gather_entries(parts, order, 0, n, out);
+}
+
 // What --scale maxabs does to a row: each value divided by its feature's max |value|, which puts it
 // in [-1, 1] (exactly: |v| <= m implies |v / m| <= 1 in floating point, which multiplying by 1/m
 // would not guarantee). Looking the maximum up for every non-zero, a random read of an 80 MB table
@@ -204,15 +210,6 @@ struct Scaling {
     }
   }
 };
-
-// Gathers rows `order[begin..end)` into `out` (gather_offsets first) and, when `scale` is given,
-// scales their values there, so that a lockstep scan's gather ranges scale in parallel too.
-void gather_scaled(const std::vector<CsrView>& parts, const RowRef* order, std::size_t begin,
-                   std::size_t end, CsrBuffer& out, const Scaling* scale,
-                   std::vector<std::uint32_t>& todo) {
-  gather_entries(parts, order, begin, end, out);
-  if (scale) scale->apply(out, out.offsets[begin], out.offsets[end], todo);
-}
 
 // Which blocks a window holds.
 struct WindowPlace {
@@ -478,10 +475,7 @@ struct ShardSet::Impl {
       }
       shuffled_rows(
           s.parts.size(), [&](std::size_t p) { return s.parts[p].rows; }, o, w.stream, s.order);
-      gather_offsets(s.parts, s.order.data(), rows, w.out);
-      gather_scaled(s.parts, s.order.data(), 0, rows, w.out, scaled ? nullptr : scale,
-                    s.scale_todo);
-      scaled = scale != nullptr;
+      gather(s.parts, s.order.data(), rows, w.out);
     }
     if (scale && !scaled) scale->apply(w.out, 0, nnz, s.scale_todo);
     if (o.normalize_l2) engine::normalize_rows_l2(w.out);
@@ -582,11 +576,16 @@ struct ShardSet::Impl {
     w.views.clear();
     w.release_after_sink = false;
     size_buffer(w.out, rows, nnz, r.any_values.load() || scale != nullptr || o.normalize_l2);
+    // Each range's values are scaled by the task that gathered them (when the decoder did not).
+    const Scaling* scale_here = divide_by ? nullptr : scale;
     gather_offsets(r.parts, r.order.data(), rows, w.out);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows, kGatherGrain),
                       [&](const tbb::blocked_range<std::size_t>& range) {
-                        gather_scaled(r.parts, r.order.data(), range.begin(), range.end(), w.out,
-                                      divide_by ? nullptr : scale, scratch.local().scale_todo);
+                        gather_entries(r.parts, r.order.data(), range.begin(), range.end(), w.out);
+                        if (scale_here)
+                          scale_here->apply(w.out, w.out.offsets[range.begin()],
+                                            w.out.offsets[range.end()],
+                                            scratch.local().scale_todo);
                       });
     if (manifest.codec == Codec::kRaw)
       tbb::parallel_for(std::size_t{0}, r.block_count,
