@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <sstream>
 #include <string_view>
+#include <thread>
 
 #include "engine/errors.h"
 #include "io/atomic_file.h"
@@ -105,7 +107,8 @@ std::vector<char*> child_environment() {
 
 }  // namespace
 
-ChildResult run_child(const std::vector<std::string>& argv, const std::string& work_dir) {
+ChildResult run_child(const std::vector<std::string>& argv, const std::string& work_dir,
+                      const std::function<bool()>& stop) {
   const std::string out_path = work_dir + "/stdout", err_path = work_dir + "/stderr";
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
@@ -138,8 +141,22 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& w
   }
   int status = 0;
   struct rusage usage{};
-  while (::wait4(pid, &status, 0, &usage) < 0) {
-    if (errno != EINTR) throw IoError(std::string("waiting for ") + argv[0] + ": " + std::strerror(errno));
+  bool stopped = false;
+  auto pause = std::chrono::milliseconds(1);  // doubled up to 20 ms: short cells end soon after
+  for (;;) {
+    const pid_t done = ::wait4(pid, &status, stop && !stopped ? WNOHANG : 0, &usage);
+    if (done == pid) break;
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(std::string("waiting for ") + argv[0] + ": " + std::strerror(errno));
+    }
+    if (stop()) {
+      ::kill(pid, SIGTERM);
+      stopped = true;  // then wait for it without polling
+    } else {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(2 * pause, std::chrono::milliseconds(20));
+    }
   }
   ChildResult r;
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -26,9 +26,11 @@ struct ChildResult {
 /// Runs `argv` (argv[0] a path, or a name looked up in PATH) with stdout and stderr captured in
 /// files under `work_dir`, and waits for it. The child dies with the experiment (PR_SET_PDEATHSIG),
 /// so a killed run leaves no learner running. It has this process's environment less what an MPI
-/// launcher sets for its ranks (a child of a rank is no rank). Throws IoError when it cannot be
-/// started.
-ChildResult run_child(const std::vector<std::string>& argv, const std::string& work_dir);
+/// launcher sets for its ranks (a child of a rank is no rank). With `stop`, polled while the
+/// child runs (at most 20 ms apart): once it returns true the child is sent SIGTERM and waited for (its
+/// result then says it was stopped: 143). Throws IoError when it cannot be started.
+ChildResult run_child(const std::vector<std::string>& argv, const std::string& work_dir,
+                      const std::function<bool()>& stop = {});
 
 /// The path of the polymargin program, for running it as a child: this program (/proc/self/exe),
 /// or the one set_self_executable() named (a host that runs the commands in its own process, the

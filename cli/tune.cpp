@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "cli/experiment_config.h"
 #include "cli/experiment_runner.h"
 #include "cli/output.h"
+#include "cli/signals.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
 #include "driver/mpi_job.h"
@@ -145,6 +147,7 @@ struct TuneArgs {
   std::uint64_t search_rows = kTuneSearchRows;  // --tune-rows
   std::string budget;  // "" (the whole grid), N settings, or a time (30s, 10m, 1h)
   std::string checkpoint;
+  std::string resume;  // --resume: the final run's, given only when its checkpoint exists
   int threads = 0;
   std::uint64_t seed = 1;
 };
@@ -234,6 +237,11 @@ TuneArgs parse_tune_args(const std::vector<std::string>& args) {
         t.search_rows = row_count("--tune-rows", values[0]);
       else
         t.budget = values[0];
+      continue;
+    }
+    if (name == "resume") {
+      if (values.empty()) throw UsageError("train: --resume needs a value");
+      t.resume = values[0];
       continue;
     }
     t.final.insert(t.final.end(), tokens.begin(), tokens.end());
@@ -612,6 +620,17 @@ class Search {
     fs::remove_all(cache_dir_, ignored);
   }
 
+  // Stops politely: with --checkpoint a SIGTERM/SIGINT/SIGHUP (cli/signals.h) stops the search,
+  // running cells are stopped and not counted, and the finished ones stay in the cache.
+  void stop_on_signals() { polite_ = true; }
+  // Whether a signal stopped the search; in an MPI job, as soon as one rank had one (every rank
+  // asks at the same point of the search, and all stop there).
+  bool interrupted() const {
+    std::vector<double> signal{polite_ ? static_cast<double>(StopSignals::received()) : 0.0};
+    peers_.sum_in_place(signal);
+    return signal[0] > 0;
+  }
+
  private:
   json key(const Cell& c) const {
     return {{"version", kTuneCellVersion},
@@ -628,6 +647,8 @@ class Search {
 
   void execute(Cell& c) {
     if (deadline_ > 0 && seconds_since(start_) > deadline_) return;  // out of time: not run
+    const auto stopping = [this] { return polite_ && StopSignals::received() != 0; };
+    if (stopping()) return;  // interrupted: not run
     json cell_key;
     if (cache_) {
       cell_key = key(c);
@@ -657,9 +678,11 @@ class Search {
     argv.insert(argv.end(), {"-o", work + "/model", "--json", "--threads", "1"});
     // The linear learners' exact pass over the training rows only reports; a cell needs none.
     if (algo_ == "ldm" || algo_ == "svm") argv.push_back("--no-final-pass");
-    const experiment::ChildResult r = experiment::run_child(argv, work);
+    const experiment::ChildResult r =
+        experiment::run_child(argv, work, polite_ ? std::function<bool()>(stopping) : nullptr);
     std::error_code ignored;
     fs::remove_all(work, ignored);
+    if (r.exit_code != 0 && stopping()) return;  // stopped by the interruption: not run
     const json summary = json::parse(r.stdout_text, nullptr, /*allow_exceptions=*/false);
     if (r.exit_code != 0 || !summary.is_object() || !summary.contains("validation") ||
         !summary["validation"].contains("accuracy")) {
@@ -717,6 +740,7 @@ class Search {
   std::map<Setting, double> eta0_;
   std::vector<Setting> order_;  // settings in the order they were run
   Cell failed_;
+  bool polite_ = false;
   Clock::time_point start_ = Clock::now();
   double deadline_ = 0;
 };
@@ -736,6 +760,25 @@ std::string grid_text(const Grid& g) {
     }
   }
   return text + "\n";
+}
+
+// A search stopped by a signal (with --checkpoint): its finished cells stay in CHECKPOINT.tune for
+// the next run with --resume; exit 6, as for a checkpointed run stopped in its training.
+int search_interrupted(const std::vector<std::string>& args, const TuneArgs& t,
+                       const Search& search, const std::string& algo) {
+  const bool reports = !driver::mpi_job() || driver::mpi_job()->rank() == 0;
+  const int signal = StopSignals::received();
+  const std::string message =
+      "interrupted by " + (signal > 0 ? signal_name(signal) : std::string("a signal of a rank")) +
+      " in the --tune search (" + std::to_string(search.order().size()) +
+      " settings done): its cells are kept in " + t.checkpoint + ".tune (continue with --resume " +
+      t.checkpoint + "), no model written";
+  if (reports) {
+    err_printf("train --algo %s: %s\n", algo.c_str(), message.c_str());
+    MetricsFile metrics(peek_option(args, "metrics-json", ""));
+    metrics.finish(kExitInterrupted, "interrupted", message);
+  }
+  return kExitInterrupted;
 }
 
 }  // namespace
@@ -786,6 +829,25 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   if (t.data.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   if (std::find(t.data.begin(), t.data.end(), "-") != t.data.end())
     throw UsageError("train: --tune reads the data more than once: not from stdin (-)");
+  if (t.checkpoint.empty()) t.checkpoint = peek_option(args, "checkpoint", "");  // or --config's
+
+  // --resume F: the final run resumes from F. A run stopped in its search has no F yet, only the
+  // cells it finished (in CHECKPOINT.tune): the search continues from them, and the final run
+  // starts from the beginning. Neither: refused now, not after the search.
+  const std::string cache_dir = t.checkpoint.empty() ? "" : t.checkpoint + ".tune";
+  bool resume_final = false;
+  if (!t.resume.empty()) {
+    std::error_code ec;
+    resume_final = fs::exists(t.resume, ec);
+    if (!resume_final && (cache_dir.empty() || !fs::is_directory(cache_dir, ec)))
+      throw IoError("train: --resume " + t.resume + ": no such checkpoint, and no cells of a " +
+                    "stopped --tune search in " +
+                    (cache_dir.empty() ? "CHECKPOINT.tune (no --checkpoint given)" : cache_dir));
+    if (!resume_final)
+      err_printf("tune %s: no checkpoint %s yet (the run was stopped in its search): the search "
+                 "continues from the cells kept in %s, the final run starts from the beginning\n",
+                 algo.c_str(), t.resume.c_str(), cache_dir.c_str());
+  }
 
   // The grid less the keys the command line (or --config) sets: those are kept as given.
   MethodSpec method;
@@ -841,6 +903,13 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   note_rank_binding();
   Search search(t, algo, folds, dir.path, peers);
   if (budget.seconds > 0) search.set_deadline(budget.seconds);
+  // With --checkpoint a signal stops the search and keeps its finished cells (exit 6, as a
+  // checkpointed run); without, it ends the process (cli/signals.h). The final run has its own.
+  std::optional<StopSignals> polite;
+  if (!t.checkpoint.empty()) {
+    polite.emplace();
+    search.stop_on_signals();
+  }
   Setting current = experiment::first_setting(method);
   std::size_t settings_run = 0;
   bool stopped_by_budget = false;
@@ -862,6 +931,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
                  repeat.c_str(), c.exit_code, c.error.c_str());
       return c.exit_code;
     }
+    if (search.interrupted()) return search_interrupted(args, t, search, algo);
     settings_run = search.order().size();
     double best = -1;
     for (const Setting& s : candidates)
@@ -927,7 +997,9 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
       chosen_accuracy, stopped_by_budget ? ", stopped by --tune-budget" : "",
       static_cast<unsigned long long>(folds.rows));
 
+  polite.reset();
   std::vector<std::string> final_args = t.final;
+  if (resume_final) final_args.insert(final_args.end(), {"--resume", t.resume});
   const std::vector<std::string> flags = setting_flags(current);
   final_args.insert(final_args.end(), flags.begin(), flags.end());
   if (carried_eta0 > 0) {

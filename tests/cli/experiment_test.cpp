@@ -234,6 +234,23 @@ TEST(Experiment, ChildrenDoNotInheritAnMpiLaunchersVariables) {
   EXPECT_NE(r.stdout_text.find("POLYMARGIN_TEST_KEPT=yes"), std::string::npos) << r.stdout_text;
 }
 
+// A child is stopped (SIGTERM) soon after its stop predicate turns true; one that ends first is
+// waited for as usual.
+TEST(Experiment, ChildIsStoppedWhenAsked) {
+  TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  const auto after = [&](int ms) {
+    return [&start, ms] {
+      return std::chrono::steady_clock::now() - start > std::chrono::milliseconds(ms);
+    };
+  };
+  const ChildResult stopped = run_child({"sleep", "30"}, dir.path().string(), after(100));
+  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM);
+  EXPECT_LT(stopped.wall_seconds, 10.0);
+  const ChildResult done = run_child({"true"}, dir.path().string(), after(60000));
+  EXPECT_EQ(done.exit_code, 0);
+}
+
 TEST(Experiment, SmokeConfigWritesEveryTableAndPlot) {
   TempDir dir;
   const fs::path out = dir.path() / "smoke";

@@ -194,4 +194,20 @@ timeout 60 mpirun -np 2 "$bin" train -d one_negative.svm -o never.bin --tune-fol
 [ "$rc" = 3 ] && grep -q "fold 2 failed (exit 3): error: .*labels are not binary" cell.err ||
   fail "a failed cell on rank 1: exit $rc: $(cat cell.err)"
 [ ! -e never.bin ] || fail "a failed search wrote a model"
+# SIGTERM to the ranks in the search (as a scheduler sends it; mpirun itself turns one into a kill
+# of the job): every rank stops at the same point, exit 6, the cells kept; --resume then makes the
+# search and model of an uninterrupted job.
+mpirun -np 2 "$bin" train -d a9a.shards -o stopped.bin --checkpoint sck.bin --threads 1 --tune \
+  > /dev/null 2> sig.err &
+pid=$!
+for _ in $(seq 1500); do [ -n "$(ls sck.bin.tune 2> /dev/null)" ] && break; sleep 0.02; done
+pkill -TERM -f "^$bin train -d a9a.shards -o stopped.bin"
+rc=0
+wait $pid || rc=$?
+[ "$rc" = 6 ] && grep -q "interrupted by SIGTERM in the --tune search" sig.err &&
+  [ -n "$(ls sck.bin.tune)" ] && [ ! -e stopped.bin ] || fail "SIGTERM in an MPI search: exit $rc: $(cat sig.err)"
+mpi 2 train -d a9a.shards -o stopped.bin --checkpoint sck.bin --resume sck.bin --threads 1 --tune \
+  > /dev/null 2> sig.err || fail "resume an MPI search: $(cat sig.err)"
+mpi 2 train -d a9a.shards -o whole.bin --threads 1 --tune > /dev/null 2>&1 || fail "-np 2 --tune"
+cmp -s stopped.bin whole.bin || fail "an MPI search stopped and resumed chose otherwise"
 echo "mpi: all passed"

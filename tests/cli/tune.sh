@@ -122,6 +122,39 @@ expect 6 "checkpoint written" train --algo ldm -d "$work/threshold.svm" -o "$wor
   --checkpoint "$work/rck" --resume "$work/rck" > /dev/null 2>&1 || fail "resume a tuned run"
 cmp -s "$work/budget" "$work/resumed" || fail "a stopped and resumed tuned run wrote another model"
 [ ! -e "$work/rck.tune" ] || fail "tuning cells left after the resumed run"
+# Stopped in its search, a tuned run has cells but no checkpoint yet: --resume continues the search
+# from the cells and trains the final model from the start (here every cell is done: those of the
+# run above, copied). Neither cells nor checkpoint: refused before any search.
+expect 6 "checkpoint written" train --algo ldm -d "$work/threshold.svm" -o "$work/resumed" --tune \
+  --tune-budget 3 --checkpoint "$work/rck" --stop-after-rows 1000
+cp -r "$work/rck.tune" "$work/sck.tune"
+expect 0 "the final run starts from the beginning" train --algo ldm -d "$work/threshold.svm" \
+  -o "$work/resumed2" --tune --tune-budget 3 --checkpoint "$work/sck" --resume "$work/sck"
+cmp -s "$work/budget" "$work/resumed2" || fail "a tuned run resumed from its cells wrote another model"
+[ ! -e "$work/sck.tune" ] && [ ! -e "$work/sck" ] || fail "cells or checkpoint left after the run"
+expect 4 "no such checkpoint, and no cells of a stopped --tune search in $work/none.tune" train \
+  --algo ldm -d "$work/threshold.svm" -o "$work/none" --tune --checkpoint "$work/none" \
+  --resume "$work/none"
+grep -q "^tune ldm: .*cross-validation" "$work/stderr" && fail "searched before refusing --resume"
+# A signal in the search (with --checkpoint): running cells stopped, finished ones kept, exit 6.
+make_angle 13 20000 > "$work/big.svm"
+"$bin" train --algo svm -d "$work/big.svm" -o "$work/big" --tune --checkpoint "$work/bck" \
+  --threads 2 > /dev/null 2> "$work/big.err" &
+pid=$!
+for _ in $(seq 1000); do [ -n "$(ls "$work/bck.tune" 2> /dev/null)" ] && break; sleep 0.02; done
+kill -TERM $pid
+rc=0
+wait $pid || rc=$?
+[ "$rc" -eq 6 ] || fail "SIGTERM in the search: exit $rc, not 6: $(tail -3 "$work/big.err")"
+grep -qF "interrupted by SIGTERM in the --tune search" "$work/big.err" \
+  || fail "SIGTERM in the search: $(tail -3 "$work/big.err")"
+[ -n "$(ls "$work/bck.tune")" ] && [ ! -e "$work/big" ] || fail "cells not kept, or a model written"
+[ -z "$(ls -d "${TMPDIR:-/tmp}"/polymargin-$pid-* 2> /dev/null)" ] || fail "the search left its files"
+"$bin" train --algo svm -d "$work/big.svm" -o "$work/big" --tune --checkpoint "$work/bck" \
+  --resume "$work/bck" --threads 2 > /dev/null 2>&1 || fail "resume after SIGTERM in the search"
+"$bin" train --algo svm -d "$work/big.svm" -o "$work/big.once" --tune --threads 2 > /dev/null 2>&1 \
+  || fail "uninterrupted tuned run"
+cmp -s "$work/big" "$work/big.once" || fail "a search stopped by SIGTERM and resumed chose otherwise"
 # The learners with grids of their own.
 "$bin" train --algo cpm -d "$work/angle.svm" -o "$work/cpm.tuned" --tune --tune-budget 4 \
   --epochs 3 --json > "$work/cpm.tune.json" 2> /dev/null || fail "cpm --tune"
