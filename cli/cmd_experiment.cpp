@@ -176,18 +176,7 @@ void Experiment::check_methods() {
       const ChildResult help = run_child({self_, "train", "--algo", m.algo, "--help"}, work);
       fs::remove_all(work);
       for (const std::string& k : keys) {
-        const std::string flag = "--" + k;
-        bool found = false;
-        for (std::size_t at = help.stdout_text.find(flag); at != std::string::npos;
-             at = help.stdout_text.find(flag, at + 1)) {
-          const std::size_t end = at + flag.size();
-          if (end == help.stdout_text.size() || std::string(" ]=\n").find(help.stdout_text[end]) !=
-                                                    std::string::npos) {
-            found = true;
-            break;
-          }
-        }
-        if (!found)
+        if (!help_lists_flag(help.stdout_text, k))
           throw UsageError(where + ": '" + k + "' is not an option of `train --algo " + m.algo +
                            "` (see polymargin train --algo " + m.algo + " --help)");
       }

@@ -170,6 +170,15 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& w
   return r;
 }
 
+bool help_lists_flag(const std::string& help, const std::string& name) {
+  const std::string flag = "--" + name;
+  for (std::size_t at = help.find(flag); at != std::string::npos; at = help.find(flag, at + 1)) {
+    const std::size_t end = at + flag.size();
+    if (end == help.size() || std::string(" ]=\n").find(help[end]) != std::string::npos) return true;
+  }
+  return false;
+}
+
 std::string find_in_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   if (!path) return "";

@@ -38,6 +38,10 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& w
 std::string self_executable();
 void set_self_executable(const std::string& path);
 
+/// Whether the --help text of a command lists the long flag --`name` (followed by a space, ']',
+/// '=' or the end of a line: --cost is not found in --cost-scale).
+bool help_lists_flag(const std::string& help, const std::string& name);
+
 /// Streams every row of `inputs` (LIBSVM text, or one shard directory) in data order.
 void for_each_batch(const std::vector<std::string>& inputs, int threads, const io::RowSink& sink);
 

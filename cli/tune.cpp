@@ -873,6 +873,20 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   }
 
   const WorkDir dir;
+  // Every option given must be one of the learner's own, asked as `experiment` asks it: the job's
+  // options (--checkpoint, --workers, ...) reach the learner only in the final run, after the
+  // whole search.
+  {
+    const std::string work = dir.path + "/help";
+    fs::create_directories(work);
+    const experiment::ChildResult help = experiment::run_child(
+        {experiment::self_executable(), "train", "--algo", algo, "--help"}, work);
+    for (const std::string& name : t.given)
+      if (!name.starts_with("tune") && !experiment::help_lists_flag(help.stdout_text, name))
+        throw UsageError("train --algo " + algo + ": --" + name +
+                         " is not an option of this learner (see polymargin train --algo " + algo +
+                         " --help); nothing was searched");
+  }
   const Clock::time_point start = Clock::now();
   const std::uint64_t rows = count_rows(t);
   if (t.repeats == 0) t.repeats = default_repeats(algo, rows);

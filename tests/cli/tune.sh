@@ -136,6 +136,10 @@ expect 4 "no such checkpoint, and no cells of a stopped --tune search in $work/n
   --algo ldm -d "$work/threshold.svm" -o "$work/none" --tune --checkpoint "$work/none" \
   --resume "$work/none"
 grep -q "^tune ldm: .*cross-validation" "$work/stderr" && fail "searched before refusing --resume"
+# An option the learner lacks (kldm has no checkpoints) is refused before the search, not after it.
+expect 2 "--checkpoint is not an option of this learner" train --algo kldm -d "$work/angle.svm" \
+  -o "$work/kck.model" --checkpoint "$work/kck" --tune
+[ ! -e "$work/kck.tune" ] || fail "kldm --tune --checkpoint searched before refusing"
 # A signal in the search (with --checkpoint): running cells stopped, finished ones kept, exit 6.
 make_angle 13 20000 > "$work/big.svm"
 "$bin" train --algo svm -d "$work/big.svm" -o "$work/big" --tune --checkpoint "$work/bck" \
