@@ -10,4 +10,9 @@ if ! [ -x "$py" ] || ! "$py" -c "import pytest, numpy, scipy, sklearn" 2>/dev/nu
   exit 77
 fi
 export PYTHONPATH="$build/python" POLYMARGIN_BINARY="$build/polymargin"
-exec "$py" -m pytest -q -p no:cacheprovider "$(dirname "$0")"
+# A TMPDIR of its own: the tests check that nothing is left in it, which another job's temporary
+# files in a shared /tmp (a second test run at the same time) would contradict.
+TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/pm_python.XXXXXX")
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
+"$py" -m pytest -q -p no:cacheprovider "$(dirname "$0")"
