@@ -105,11 +105,21 @@ void check_train_paths(const po::variables_map& vm) {
   const auto value = [&](const char* name) {
     return vm.count(name) ? vm[name].as<std::string>() : std::string();
   };
-  const std::string checkpoint = value("checkpoint");
-  io::check_outputs(input_paths(vm, {"data", "validation", "unlabeled", "warm-start", "resume"}),
-                    {{"--output", value("output"), false, ""},
-                     {"--checkpoint", checkpoint, false, "--resume"},
-                     {"--metrics-json", value("metrics-json"), false, ""}});
+  check_train_paths(input_paths(vm, {"data", "validation", "unlabeled", "warm-start", "resume"}),
+                    value("output"), value("checkpoint"), value("metrics-json"));
+}
+
+void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::string& output,
+                       const std::string& checkpoint, const std::string& metrics_json) {
+  io::check_outputs(inputs, {{"--output", output, false, ""},
+                             {"--checkpoint", checkpoint, false, "--resume"},
+                             {"--metrics-json", metrics_json, false, ""}});
+  // The validation data is read after the training: a missing file (or the model's own path) is
+  // refused now, not once the model is written.
+  std::vector<std::string> validation;
+  for (const io::NamedPath& input : inputs)
+    if (input.option == "--validation") validation.push_back(input.path);
+  if (!validation.empty()) io::Dataset::probe(validation);
   std::error_code ec;
   if (checkpoint.empty() || !std::filesystem::is_regular_file(checkpoint, ec)) return;
   const std::string kind = io::model_file_kind(checkpoint);

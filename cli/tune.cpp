@@ -148,6 +148,8 @@ struct TuneArgs {
   std::string budget;  // "" (the whole grid), N settings, or a time (30s, 10m, 1h)
   std::string checkpoint;
   std::string resume;  // --resume: the final run's, given only when its checkpoint exists
+  std::vector<io::NamedPath> inputs;  // the files train reads (check_train_paths)
+  std::string output, metrics_json;
   int threads = 0;
   std::uint64_t seed = 1;
 };
@@ -198,6 +200,7 @@ TuneArgs parse_tune_args(const std::vector<std::string>& args) {
                          !(std::isdigit(static_cast<unsigned char>(token[1])) || token[1] == '.');
     if (!is_flag) {  // a positional argument: training data
       t.data.push_back(token);
+      t.inputs.push_back({"--data", token});
       t.final.push_back(token);
       ++i;
       continue;
@@ -242,8 +245,14 @@ TuneArgs parse_tune_args(const std::vector<std::string>& args) {
     if (name == "resume") {
       if (values.empty()) throw UsageError("train: --resume needs a value");
       t.resume = values[0];
+      t.inputs.push_back({"--resume", t.resume});
       continue;
     }
+    if (name == "data" || name == "validation" || name == "unlabeled" || name == "warm-start" ||
+        name == "config")
+      for (const std::string& v : values) t.inputs.push_back({"--" + name, v});
+    if (name == "output" && !values.empty()) t.output = values[0];
+    if (name == "metrics-json" && !values.empty()) t.metrics_json = values[0];
     t.final.insert(t.final.end(), tokens.begin(), tokens.end());
     if (name == "data") t.data.insert(t.data.end(), values.begin(), values.end());
     if (name == "checkpoint" && !values.empty()) t.checkpoint = values[0];
@@ -849,6 +858,9 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
                  algo.c_str(), t.resume.c_str(), cache_dir.c_str());
   }
 
+  // The outputs against the inputs, as train checks them, but before the search, not after it.
+  check_train_paths(t.inputs, t.output, t.checkpoint, t.metrics_json);
+
   // The grid less the keys the command line (or --config) sets: those are kept as given.
   MethodSpec method;
   method.algo = algo;
@@ -1011,6 +1023,11 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
       chosen_accuracy, stopped_by_budget ? ", stopped by --tune-budget" : "",
       static_cast<unsigned long long>(folds.rows));
 
+  // A signal after the last stage's check (its final run would otherwise clear it unseen).
+  if (polite && search.interrupted()) {
+    record = nullptr;
+    return search_interrupted(args, t, search, algo);
+  }
   polite.reset();
   std::vector<std::string> final_args = t.final;
   if (resume_final) final_args.insert(final_args.end(), {"--resume", t.resume});

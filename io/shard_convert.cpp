@@ -93,23 +93,44 @@ Codec temporary_codec(const std::vector<std::string>& inputs) {
   return raw_bytes <= kRawLimit ? Codec::kRaw : Codec::kZstd;
 }
 
-Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptions& options,
-                      int threads) {
-  if (inputs.empty()) throw UsageError("no input data given");
-  Dataset data;
-  // Any directory is taken for a shard directory: one without a manifest then gets the shard
-  // reader's precise refusal instead of a text parser choking on a directory.
+namespace {
+
+// Whether `inputs` is one shard directory. Any directory is taken for one: one without a manifest
+// then gets the shard reader's precise refusal instead of a text parser choking on a directory. A
+// directory among several inputs is a UsageError.
+bool one_shard_dir(const std::vector<std::string>& inputs) {
   std::error_code ec;
-  if (inputs.size() == 1 && (is_shard_dir(inputs[0]) || fs::is_directory(inputs[0], ec))) {
-    data.shards_ = std::make_unique<ShardSet>(ShardSet::open(inputs[0]));
-    return data;
-  }
+  if (inputs.size() == 1 && (is_shard_dir(inputs[0]) || fs::is_directory(inputs[0], ec)))
+    return true;
   for (const std::string& input : inputs)
     if (input != "-" && fs::is_directory(input, ec))
       throw UsageError(
           input + " is a directory among " + std::to_string(inputs.size()) +
           " data inputs: give one shard directory alone, or text files only (several text files "
           "make one shard directory with: polymargin convert FILE... -o DATA.shards)");
+  return false;
+}
+
+}  // namespace
+
+void Dataset::probe(const std::vector<std::string>& inputs) {
+  if (inputs.empty()) throw UsageError("no input data given");
+  if (one_shard_dir(inputs)) {
+    ShardSet::open(inputs[0]);
+    return;
+  }
+  for (const std::string& input : inputs)
+    if (input != "-") open_byte_source(input);
+}
+
+Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptions& options,
+                      int threads) {
+  if (inputs.empty()) throw UsageError("no input data given");
+  Dataset data;
+  if (one_shard_dir(inputs)) {
+    data.shards_ = std::make_unique<ShardSet>(ShardSet::open(inputs[0]));
+    return data;
+  }
   const char* tmp = std::getenv("TMPDIR");
   const fs::path tmp_dir = tmp && *tmp ? tmp : "/tmp";
   const std::string prefix = "polymargin-";

@@ -244,6 +244,10 @@ class Dataset {
  public:
   static Dataset open(const std::vector<std::string>& inputs, const ConvertOptions& options,
                       int threads = 0);
+  /// What open() would refuse for want of the inputs themselves, without reading their rows: a
+  /// missing or unreadable file (IoError), a shard directory open() refuses, a directory among
+  /// several inputs. For data a command reads only at its end (train's --validation).
+  static void probe(const std::vector<std::string>& inputs);
   const ShardSet& shards() const { return *shards_; }
   bool converted() const { return !temp_dir_.empty(); }
   Dataset(Dataset&&) noexcept = default;

@@ -53,6 +53,19 @@ expect 2 "must be different files" train -d in.svm -o x.model --metrics-json x.m
 "$bin" convert in.svm -o d.shards > /dev/null
 expect 2 "holds the input" convert d.shards/manifest.json -o d.shards
 expect 2 "is the input" convert in.svm -o in.svm
+# Refused before the search, not after it (train --tune), and --validation data that is not there
+# (the model's own path, too) before the training, not once the model is written.
+expect 2 "is the input" train -d in.svm -o in.svm --tune
+expect 2 "is the input" train -d in.svm -o x.model --metrics-json in.svm --tune
+grep -q "cross-validation" "$work/stderr" && fail "train --tune searched before refusing its output"
+for algo in ldm cpm kldm; do
+  expect 4 "cannot open 'x.model'" train --algo $algo -d in.svm -o x.model --validation x.model
+  expect 4 "cannot open 'none.svm'" train --algo $algo -d in.svm -o x.model --validation none.svm
+  [ ! -e x.model ] || fail "train --algo $algo wrote a model before refusing its --validation"
+done
+expect 4 "cannot open 'none.svm'" train -d in.svm -o x.model --validation none.svm --tune
+mkdir empty.dir
+expect 3 "not a shard directory" train -d in.svm -o x.model --validation empty.dir
 unchanged
 [ ! -e x.model ] || fail "a refused train wrote x.model"
 
