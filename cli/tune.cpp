@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -629,15 +631,21 @@ class Search {
     fs::remove_all(cache_dir_, ignored);
   }
 
-  // Stops politely: with --checkpoint a SIGTERM/SIGINT/SIGHUP (cli/signals.h) stops the search,
-  // running cells are stopped and not counted, and the finished ones stay in the cache.
+  // Stops politely while a StopSignals lives (cli/signals.h): after a SIGTERM/SIGINT/SIGHUP no
+  // new cell starts, running cells are stopped and not counted, and the finished ones stay in the
+  // cache (with --checkpoint).
   void stop_on_signals() { polite_ = true; }
-  // Whether a signal stopped the search; in an MPI job, as soon as one rank had one (every rank
-  // asks at the same point of the search, and all stop there).
-  bool interrupted() const {
-    std::vector<double> signal{polite_ ? static_cast<double>(StopSignals::received()) : 0.0};
-    peers_.sum_in_place(signal);
-    return signal[0] > 0;
+  // The signal that stopped the search, or 0; in an MPI job, as soon as one rank had one (every
+  // rank asks at the same point of the search, and all stop there, naming the same signal).
+  int interrupted() const {
+    constexpr std::array<int, 3> kSignals = {SIGTERM, SIGINT, SIGHUP};
+    std::vector<double> seen(kSignals.size(), 0.0);
+    const int own = polite_ ? StopSignals::received() : 0;
+    for (std::size_t k = 0; k < kSignals.size(); ++k) seen[k] = own == kSignals[k] ? 1 : 0;
+    peers_.sum_in_place(seen);
+    for (std::size_t k = 0; k < kSignals.size(); ++k)
+      if (seen[k] > 0) return kSignals[k];
+    return 0;
   }
 
  private:
@@ -771,23 +779,26 @@ std::string grid_text(const Grid& g) {
   return text + "\n";
 }
 
-// A search stopped by a signal (with --checkpoint): its finished cells stay in CHECKPOINT.tune for
-// the next run with --resume; exit 6, as for a checkpointed run stopped in its training.
+// A search stopped by `signal`, as a run stopped in its training is: with --checkpoint its finished
+// cells stay in CHECKPOINT.tune for the next run with --resume (exit 6), without it nothing is kept
+// (128 + signal).
 int search_interrupted(const std::vector<std::string>& args, const TuneArgs& t,
-                       const Search& search, const std::string& algo) {
+                       const Search& search, const std::string& algo, int signal) {
   const bool reports = !driver::mpi_job() || driver::mpi_job()->rank() == 0;
-  const int signal = StopSignals::received();
   const std::string message =
-      "interrupted by " + (signal > 0 ? signal_name(signal) : std::string("a signal of a rank")) +
-      " in the --tune search (" + std::to_string(search.order().size()) +
-      " settings done): its cells are kept in " + t.checkpoint + ".tune (continue with --resume " +
-      t.checkpoint + "), no model written";
+      "interrupted by " + signal_name(signal) + " in the --tune search (" +
+      std::to_string(search.order().size()) + " settings done): " +
+      (t.checkpoint.empty() ? std::string("nothing kept (no --checkpoint)")
+                            : "its cells are kept in " + t.checkpoint +
+                                  ".tune (continue with --resume " + t.checkpoint + ")") +
+      ", no model written";
+  const int code = t.checkpoint.empty() ? 128 + signal : kExitInterrupted;
   if (reports) {
     err_printf("train --algo %s: %s\n", algo.c_str(), message.c_str());
     MetricsFile metrics(peek_option(args, "metrics-json", ""));
-    metrics.finish(kExitInterrupted, "interrupted", message);
+    metrics.finish(code, "interrupted", message);
   }
-  return kExitInterrupted;
+  return code;
 }
 
 }  // namespace
@@ -929,13 +940,11 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   note_rank_binding();
   Search search(t, algo, folds, dir.path, peers);
   if (budget.seconds > 0) search.set_deadline(budget.seconds);
-  // With --checkpoint a signal stops the search and keeps its finished cells (exit 6, as a
-  // checkpointed run); without, it ends the process (cli/signals.h). The final run has its own.
+  // A signal stops the search (and keeps its finished cells with --checkpoint), as one stops a
+  // training run; the final run has its own StopSignals.
   std::optional<StopSignals> polite;
-  if (!t.checkpoint.empty()) {
-    polite.emplace();
-    search.stop_on_signals();
-  }
+  polite.emplace();
+  search.stop_on_signals();
   Setting current = experiment::first_setting(method);
   std::size_t settings_run = 0;
   bool stopped_by_budget = false;
@@ -957,7 +966,8 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
                  repeat.c_str(), c.exit_code, c.error.c_str());
       return c.exit_code;
     }
-    if (search.interrupted()) return search_interrupted(args, t, search, algo);
+    if (const int signal = search.interrupted())
+      return search_interrupted(args, t, search, algo, signal);
     settings_run = search.order().size();
     double best = -1;
     for (const Setting& s : candidates)
@@ -1024,9 +1034,9 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
       static_cast<unsigned long long>(folds.rows));
 
   // A signal after the last stage's check (its final run would otherwise clear it unseen).
-  if (polite && search.interrupted()) {
+  if (const int signal = search.interrupted()) {
     record = nullptr;
-    return search_interrupted(args, t, search, algo);
+    return search_interrupted(args, t, search, algo, signal);
   }
   polite.reset();
   std::vector<std::string> final_args = t.final;

@@ -159,6 +159,20 @@ grep -qF "interrupted by SIGTERM in the --tune search" "$work/big.err" \
 "$bin" train --algo svm -d "$work/big.svm" -o "$work/big.once" --tune --threads 2 > /dev/null 2>&1 \
   || fail "uninterrupted tuned run"
 cmp -s "$work/big" "$work/big.once" || fail "a search stopped by SIGTERM and resumed chose otherwise"
+# Without --checkpoint the search stops at once, keeping nothing: 128 + signal.
+"$bin" train --algo svm -d "$work/big.svm" -o "$work/big2" --tune --threads 2 --tune-repeats 5 \
+  --metrics-json "$work/big2.json" > /dev/null 2> "$work/big.err" &
+pid=$!
+for _ in $(seq 1000); do grep -q "^tune svm: 5-fold" "$work/big.err" && break; sleep 0.02; done
+sleep 0.3
+kill -INT $pid
+rc=0
+wait $pid || rc=$?
+[ "$rc" -eq 130 ] && grep -qF "interrupted by SIGINT in the --tune search" "$work/big.err" \
+  && grep -qF "nothing kept (no --checkpoint)" "$work/big.err" \
+  || fail "SIGINT in a search without --checkpoint: exit $rc: $(tail -3 "$work/big.err")"
+[ ! -e "$work/big2" ] && jq -e '.status == "interrupted" and .exit_code == 130' "$work/big2.json" \
+  > /dev/null || fail "SIGINT in a search: a model, or metrics $(cat "$work/big2.json")"
 # The learners with grids of their own.
 "$bin" train --algo cpm -d "$work/angle.svm" -o "$work/cpm.tuned" --tune --tune-budget 4 \
   --epochs 3 --json > "$work/cpm.tune.json" 2> /dev/null || fail "cpm --tune"

@@ -5,6 +5,7 @@ import logging
 import os
 import signal
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -213,12 +214,11 @@ def test_bad_inputs_raise_clear_errors(a9a, tmp_path):
         pm.LDMClassifier().fit(str(bad), [1, -1])
 
 
-def test_ctrl_c_stops_training_and_writes_nothing(a9a, tmp_path):
-    X, y, _, _ = a9a
-    tmp = os.environ.get("TMPDIR", "/tmp")
-    before = {p for p in os.listdir(tmp) if p.startswith("polymargin-py-")}
-    est = pm.LDMClassifier(epochs=20000, avg_start_epochs=1)
+def fit_interrupted(est, X, y):
+    """est.fit(X, y) with a SIGINT (Ctrl-C) 0.5 s in, which must raise KeyboardInterrupt; the
+    seconds the fit took."""
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -226,10 +226,25 @@ def test_ctrl_c_stops_training_and_writes_nothing(a9a, tmp_path):
     finally:
         timer.cancel()
     assert not hasattr(est, "model_")
+    return time.monotonic() - start
+
+
+def test_ctrl_c_stops_training_and_writes_nothing(a9a, tmp_path):
+    X, y, _, _ = a9a
+    tmp = os.environ.get("TMPDIR", "/tmp")
+    before = {p for p in os.listdir(tmp) if p.startswith("polymargin-py-")}
+    fit_interrupted(pm.LDMClassifier(epochs=20000, avg_start_epochs=1), X, y)
     after = {p for p in os.listdir(tmp) if p.startswith("polymargin-py-")}
     assert after <= before  # the temporary shards and model are gone
     # Python's own handler is back: a later Ctrl-C is a plain KeyboardInterrupt.
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_stops_a_tuning_search_at_once(a9a):
+    # 375 cells (15 settings, 5 folds, 5 repeats) would take tens of seconds: Ctrl-C stops the
+    # running cells and starts no other.
+    X, y, _, _ = a9a
+    assert fit_interrupted(pm.LDMClassifier(tune=True, tune_repeats=5), X, y) < 10
 
 
 def test_the_gil_is_released_while_training(a9a):
