@@ -728,10 +728,25 @@ int run_experiment(const std::vector<std::string>& args) {
       return std::find(names.begin(), names.end(), d.name) == names.end();
     });
   }
+  // DIR is made with its missing parents. A run refused before its first cell (a missing data
+  // set, an unknown key) leaves none of them behind.
+  fs::path made = fs::absolute(fs::path(out)).lexically_normal();
+  if (made.filename().empty()) made = made.parent_path();  // "out/"
+  if (fs::exists(made, ec)) {
+    made.clear();
+  } else {
+    while (made.has_parent_path() && !fs::exists(made.parent_path(), ec))
+      made = made.parent_path();
+  }
   fs::create_directories(out);
   Experiment experiment(std::move(config), out, resolve_threads(jobs), resolve_threads(threads));
-  experiment.check_methods();
-  experiment.prepare_datasets();
+  try {
+    experiment.check_methods();
+    experiment.prepare_datasets();
+  } catch (...) {
+    if (!made.empty()) fs::remove_all(made, ec);
+    throw;
+  }
   return experiment.run();
 }
 

@@ -406,7 +406,18 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
   EXPECT_NE(r.output.find("missing.conf:1: dataset gone: data file /nonexistent/gone.svm does not exist"),
             std::string::npos)
       << r.output;
-  EXPECT_FALSE(fs::exists(out / "report.html"));
+  EXPECT_FALSE(fs::exists(out)) << "a refused run left the directory it made";
+  // ... with the parents it made.
+  r = run("experiment '" + (dir.path() / "missing.conf").string() + "' -o '" +
+          (dir.path() / "new" / "deeper" / "out").string() + "'");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "new")) << "a refused run left the directories it made";
+  // An existing directory stays.
+  fs::create_directories(out);
+  r = run("experiment '" + (dir.path() / "missing.conf").string() + "' -o '" + out.string() + "'");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_TRUE(fs::is_directory(out));
+  fs::remove_all(out);
 
   write(dir.path() / "unknown.conf",
         "[dataset a]\ndata = data/a9a.t.zst\n[method cpm]\nalgo = nosuchlearner\ncost = 1, 2\n");
@@ -423,7 +434,7 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("'lambda9' is not an option of `train --algo ldm`"), std::string::npos)
       << r.output;
-  EXPECT_FALSE(fs::exists(out / "report.html"));
+  EXPECT_FALSE(fs::exists(out)) << "a refused run left the directory it made";
 
   r = run("experiment configs/smoke.conf --only a9a.t,nosuchset -o '" + out.string() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
