@@ -35,25 +35,34 @@ TrainAlgorithmRegistration::TrainAlgorithmRegistration(std::string name, std::st
 
 const std::vector<Command>& train_algorithms() { return algorithms(); }
 
-std::string peek_option(const std::vector<std::string>& args, const std::string& name,
-                        const std::string& fallback) {
-  const std::string flag = "--" + name;
+std::vector<std::pair<std::string, std::string>> config_entries(
+    const std::vector<std::string>& args) {
   std::string config;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == flag && i + 1 < args.size()) return args[i + 1];
-    if (args[i].rfind(flag + "=", 0) == 0) return args[i].substr(flag.size() + 1);
     if (args[i] == "--config" && i + 1 < args.size()) config = args[i + 1];
     if (args[i].rfind("--config=", 0) == 0) config = args[i].substr(9);
   }
-  if (!config.empty()) {
-    std::ifstream in(config);  // unreadable: the full parse reports it
-    for (std::string line; std::getline(in, line);) {
-      line = line.substr(0, line.find('#'));
-      const auto eq = line.find('=');
-      if (eq != std::string::npos && trim(line.substr(0, eq)) == name)
-        return trim(line.substr(eq + 1));
-    }
+  std::vector<std::pair<std::string, std::string>> entries;
+  if (config.empty()) return entries;
+  std::ifstream in(config);  // unreadable: the full parse reports it
+  for (std::string line; std::getline(in, line);) {
+    line = line.substr(0, line.find('#'));
+    const auto eq = line.find('=');
+    if (eq != std::string::npos)
+      entries.emplace_back(trim(line.substr(0, eq)), trim(line.substr(eq + 1)));
   }
+  return entries;
+}
+
+std::string peek_option(const std::vector<std::string>& args, const std::string& name,
+                        const std::string& fallback) {
+  const std::string flag = "--" + name;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind(flag + "=", 0) == 0) return args[i].substr(flag.size() + 1);
+  }
+  for (const auto& [key, value] : config_entries(args))
+    if (key == name) return value;
   return fallback;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/command.h"
@@ -30,6 +31,10 @@ const std::vector<Command>& train_algorithms();
 /// `fallback`. For dispatching before the full parse.
 std::string peek_option(const std::vector<std::string>& args, const std::string& name,
                         const std::string& fallback);
+/// The `key = value` lines of the --config file that `args` names, in file order (none when it
+/// names none, or the file cannot be read: the full parse reports that).
+std::vector<std::pair<std::string, std::string>> config_entries(
+    const std::vector<std::string>& args);
 
 using Clock = std::chrono::steady_clock;
 inline double seconds_since(Clock::time_point start) {

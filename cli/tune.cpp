@@ -904,7 +904,9 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
     fs::create_directories(work);
     const experiment::ChildResult help = experiment::run_child(
         {experiment::self_executable(), "train", "--algo", algo, "--help"}, work);
-    for (const std::string& name : t.given)
+    std::vector<std::string> names(t.given.begin(), t.given.end());
+    for (const auto& [key, value] : config_entries(args)) names.push_back(key);
+    for (const std::string& name : names)
       if (!name.starts_with("tune") && !experiment::help_lists_flag(help.stdout_text, name))
         throw UsageError("train --algo " + algo + ": --" + name +
                          " is not an option of this learner (see polymargin train --algo " + algo +

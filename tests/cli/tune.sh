@@ -140,6 +140,9 @@ grep -q "^tune ldm: .*cross-validation" "$work/stderr" && fail "searched before 
 expect 2 "--checkpoint is not an option of this learner" train --algo kldm -d "$work/angle.svm" \
   -o "$work/kck.model" --checkpoint "$work/kck" --tune
 [ ! -e "$work/kck.tune" ] || fail "kldm --tune --checkpoint searched before refusing"
+printf 'cost = 1\ncheckpoint = %s\n' "$work/kck" > "$work/kck.conf"
+expect 2 "--checkpoint is not an option of this learner" train --algo kldm -d "$work/angle.svm" \
+  -o "$work/kck.model" --config "$work/kck.conf" --tune
 # A signal in the search (with --checkpoint): running cells stopped, finished ones kept, exit 6.
 make_angle 13 20000 > "$work/big.svm"
 "$bin" train --algo svm -d "$work/big.svm" -o "$work/big" --tune --checkpoint "$work/bck" \
