@@ -17,6 +17,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "engine/errors.h"
@@ -559,30 +560,26 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-namespace {
-// madvise over whole pages; advisory only: failure leaves residency as it was.
-void advise(const std::uint8_t* data, std::size_t file_size, std::size_t offset, std::size_t size,
-            int advice) {
-  if (!data || size == 0) return;
-  static const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  const std::size_t begin = offset & ~(page - 1);
-  const std::size_t end = std::min(offset + size, file_size);
-  ::madvise(const_cast<std::uint8_t*>(data) + begin, end - begin, advice);
-}
-}  // namespace
-
-void MappedFile::release(std::size_t offset, std::size_t size) const {
-  advise(data_, size_, offset, size, MADV_DONTNEED);
-}
-
-void MappedFile::populate(std::size_t offset, std::size_t size) const {
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
-  advise(data_, size_, offset, size, MADV_POPULATE_READ);
+void MappedFile::read(std::size_t offset, std::size_t size, void* into,
+                      const std::string& path) const {
+  auto* out = static_cast<std::uint8_t*>(into);
+  while (size > 0) {
+    const ssize_t got = ::pread(fd_, out, size, static_cast<off_t>(offset));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw IoError("cannot read " + path + " at byte " + std::to_string(offset) + ": " +
+                    std::strerror(errno));
+    }
+    if (got == 0)
+      throw IoError("cannot read " + path + " at byte " + std::to_string(offset) +
+                    ": the file was cut short while it was being read");
+    out += got;
+    offset += static_cast<std::size_t>(got);
+    size -= static_cast<std::size_t>(got);
+  }
 }
 
-// Advisory, like madvise above: a failure leaves the page cache as it was.
+// Advisory: a failure leaves the page cache as it was.
 void MappedFile::will_need(std::size_t offset, std::size_t size) const {
   if (fd_ >= 0 && size > 0)
     ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(size), POSIX_FADV_WILLNEED);

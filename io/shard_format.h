@@ -215,7 +215,8 @@ class BlockDecoder {
 void decode_block_append(BlockDecoder& decoder, const std::uint8_t* data, Codec codec,
                          const BlockName& name, CsrBuffer& out);
 
-/// A read-only memory map of a whole file; pages can be handed back as a scan moves on.
+/// A read-only memory map of a whole file (its header and block index are parsed in place), and
+/// its descriptor, through which a scan reads the blocks and advises the page cache.
 class MappedFile {
  public:
   MappedFile() = default;
@@ -227,12 +228,9 @@ class MappedFile {
 
   const std::uint8_t* data() const { return data_; }
   std::size_t size() const { return size_; }
-  /// Drops [offset, offset + size) from this process's resident set. The pages stay in the page
-  /// cache; this only keeps the RSS of a streaming pass bounded by the data in flight.
-  void release(std::size_t offset, std::size_t size) const;
-  /// Maps [offset, offset + size) in one call (Linux 5.14+; a no-op elsewhere), which is cheaper
-  /// than a page fault for every 64 KiB the first touch would take.
-  void populate(std::size_t offset, std::size_t size) const;
+  /// Copies [offset, offset + size) into `into` (pread, no mapping; `path` names the file in
+  /// errors); throws IoError, also when the file ends first (it was cut short after it was opened).
+  void read(std::size_t offset, std::size_t size, void* into, const std::string& path) const;
   /// Starts reading [offset, offset + size) into the page cache and returns without waiting for
   /// it (posix_fadvise WILLNEED: the kernel queues the reads, up to its read-ahead size a request).
   void will_need(std::size_t offset, std::size_t size) const;

@@ -134,6 +134,34 @@ TEST_P(ShardCorruption, TruncatedShardIsRefusedAtOpen) {
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "truncated"));
 }
 
+// A shard file cut short after the directory was opened (another program truncating it in the
+// middle of a run): a scan reads its blocks with pread, so the missing bytes are an I/O error that
+// names the file, in every reading mode, and verify says the same.
+TEST_P(ShardCorruption, AShardCutShortAfterOpeningIsAnIoErrorNamingTheFile) {
+  const ShardSet set = ShardSet::open(dir_);
+  fs::resize_file(shard(1), fs::file_size(shard(1)) / 2);
+  const auto io_error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const IoError& e) {
+      return e.what();
+    }
+    return "(no IoError)";
+  };
+  for (const bool lockstep : {false, true})
+    for (const bool shuffle : {false, true}) {
+      ReadOptions read;
+      read.shuffle = shuffle;
+      read.lockstep = lockstep;
+      read.threads = 2;
+      const std::string e = io_error_of([&] { scan_rows(set, read); });
+      EXPECT_TRUE(contains(e, shard(1).string())) << e;
+      EXPECT_TRUE(contains(e, "cut short while it was being read")) << e;
+    }
+  const std::string e = io_error_of([&] { set.verify(2); });
+  EXPECT_TRUE(contains(e, "cut short while it was being read")) << e;
+}
+
 TEST_P(ShardCorruption, CorruptBlockIndexIsRefusedAtOpen) {
   const std::string bytes = slurp(shard(1));
   flip_byte(shard(1), bytes.size() - sizeof(shard::IndexTrailer) - 5);
