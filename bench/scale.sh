@@ -9,7 +9,7 @@
 #   env: ROWS (default 8,407,752), WORK (scratch, default /tmp/polymargin-bench), EPOCHS (5),
 #        CODECS ("raw zstd"), ALGOS ("ldm svm cpm"), WORKERS ("1 2"), RANKS ("1 2"), C (0.01),
 #        CPM_ITER (CPM steps T a side, default 32 M × ROWS / 8.4 M), REPEAT (runs per cell,
-#        median; 1),
+#        median; 1; the cells of a learner and codec run in rounds, each once a round),
 #        KEEP=1 keeps the generated shards.
 set -euo pipefail
 build=${1:-build}
@@ -70,12 +70,21 @@ for algo in $algos; do
   for codec in $codecs; do
     shards=$(data "$model" "$codec")
     test=$work/scale-$model.$rows.test.shards
-    base_wall="" base_acc=""
+    # The configurations of this learner and codec, run in rounds (every configuration once a
+    # round, REPEAT rounds), so that a slow spell of a shared machine falls on all of them alike.
+    configs=()
     for r in $ranks; do
       for n in $workers; do
         if [ $((n * r)) -gt 1 ] && [ "$parallel" = no ]; then
           continue  # a learner without data parallelism: its baseline alone
         fi
+        configs+=("$n.$r")
+      done
+    done
+    declare -A walls=() cpus=()
+    for _ in $(seq "$repeat"); do
+      for config in "${configs[@]}"; do
+        IFS=. read -r n r <<< "$config"
         replicas=()
         [ "$n" -gt 1 ] && replicas=(--workers "$n")
         launch=("$bin")
@@ -84,38 +93,43 @@ for algo in $algos; do
           launch=(mpirun -np "$r" --bind-to none "$bin")
           threads=$((cores / r > 0 ? cores / r : 1))
         fi
-        walls="" cpus=""
-        for _ in $(seq "$repeat"); do
-          run "$work/scale.json" "${launch[@]}" train "${options[@]}" -d "$shards" \
-            -o "$work/scale.model" "${replicas[@]}" --threads "$threads" --json
-          walls+=" $WALL"
-          cpus+=" $CPU"
-        done
-        wall=$(echo "$walls" | median)
-        cpu=$(echo "$cpus" | median)
-        wall_of[$algo.$codec.$n.$r]=$wall
-        acc=$("$bin" eval -m "$work/scale.model" -d "$test" --json 2> /dev/null | jq -r .accuracy)
-        if [ -z "$base_wall" ]; then
-          base_wall=$wall base_acc=$acc
-          parts[$algo.$codec.learn]=$(key '.learn_seconds // .train_seconds' "$work/scale.json")
-          parts[$algo.$codec.train]=$(key '.train_seconds' "$work/scale.json")
-          parts[$algo.$codec.cpu]=$cpu
-          parts[$algo.$codec.wall]=$wall
-        fi
-        sync_mb=$(awk -v b="$(key '.sync_bytes // 0' "$work/scale.json")" 'BEGIN { printf "%.1f", b / 1e6 }')
-        syncs=$(key '.syncs // 0' "$work/scale.json")
-        sync_s=$(key '.sync_seconds // 0' "$work/scale.json")
-        if [ "$syncs" != 0 ] && [ -z "${parts[$algo.$codec.sync]:-}" ]; then
-          parts[$algo.$codec.sync]=$(awk -v s="$sync_s" -v k="$syncs" -v n=$((n * r)) \
-            'BEGIN { print s / k / (2 * n + 1) }')  # seconds per replica-array pass
-          parts[$algo.$codec.syncs]=$(awk -v k="$syncs" -v e="$epochs" 'BEGIN { print k / e }')
-        fi
-        line "$codec" "$algo" "N=$n R=$r (threads $threads)" "$(fmt "$wall" '%.2f')" "$cpu" \
-          "$(awk -v b="$base_wall" -v w="$wall" 'BEGIN { printf "%.2fx", b / w }')" \
-          "$(fmt "$acc" '%.4f')" "$(awk -v a="$acc" -v b="$base_acc" 'BEGIN { printf "%+.4f", a - b }')" \
-          "$sync_mb" "$syncs" "$(fmt "$sync_s" '%.2f')"
+        run "$work/scale.$config.json" "${launch[@]}" train "${options[@]}" -d "$shards" \
+          -o "$work/scale.$config.model" "${replicas[@]}" --threads "$threads" --json
+        walls[$config]+=" $WALL"
+        cpus[$config]+=" $CPU"
       done
     done
+    base_wall="" base_acc=""
+    for config in "${configs[@]}"; do
+      IFS=. read -r n r <<< "$config"
+      threads=$cores
+      [ "$r" -gt 1 ] && threads=$((cores / r > 0 ? cores / r : 1))
+      json=$work/scale.$config.json
+      wall=$(echo "${walls[$config]}" | median)
+      cpu=$(echo "${cpus[$config]}" | median)
+      wall_of[$algo.$codec.$n.$r]=$wall
+      acc=$("$bin" eval -m "$work/scale.$config.model" -d "$test" --json 2> /dev/null | jq -r .accuracy)
+      if [ -z "$base_wall" ]; then
+        base_wall=$wall base_acc=$acc
+        parts[$algo.$codec.learn]=$(key '.learn_seconds // .train_seconds' "$json")
+        parts[$algo.$codec.train]=$(key '.train_seconds' "$json")
+        parts[$algo.$codec.cpu]=$cpu
+        parts[$algo.$codec.wall]=$wall
+      fi
+      sync_mb=$(awk -v b="$(key '.sync_bytes // 0' "$json")" 'BEGIN { printf "%.1f", b / 1e6 }')
+      syncs=$(key '.syncs // 0' "$json")
+      sync_s=$(key '.sync_seconds // 0' "$json")
+      if [ "$syncs" != 0 ] && [ -z "${parts[$algo.$codec.sync]:-}" ]; then
+        parts[$algo.$codec.sync]=$(awk -v s="$sync_s" -v k="$syncs" -v n=$((n * r)) \
+          'BEGIN { print s / k / (2 * n + 1) }')  # seconds per replica-array pass
+        parts[$algo.$codec.syncs]=$(awk -v k="$syncs" -v e="$epochs" 'BEGIN { print k / e }')
+      fi
+      line "$codec" "$algo" "N=$n R=$r (threads $threads)" "$(fmt "$wall" '%.2f')" "$cpu" \
+        "$(awk -v b="$base_wall" -v w="$wall" 'BEGIN { printf "%.2fx", b / w }')" \
+        "$(fmt "$acc" '%.4f')" "$(awk -v a="$acc" -v b="$base_acc" 'BEGIN { printf "%+.4f", a - b }')" \
+        "$sync_mb" "$syncs" "$(fmt "$sync_s" '%.2f')"
+    done
+    rm -f "$work"/scale.*.model "$work"/scale.*.model.lock "$work"/scale.*.json "$work"/scale.*.json.err
   done
 done
 
@@ -157,4 +171,4 @@ for algo in $algos; do
     echo
   done
 done
-[ "${KEEP:-0}" = 1 ] || rm -rf "$work"/scale-*.shards "$work/scale.model" "$work"/scale.json*
+[ "${KEEP:-0}" = 1 ] || rm -rf "$work"/scale-*.shards
