@@ -85,6 +85,9 @@ int run_gen(const std::vector<std::string>& args) {
   add("positive-fraction", po::value<double>(), "share of +1 labels (kdda: 0.85)");
   add("signal-features", po::value<std::uint64_t>(),
       "the planted rule weighs only this many most frequent features (default: features / 200)");
+  add("feature-order", po::value<std::string>()->default_value("scattered"),
+      "scattered: feature ids unrelated to frequency (as hashed features) | frequency: the most "
+      "frequent feature first (the same rows relabelled)");
   add("seed", po::value<std::uint64_t>()->default_value(1), "random seed");
   add("test-rows", po::value<std::uint64_t>(), "also write this many test rows (same rule)");
   add("test-output", po::value<std::string>(), "where to write the test rows");
@@ -108,6 +111,7 @@ int run_gen(const std::vector<std::string>& args) {
     if (vm.count("signal-features"))
       spec.signal_features = vm["signal-features"].as<std::uint64_t>();
     spec.model = io::parse_planted_model(vm["model"].as<std::string>());
+    spec.feature_order = io::parse_feature_order(vm["feature-order"].as<std::string>());
     spec.seed = vm["seed"].as<std::uint64_t>();
     io::validate_spec(spec);
   } catch (const UsageError& e) {
@@ -144,6 +148,7 @@ int run_gen(const std::vector<std::string>& args) {
     nlohmann::json j = {{"like", vm["like"].as<std::string>()},
                         {"model", io::planted_model_name(spec.model)},
                         {"features", spec.features},
+                        {"feature_order", io::feature_order_name(spec.feature_order)},
                         {"seed", spec.seed},
                         {"threshold", generator.model().threshold()},
                         {"train", output_json(outputs.front())}};

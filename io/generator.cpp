@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <numeric>
 
 #include "engine/errors.h"
 
@@ -85,6 +86,16 @@ PlantedModelKind parse_planted_model(const std::string& text) {
 
 std::string planted_model_name(PlantedModelKind kind) {
   return kind == PlantedModelKind::kLinear ? "linear" : "polytope";
+}
+
+FeatureOrder parse_feature_order(const std::string& text) {
+  if (text == "scattered") return FeatureOrder::kScattered;
+  if (text == "frequency") return FeatureOrder::kFrequency;
+  throw UsageError("unknown feature order '" + text + "' (expected scattered or frequency)");
+}
+
+std::string feature_order_name(FeatureOrder order) {
+  return order == FeatureOrder::kScattered ? "scattered" : "frequency";
 }
 
 GeneratorSpec generator_preset(const std::string& like) {
@@ -173,7 +184,8 @@ std::uint32_t FeaturePermutation::inverse(std::uint32_t id) const {
 PlantedModel::PlantedModel(const GeneratorSpec& spec, const FeaturePermutation& permutation)
     : faces_(spec.model == PlantedModelKind::kPolytope ? spec.faces : 1),
       signal_(signal_features(spec)),
-      permutation_(&permutation) {
+      permutation_(&permutation),
+      ids_are_ranks_(spec.feature_order == FeatureOrder::kFrequency) {
   const std::uint64_t key = derive_seed(spec.seed, 0x776569676874ULL);  // "weight"
   weights_.resize(static_cast<std::size_t>(faces_) * signal_);
   for (int k = 0; k < faces_; ++k) {
@@ -208,8 +220,8 @@ double PlantedModel::score(const CsrView& rows, std::size_t r) const {
   const std::uint32_t* indices = rows.indices + b;
   const auto rank_of = [&](std::size_t j) -> std::uint64_t {
     const std::uint64_t id = std::uint64_t{indices[j]} - 1;  // index 0 wraps to a huge id
-    return id < permutation_->size() ? permutation_->inverse(static_cast<std::uint32_t>(id))
-                                     : signal_;
+    if (id >= permutation_->size()) return signal_;
+    return ids_are_ranks_ ? id : permutation_->inverse(static_cast<std::uint32_t>(id));
   };
   return max_face_score(rows.row_nnz(r), rank_of, rows.values ? rows.values + b : nullptr);
 }
@@ -300,16 +312,30 @@ void Generator::generate_rows(std::uint64_t stream, std::uint64_t first, std::ui
                               CsrBuffer& out) const {
   const bool with_values = spec_.real_fraction > 0;
   if (with_values) out.ensure_values();
+  const bool by_frequency = spec_.feature_order == FeatureOrder::kFrequency;
   Scratch s;
+  std::vector<std::uint32_t> order;  // by_frequency: the row's entries by rank
   for (std::uint64_t row = first; row < first + count; ++row) {
     SplitMix64 rng(derive_seed(spec_.seed, stream, row));
     const double score = draw_row(rng, s);
     float label = score >= model_.threshold() ? 1.0f : -1.0f;
     if (uniform(rng) < spec_.noise) label = -label;
     out.labels.push_back(label);
-    for (const std::uint64_t e : s.entries)
-      out.indices.push_back(static_cast<std::uint32_t>(e >> 32) + 1);  // 1-based raw index
-    if (with_values) out.values.insert(out.values.end(), s.values.begin(), s.values.end());
+    if (by_frequency) {
+      // The row drawn as for scattered ids (the same ranks, values and label), written by rank.
+      order.resize(s.ranks.size());
+      std::iota(order.begin(), order.end(), 0u);
+      std::sort(order.begin(), order.end(),
+                [&](std::uint32_t a, std::uint32_t b) { return s.ranks[a] < s.ranks[b]; });
+      for (const std::uint32_t j : order) {
+        out.indices.push_back(s.ranks[j] + 1);
+        if (with_values) out.values.push_back(s.values[j]);
+      }
+    } else {
+      for (const std::uint64_t e : s.entries)
+        out.indices.push_back(static_cast<std::uint32_t>(e >> 32) + 1);  // 1-based raw index
+      if (with_values) out.values.insert(out.values.end(), s.values.begin(), s.values.end());
+    }
     out.offsets.push_back(static_cast<std::uint32_t>(out.indices.size()));
   }
 }

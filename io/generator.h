@@ -11,7 +11,10 @@
 //   length   n ~ round(LogNormal(mu, sigma)) clamped to [1, max_nnz], with mu chosen so E[n] = nnz;
 //   features n distinct ranks drawn from a Zipf(s) law over [0, features) by inverse CDF of its
 //            continuous approximation (O(1) per draw; duplicates are redrawn), each mapped to a
-//            feature id by a keyed bijection, so frequency is not monotone in id; index = id + 1;
+//            feature id by a keyed bijection, so frequency is not monotone in id; index = id + 1.
+//            With FeatureOrder::kFrequency the written index is rank + 1 instead (the most
+//            frequent feature first) and each row is re-sorted by it: the same rows, labels and
+//            values as the scattered data, relabelled;
 //   values   1, except on "real" features (a hashed real_fraction of ids): k/1000, k in [1, 1000];
 //   label    planted rule on the row, then flipped with probability noise.
 // Planted rules (weights w_k[rank] ~ N(0, 1) hashed from the seed for the signal_features most
@@ -40,6 +43,16 @@ inline double unit_interval(std::uint64_t h) { return static_cast<double>(h >> 1
 
 enum class PlantedModelKind { kLinear, kPolytope };
 
+/// How feature ids relate to feature frequency: kScattered (ids by a keyed bijection of the
+/// frequency ranks, as hashed or arbitrarily numbered features are) or kFrequency (id = rank: the
+/// most frequent features first, as ids given in order of first appearance mostly are).
+enum class FeatureOrder { kScattered, kFrequency };
+
+/// "scattered" | "frequency" → FeatureOrder; throws UsageError otherwise.
+FeatureOrder parse_feature_order(const std::string& text);
+/// The name parse_feature_order accepts.
+std::string feature_order_name(FeatureOrder order);
+
 /// "linear" | "polytope" → PlantedModelKind; throws UsageError otherwise.
 PlantedModelKind parse_planted_model(const std::string& text);
 /// The name parse_planted_model accepts.
@@ -59,6 +72,7 @@ struct GeneratorSpec {
   int faces = 5;                      // polytope faces K
   double noise = 0.05;                // label flip probability
   std::uint64_t signal_features = 0;  // 0: min(features, max(1000, features / 200))
+  FeatureOrder feature_order = FeatureOrder::kScattered;
   std::uint64_t seed = 1;
 };
 
@@ -133,6 +147,7 @@ class PlantedModel {
   std::vector<float> weights_;  // faces × signal, by rank
   double threshold_ = 0;
   const FeaturePermutation* permutation_ = nullptr;
+  bool ids_are_ranks_ = false;  // FeatureOrder::kFrequency: a written index is rank + 1
 };
 
 /// Generates rows of a spec. Immutable after construction; generate_rows is thread-safe.

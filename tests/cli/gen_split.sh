@@ -43,6 +43,19 @@ gzip -dc "$work/a.svm.gz" | cmp -s - "$work/a.svm" || fail ".gz output differs f
 [ "$(lines "$work/stdout.svm")" -eq 100 ] || fail "gen -o - wrote $(lines "$work/stdout.svm") rows"
 grep -q "100 rows" "$work/stdout.err" || fail "with -o -, the summary belongs on stderr"
 
+# --feature-order frequency: the same rows relabelled (the labels and row lengths agree), the low
+# ids the frequent ones; a name gen does not know is refused.
+"$bin" gen "${small[@]}" --seed 5 --feature-order frequency -o "$work/f.svm" --json > "$work/f.json"
+grep -q '"feature_order": "frequency"' "$work/f.json" || fail "gen --json lacks the feature order"
+cmp -s <(awk '{ print $1, NF }' "$work/a.svm") <(awk '{ print $1, NF }' "$work/f.svm") ||
+  fail "--feature-order frequency changed the labels or the row lengths"
+low() { awk '{ for (i = 2; i <= NF; ++i) { n++; if ($i + 0 <= 500) l++ } } END { print int(100 * l / n) }' "$1"; }
+[ "$(low "$work/f.svm")" -ge 30 ] && [ "$(low "$work/a.svm")" -le 5 ] ||
+  fail "ids <= 500 hold $(low "$work/f.svm") % (frequency) and $(low "$work/a.svm") % (scattered)"
+"$bin" gen "${small[@]}" --feature-order hashed -o "$work/h.svm" 2> "$work/h.err" && fail "--feature-order hashed accepted"
+grep -q "unknown feature order 'hashed'" "$work/h.err" || fail "bad --feature-order: $(cat "$work/h.err")"
+[ -e "$work/h.svm" ] && fail "a refused gen left its output"
+
 # --- split: train/test ----------------------------------------------------------------------------
 "$bin" split "$work/a.svm" --test-fraction 0.2 --seed 3 -o "$work/s" --json > "$work/split.json"
 train=$(lines "$work/s.train.svm")

@@ -187,6 +187,43 @@ TEST(Generator, LabelsFollowThePlantedLinearRuleUpToNoise) {
   EXPECT_EQ(g.model().score(foreign.view(), 0), 0.0);
 }
 
+// --feature-order frequency: the scattered rows relabelled (id = frequency rank), re-sorted.
+TEST(Generator, FrequencyOrderRelabelsTheScatteredRows) {
+  GeneratorSpec spec = small_kdda(5'000);
+  spec.model = PlantedModelKind::kPolytope;
+  const Generator scattered(spec);
+  spec.feature_order = FeatureOrder::kFrequency;
+  const Generator ordered(spec);
+  CsrBuffer a, b;
+  scattered.generate_rows(kTrainStream, 0, spec.rows, a);
+  ordered.generate_rows(kTrainStream, 0, spec.rows, b);
+  ASSERT_EQ(a.labels, b.labels);
+  ASSERT_EQ(a.offsets, b.offsets);
+  const CsrView va = a.view(), vb = b.view();
+  std::uint64_t low = 0;  // non-zeros among the 1,000 lowest ids of the ordered rows
+  for (std::size_t r = 0; r < va.rows; ++r) {
+    std::vector<std::pair<std::uint32_t, float>> relabelled, written;
+    for (std::uint32_t k = va.offsets[r]; k < va.offsets[r + 1]; ++k)
+      relabelled.emplace_back(scattered.permutation().inverse(va.indices[k] - 1) + 1, va.value(k));
+    std::sort(relabelled.begin(), relabelled.end());
+    for (std::uint32_t k = vb.offsets[r]; k < vb.offsets[r + 1]; ++k) {
+      written.emplace_back(vb.indices[k], vb.value(k));
+      if (k > vb.offsets[r]) {
+        ASSERT_LT(vb.indices[k - 1], vb.indices[k]) << "row " << r;
+      }
+      low += vb.indices[k] <= 1000;
+    }
+    ASSERT_EQ(relabelled, written) << "row " << r;
+    // Each generator's rule reads its own ids back to the same ranks (summed in another order).
+    ASSERT_NEAR(scattered.model().score(va, r), ordered.model().score(vb, r), 1e-9) << "row " << r;
+  }
+  // Zipf(1) over 20.2 M features: the 1,000 most frequent hold about 7.5 / 17.4 of the mass.
+  EXPECT_GT(static_cast<double>(low) / static_cast<double>(b.nnz()), 0.35);
+  EXPECT_THROW(parse_feature_order("hashed"), UsageError);
+  EXPECT_EQ(parse_feature_order(feature_order_name(FeatureOrder::kFrequency)),
+            FeatureOrder::kFrequency);
+}
+
 TEST(Generator, PolytopeRuleEnclosesTheNegatives) {
   GeneratorSpec spec = small_kdda(50'000);
   spec.model = PlantedModelKind::kPolytope;
