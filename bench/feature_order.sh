@@ -43,7 +43,8 @@ data() {
     > /dev/null
 }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+# shellcheck source=bench/common.bash
+source "$(dirname "${BASH_SOURCE[0]}")/common.bash"  # median
 
 echo "feature ids: scattered (gen's default) vs frequency (gen --feature-order frequency), $rows rows,"
 echo "$codec shards, $(nproc) cores, medians of $repeat rounds"
@@ -77,9 +78,9 @@ for algo in $algos; do
   for w in $workers; do
     for order in scattered frequency; do
       key=$w.$order
-      mw=$(echo "${wall[$key]}" | tr ' ' '\n' | grep . | median)
-      ml=$(echo "${learn[$key]}" | tr ' ' '\n' | grep . | median)
-      mt=$(echo "${wait[$key]}" | tr ' ' '\n' | grep . | median)
+      mw=$(echo "${wall[$key]}" | median)
+      ml=$(echo "${learn[$key]}" | median)
+      mt=$(echo "${wait[$key]}" | median)
       if [ "$order" = scattered ]; then sw=$mw sl=$ml; lx="" wx=""; else
         lx=$(awk -v a="$sl" -v b="$ml" 'BEGIN { printf "%.2f×", a / b }')
         wx=$(awk -v a="$sw" -v b="$mw" 'BEGIN { printf "%.2f×", a / b }')

@@ -60,7 +60,8 @@ noise() {
           printf "%.6f", ((b[ib] - b[ia]) + (a[ia] - a[ib])) / 2 }'
 }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+# shellcheck source=bench/common.bash
+source "$(dirname "${BASH_SOURCE[0]}")/common.bash"  # median
 
 # timed BINARY JSON ARGS...: a train whose --json goes to JSON; prints its wall seconds.
 timed() {
@@ -202,8 +203,8 @@ if [ -n "${KDD_ROWS:-}" ] && { [ -z "${SETS:-}" ] || wanted kdd; }; then
       done
     done
     for i in "${!binaries[@]}"; do
-      t=$(echo "${tune_s[$i]}" | tr ' ' '\n' | grep . | median)
-      p=$(echo "${plain_s[$i]}" | tr ' ' '\n' | grep . | median)
+      t=$(echo "${tune_s[$i]}" | median)
+      p=$(echo "${plain_s[$i]}" | median)
       name="kdda-like $((KDD_ROWS / 1000))k"
       [ "$i" -gt 0 ] && name="$name (BASE)"
       dt=$(awk -v t="${tuned[$i]}" -v b="$best" 'BEGIN { printf "%+.2f", 100 * (t - b) }')

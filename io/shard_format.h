@@ -13,7 +13,7 @@
 //   IndexTrailer   offset of the index, n, "PMSHEND\0", u64 XXH3 of the index and the trailer's
 //                  other fields. It sits at the very end, so a truncated file has no valid trailer.
 //
-// Raw payload (read in place from a memory map, hence the 8-byte alignment of every array):
+// Raw payload (used in place as read, hence the 8-byte alignment of every array):
 //   f32 labels[rows] | u32 offsets[rows + 1] (offsets[0] = 0) | u32 indices[nnz] | f32 values[nnz]
 //   (values only when the block has a value other than 1), each array zero-padded to 8 bytes.
 // Zstd payload: u64 packed bytes | u64 frame bytes | one zstd frame of the packed section

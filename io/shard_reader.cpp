@@ -63,7 +63,7 @@ void size_buffer(CsrBuffer& b, std::size_t rows, std::size_t nnz, bool values) {
   if (values) b.values.resize(nnz);
 }
 
-// Row `row` of part `part` of a window's rows (blocks in the map, or one decoded buffer).
+// Row `row` of part `part` of a window's rows (raw blocks as read, or one decoded buffer).
 struct RowRef {
   std::uint32_t part;
   std::uint32_t row;
@@ -243,6 +243,9 @@ void check_window_nnz(std::size_t block_count, std::uint64_t nnz) {
 // a raw block's arrays are read in place). Grown as needed and never shrunk: a window's buffers
 // are reused by the next.
 using BlockBytes = std::vector<std::uint64_t>;
+const std::uint8_t* bytes_of(const BlockBytes& b) {
+  return reinterpret_cast<const std::uint8_t*>(b.data());
+}
 
 // One pipeline token: a window of blocks and the buffer its rows are delivered in.
 struct Window : WindowPlace {
@@ -295,7 +298,7 @@ struct ShardSet::Impl {
     const std::size_t words = k.entry.bytes / sizeof(std::uint64_t);
     if (into.size() < words) into.resize(words);
     files[k.shard].read(k.entry.offset, k.entry.bytes, into.data(), paths[k.shard]);
-    return reinterpret_cast<const std::uint8_t*>(into.data());
+    return bytes_of(into);
   }
   // load() in a scan: with the I/O stage on, a block the stage has not reached yet (the first
   // windows of a scan) is first asked for as one read of exactly the block, as the stage asks.
@@ -430,8 +433,7 @@ struct ShardSet::Impl {
     std::uint32_t row = 0, nnz = 0;
     for (std::size_t i = 0; i < w.block_count; ++i) {
       const std::uint32_t b = w.blocks[i];
-      s.decoder.decode(reinterpret_cast<const std::uint8_t*>(w.bytes[i].data()), manifest.codec,
-                       name(b),
+      s.decoder.decode(bytes_of(w.bytes[i]), manifest.codec, name(b),
                        {out.labels.data() + row, out.offsets.data() + row, out.indices.data() + nnz,
                         out.has_values ? out.values.data() + nnz : nullptr, nnz, divide_by});
       row += blocks[b].entry.rows;
@@ -455,13 +457,10 @@ struct ShardSet::Impl {
     }
     check_window_nnz(w.block_count, nnz);
     w.views.clear();
-    const auto block_data = [&](std::size_t i) {
-      return reinterpret_cast<const std::uint8_t*>(w.bytes[i].data());
-    };
     // No further copy: the sink reads the blocks as read.
     if (raw && !o.shuffle && !scale && !o.normalize_l2) {
       for (std::size_t i = 0; i < w.block_count; ++i)
-        w.views.push_back(shard::raw_block_view(block_data(i), name(w.blocks[i])));
+        w.views.push_back(shard::raw_block_view(bytes_of(w.bytes[i]), name(w.blocks[i])));
       if (w.views.empty()) w.views.emplace_back();  // an empty part still marks its window
       return;
     }
@@ -478,7 +477,7 @@ struct ShardSet::Impl {
       s.parts.clear();
       if (raw) {  // gather straight from the blocks as read
         for (std::size_t i = 0; i < w.block_count; ++i)
-          s.parts.push_back(shard::raw_block_view(block_data(i), name(w.blocks[i])));
+          s.parts.push_back(shard::raw_block_view(bytes_of(w.bytes[i]), name(w.blocks[i])));
       } else {
         size_buffer(s.concat, rows, nnz, values);
         decode_into(w, s, s.concat, divide_by);
@@ -503,7 +502,7 @@ struct ShardSet::Impl {
   struct Reading : WindowPlace {
     std::vector<BlockBytes> bytes;   // per block, as read
     std::vector<CsrBuffer> buffers;  // zstd: one per block
-    std::vector<CsrView> parts;      // per block: its decoded rows, or its rows in the map (raw)
+    std::vector<CsrView> parts;      // per block: its decoded rows, or its rows as read (raw)
     std::vector<RowRef> order;
     std::atomic<std::size_t> next{0};  // the next task to take
     std::atomic<bool> any_values{false};
@@ -571,7 +570,7 @@ struct ShardSet::Impl {
 
   // The tasks of `r` nobody took, by every thread of the arena; then the window's rows gathered
   // into w.out in parallel ranges. The rows are those prepare() gives; raw blocks are gathered
-  // straight from the map.
+  // straight from their bytes as read.
   void finish_reading(Reading& r, Window& w, tbb::enumerable_thread_specific<Scratch>& scratch,
                       const ReadOptions& o, const Scaling* scale, const float* divide_by) const {
     const std::size_t from = std::min(r.next.exchange(r.tasks()), r.tasks());

@@ -6,7 +6,7 @@
 //                                    indices, values; values omitted when all are 1), each block
 //                                    checksummed (XXH3), the file bound to the manifest by the
 //                                    XXH3 of its blocks' checksums. raw codec: plain little-endian
-//                                    arrays, 8-byte aligned, read in place from a memory map. zstd
+//                                    arrays, 8-byte aligned, used in place as read. zstd
 //                                    codec: row lengths, values and labels zstd-compressed, index
 //                                    gaps as varints (io/shard_format.h says why).
 //   DATA.shards/feature_maxabs.bin   per-feature max |value| (float32), checksummed, for [0,1]
