@@ -4,7 +4,8 @@
 # learner and codec measured in the same run as its one-worker baseline. One table: wall and CPU
 # seconds of the whole command, the speed-up over one worker, test accuracy and its difference, and
 # the averaging: bytes all-reduced per sync, syncs, their seconds. Then the many-core prediction
-# from the measured parts (learning, reading, averaging).
+# from the measured parts (learning, reading, averaging; for the CPM also mapping the weights and
+# writing the model).
 # Usage: bench/scale.sh [BUILD_DIR]
 #   env: ROWS (default 8,407,752), WORK (scratch, default /tmp/polymargin-bench), EPOCHS (5),
 #        CODECS ("raw zstd"), ALGOS ("ldm svm cpm"), WORKERS ("1 2"), RANKS ("1 2"), C (0.01),
@@ -115,6 +116,12 @@ for algo in $algos; do
         parts[$algo.$codec.train]=$(key '.train_seconds' "$json")
         parts[$algo.$codec.cpu]=$cpu
         parts[$algo.$codec.wall]=$wall
+        if [ "$algo" = cpm ]; then  # CPU-s of both sides' steps; mapping the weights; the write
+          parts[$algo.$codec.steps]=$(key '[.side_details[].learn_seconds] | add' "$json")
+          parts[$algo.$codec.allocate]=$(key '.allocate_seconds' "$json")
+          parts[$algo.$codec.save]=$(key '.save_seconds' "$json")
+          parts[$algo.$codec.threads]=$threads
+        fi
       fi
       sync_mb=$(awk -v b="$(key '.sync_bytes // 0' "$json")" 'BEGIN { printf "%.1f", b / 1e6 }')
       syncs=$(key '.syncs // 0' "$json")
@@ -171,4 +178,39 @@ for algo in $algos; do
     echo
   done
 done
+
+# The CPM on P cores: P/2 replicas (R × N), each with its two sides on two threads, against the
+# one-replica run measured above (today's two sides). From that run: S, the CPU-seconds of both
+# sides' steps; A, the wall of mapping one replica's weights with T threads (A·T CPU-s a replica,
+# every replica's pages mapped by all P threads); W, writing the model (one thread, once); the
+# rest of its CPU, R = CPU − S − A·T − W (reading, decoding), on all cores. The averaging as for
+# the linear learners (s a replica-array pass, k averagings, from the first replicated run; 0
+# without one). wall ≈ S/P + R/P + A·T·(P/2)/P + k·s·(P + 1) + W. Steps are taken to scale with
+# the cores: on a machine whose memory saturates first (docs/performance.md#16-cores) they do not.
+if [[ " $algos " = *" cpm "* ]]; then
+  echo
+  echo "CPM: P/2 replicas of two sides each on P cores, against one replica (its two sides)"
+  printf '%-6s %8s %8s %8s %8s %10s' codec "S s" "R cpu s" "A·T s" "W s" "sync s/arr"
+  for p in 4 8 16; do printf ' %9s' "P=$p"; done
+  echo
+  for codec in $codecs; do
+    steps=${parts[cpm.$codec.steps]:-}
+    [ -n "$steps" ] || continue
+    at=$(awk -v a="${parts[cpm.$codec.allocate]}" -v t="${parts[cpm.$codec.threads]}" \
+      'BEGIN { print a * t }')
+    save=${parts[cpm.$codec.save]}
+    rest=$(awk -v c="${parts[cpm.$codec.cpu]}" -v s="$steps" -v a="$at" -v w="$save" \
+      'BEGIN { r = c - s - a - w; print (r > 0 ? r : 0) }')
+    s=${parts[cpm.$codec.sync]:-0}
+    k=$(awk -v k="${parts[cpm.$codec.syncs]:-0}" -v e="$epochs" 'BEGIN { print k * e }')
+    printf '%-6s %8.2f %8.2f %8.2f %8.2f %10.3f' "$codec" "$steps" "$rest" "$at" "$save" "$s"
+    for p in 4 8 16; do
+      awk -v st="$steps" -v r="$rest" -v a="$at" -v w="$save" -v s="$s" -v k="$k" -v p="$p" \
+        -v base="${parts[cpm.$codec.wall]}" \
+        'BEGIN { n = p / 2; t = st / p + r / p + a * n / p + k * s * (2 * n + 1) + w
+                 printf " %5.1fs %.1fx", t, base / t }'
+    done
+    echo
+  done
+fi
 [ "${KEEP:-0}" = 1 ] || rm -rf "$work"/scale-*.shards
