@@ -121,6 +121,7 @@ double LdmTrainer::calibrate(const CsrView& sample) {
   std::sort(sample_features_.begin(), sample_features_.end());
   sample_features_.erase(std::unique(sample_features_.begin(), sample_features_.end()),
                          sample_features_.end());
+  if (!slot_of_.empty()) in_feature_order(sample_features_);
   sample_features_.push_back(bias_slot_);
 
   // Factor-2 search around η0 = 1 (Bottou's determineEta0, LDM-ref's determine_eta0), keeping the
@@ -147,6 +148,24 @@ double LdmTrainer::calibrate(const CsrView& sample) {
   const double eta0 = best;
   state_.eta0 = clamp_eta0(eta0);
   return state_.eta0;
+}
+
+void LdmTrainer::in_feature_order(std::vector<std::uint32_t>& slots) const {
+  // The sums over the sample's features (calibration_cost's ‖w‖²) then add in the order they
+  // would without renumbering. One pass over the table, marking the sample's slots in a bitmap.
+  const std::size_t size = slot_of_.size();
+  std::vector<std::uint64_t> marked(size / 64 + 1, 0);
+  const auto beyond = std::lower_bound(slots.begin(), slots.end(), size);
+  for (auto it = slots.begin(); it != beyond; ++it)
+    marked[*it / 64] |= std::uint64_t{1} << (*it % 64);
+  std::vector<std::uint32_t> ordered;
+  ordered.reserve(slots.size());
+  for (std::size_t f = 0; f < size; ++f) {
+    const std::uint32_t s = slot_of_[f];
+    if (marked[s / 64] >> (s % 64) & 1) ordered.push_back(s);
+  }
+  ordered.insert(ordered.end(), beyond, slots.end());  // ids beyond the table are their own slots
+  slots.swap(ordered);
 }
 
 double LdmTrainer::calibration_cost(const CsrView& sample, double eta0) {
@@ -369,15 +388,17 @@ MarginStats LdmTrainer::take_progress() { return std::exchange(progress_, Margin
 
 std::vector<double> LdmTrainer::weights() const {
   std::vector<double> w(state_.wa.size() / kStride);
-  for (std::size_t f = 0; f < w.size(); ++f) w[f] = state_.wa[kStride * f] / state_.a;
+  for (std::size_t f = 0; f < w.size(); ++f) w[f] = state_.wa[kStride * slot(f)] / state_.a;
   return w;
 }
 
 std::vector<double> LdmTrainer::averaged_weights() const {
   if (state_.avg_is_zero) return weights();
   std::vector<double> w(state_.wa.size() / kStride);
-  for (std::size_t f = 0; f < w.size(); ++f)
-    w[f] = (state_.wa[kStride * f + 1] + state_.b * state_.wa[kStride * f]) / state_.c;
+  for (std::size_t f = 0; f < w.size(); ++f) {
+    const std::size_t k = kStride * slot(f);
+    w[f] = (state_.wa[k + 1] + state_.b * state_.wa[k]) / state_.c;
+  }
   return w;
 }
 
@@ -417,6 +438,7 @@ LinearModel LdmTrainer::build_model(const std::vector<float>* maxabs, bool relea
   model.max_index = bias_slot_ - 1;
   model.bias_value = config_.bias;
   model.bias_weight = config_.bias != 0 ? average[kStride * bias_slot_] : 0.0;
+  if (!slot_of_.empty()) return build_model_renumbered(std::move(model), maxabs, release);
   if (release) released_norm2_ = averaged_norm2();
   model.weights.reserve(bias_slot_);  // not resize: its pages are touched only as chunks arrive
   // Copied out a chunk of (W, A) pairs at a time; when releasing, each chunk's pages go back to the
@@ -440,6 +462,43 @@ LinearModel LdmTrainer::build_model(const std::vector<float>* maxabs, bool relea
   return model;
 }
 
+LinearModel LdmTrainer::build_model_renumbered(LinearModel model, const std::vector<float>* maxabs,
+                                               bool release) {
+  // w̄ in slot order first, W and A freed a chunk at a time as in build_model, then put in feature
+  // order (the slot-ordered copy freed after): the peak stays at W + A. ‖w̄‖² and the folding of
+  // the scaling then run in feature order, as without renumbering.
+  const double* average = state_.wa.data() + (state_.avg_is_zero ? 0 : 1);
+  std::vector<double, sparse::HugePageAllocator<double>> by_slot;  // read at random below
+  by_slot.reserve(bias_slot_);
+  constexpr std::size_t kChunk = sparse::HugePageAllocator<double>::kHugePage / (kStride * 8);
+  for (std::size_t begin = 0; begin < bias_slot_; begin += kChunk) {
+    const std::size_t end = std::min<std::size_t>(begin + kChunk, bias_slot_);
+    for (std::size_t f = begin; f < end; ++f) by_slot.push_back(average[kStride * f]);
+    if (release && end < bias_slot_)
+      sparse::discard_pages(state_.wa.data() + kStride * begin, kStride * kChunk);
+  }
+  if (release) sparse::WeightVector().swap(state_.wa);
+  model.weights.reserve(bias_slot_);
+  constexpr std::size_t kAhead = 16;  // by_slot is read at random: requested a few ids ahead
+  for (std::size_t f = 0; f < bias_slot_; ++f) {
+    if (f + kAhead < bias_slot_) __builtin_prefetch(by_slot.data() + slot(f + kAhead));
+    model.weights.push_back(by_slot[slot(f)]);
+  }
+  decltype(by_slot)().swap(by_slot);
+  if (release) {
+    double norm2 = 0;
+    for (const double x : model.weights) norm2 += x * x;
+    released_norm2_ = norm2 + model.bias_weight * model.bias_weight;
+  }
+  if (maxabs)
+    for (std::size_t f = 0; f < bias_slot_; ++f)
+      model.weights[f] = (*maxabs)[f] > 0 ? model.weights[f] / (*maxabs)[f] : 0.0;
+  for (const double x : model.weights)
+    if (!std::isfinite(x)) diverged(state_.t, "weight");
+  if (!std::isfinite(model.bias_weight)) diverged(state_.t, "bias weight");
+  return model;
+}
+
 void LdmTrainer::restore(LdmState state, const MarginStats& progress, bool eta0_clamped) {
   if (state.wa.size() != state_.wa.size())
     throw std::invalid_argument("LdmTrainer::restore: " + std::to_string(state.wa.size()) +
@@ -456,7 +515,7 @@ void LdmTrainer::warm_start(std::span<const double> w, double bias_weight) {
     throw std::invalid_argument("LdmTrainer::warm_start: more weights than feature slots");
   // w = W / a with a = 1 and A flagged zero (w̄ = w): exactly the state of step 0.
   for (std::size_t f = 0; f < state_.wa.size(); f += kStride) state_.wa[f] = 0;
-  for (std::size_t f = 0; f < w.size(); ++f) state_.wa[kStride * f] = w[f];
+  for (std::size_t f = 0; f < w.size(); ++f) state_.wa[kStride * slot(f)] = w[f];
   state_.wa[kStride * bias_slot_] = bias_weight;
   state_.a = state_.b = state_.c = 1;
   state_.avg_is_zero = true;

@@ -236,6 +236,14 @@ class LdmTrainer {
   /// from w = 0: t = 0, averaging from t0. Call calibrate() first (it needs w = 0).
   void warm_start(std::span<const double> w, double bias_weight);
 
+  /// Where each feature id's weights live, for rows whose ids the reader renumbered with the same
+  /// table (io::ReadOptions::renumber): id f < slot_of.size() in slot slot_of[f] (a permutation of
+  /// [0, slot_of.size())), a larger id in its own. Everything the trainer takes or gives stays in
+  /// feature ids (warm_start, weights(), averaged_weights(), finish(), the final ‖w̄‖², summed in
+  /// feature order), so the model is byte for byte the one the rows as stored give. Set before
+  /// the first step; `slot_of` must outlive the trainer.
+  void set_feature_slots(std::span<const std::uint32_t> slot_of) { slot_of_ = slot_of; }
+
   /// The configuration in force, λ1 and λ2 resolved.
   const LdmConfig& config() const { return config_; }
   const LdmState& state() const { return state_; }
@@ -249,10 +257,15 @@ class LdmTrainer {
            std::size_t steps);
   void renormalise();
   LinearModel build_model(const std::vector<float>* maxabs, bool release);
+  LinearModel build_model_renumbered(LinearModel model, const std::vector<float>* maxabs,
+                                     bool release);
+  /// Slots sorted ascending → the same slots in the order of their feature ids (set_feature_slots).
+  void in_feature_order(std::vector<std::uint32_t>& slots) const;
   /// F_S after S calibration steps with initial step eta (w restarts from 0; +∞ if non-finite).
   double calibration_cost(const CsrView& sample, double eta);
   double clamp_eta0(double eta0);
   [[noreturn]] void diverged(std::uint64_t t, const char* what) const;
+  std::size_t slot(std::size_t f) const { return f < slot_of_.size() ? slot_of_[f] : f; }
 
   friend class LdmReplicas;  // averages replicas' states in place (engine/ldm_replicas.h)
 
@@ -270,6 +283,7 @@ class LdmTrainer {
   // trial run, so the trainer's W stays zero without an O(d) clear).
   std::vector<std::uint32_t> sample_i_, sample_j_, sample_features_;
   std::optional<double> released_norm2_;  // ‖w̄‖² at finish_and_release()
+  std::span<const std::uint32_t> slot_of_;  // set_feature_slots(); empty: slot = feature id
 };
 
 }  // namespace polymargin::engine

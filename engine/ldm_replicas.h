@@ -64,6 +64,11 @@ class LdmReplicas {
   /// on process 0, those of the whole run.
   MarginStats take_progress();
 
+  /// LdmTrainer::set_feature_slots on every replica (the averaging is slot by slot either way).
+  void set_feature_slots(std::span<const std::uint32_t> slot_of) {
+    for (auto& r : replicas_) r->set_feature_slots(slot_of);
+  }
+
   int local() const { return static_cast<int>(replicas_.size()); }
   int total() const { return total_; }
   /// Bytes that average() hands to Peers::sum: the interleaved (W, A) array and the scalars.

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -154,6 +155,11 @@ struct ReadOptions {
   // the shards take more than half the memory the process may use (MemAvailable or its cgroup's
   // limit). Neither changes the rows or their order.
   std::uint64_t read_ahead_bytes = std::uint64_t{64} << 20;
+  // Feature ids renumbered as the rows are read (after --scale, which looks the maxima up by the
+  // ids in the data): an id f < renumber.size() becomes renumber[f], a larger id stays. For a
+  // learner that lays its weights out in an order of its own (io/feature_order.h); the entries
+  // of a row keep their order, so only the ids change. Empty: the ids as stored.
+  std::span<const std::uint32_t> renumber;
 };
 
 /// Reading a lockstep scan lends its sink while the sink has the window: each call does one piece
