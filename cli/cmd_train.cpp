@@ -161,9 +161,10 @@ struct LinearRun : TrainRun {
   TrainPosition position;  // where training starts: (0, 0), or the checkpoint's position
   io::ReadOptions read;
   std::vector<float> maxabs;  // a warm start's scaling (see open())
-  // --feature-order frequency (or auto, resolved): the slot of each feature id's weights, the
+  // --feature-order frequency: the slot of each feature id's weights, the
   // table the reader renumbers the rows by (io/feature_order.h); empty: the ids as stored.
   std::vector<std::uint32_t> slot_of;
+  std::vector<float> maxabs_by_slot;  // with --scale maxabs: the maxima in the slots' order
   double feature_order_seconds = 0;
   bool warm_pending = false;
   engine::MarginStats margins;  // the last epoch's progressive margins, then the final pass's
@@ -217,10 +218,10 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
       "summary "
       "then gives the last epoch's progressive estimates")("json", po::bool_switch(&json),
                                                            "print the summary as JSON on stdout")(
-      "feature-order", po::value(&feature_order)->default_value("auto"),
-      "where the weights of each feature id live while learning: frequency (the most frequent "
-      "features first, counted on a sample of the blocks: fewer cache misses, the same model) | "
-      "given (by id) | auto (frequency when W and A take more than 32 MiB)")(
+      "feature-order", po::value(&feature_order)->default_value("given"),
+      "where the weights of each feature id lie while learning: given (by id) | frequency (the "
+      "most frequent features first, counted on a sample of the blocks: fewer cache misses for "
+      "the learner, a look-up a non-zero for the reader; the same model)")(
       "warm-start", po::value(&warm_start_path),
       "start from this model (same algorithm and labels; new features start at 0)");
   parallel.add_to(opts);
@@ -236,8 +237,8 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
   if (normalize != "l2" && normalize != "none")
     throw UsageError("train: --normalize must be l2 or none (got '" + normalize + "')");
   if (window_blocks == 0) throw UsageError("train: --window-blocks must be at least 1");
-  if (feature_order != "auto" && feature_order != "frequency" && feature_order != "given")
-    throw UsageError("train: --feature-order must be auto, frequency or given (got '" +
+  if (feature_order != "frequency" && feature_order != "given")
+    throw UsageError("train: --feature-order must be given or frequency (got '" +
                      feature_order + "')");
   if (pairing != "next" && pairing != "permuted")
     throw UsageError("train: --pairing must be next or permuted (got '" + pairing + "')");
@@ -282,13 +283,13 @@ void LinearRun::open() {
   // Memory, before the first weight exists: W and A (doubles) of every worker, the scaling table
   // (float) and, with a warm start, its model (double), a slot per feature id up to the largest.
   const std::uint64_t slots = std::uint64_t{max_index} + 2;
-  // Renumbered most frequent first where the weights are too large for a cache (auto): then most
-  // of a step's misses are on a few hot lines instead of one line a feature.
-  if (feature_order == "auto")
-    feature_order = slots * 16 > (std::uint64_t{32} << 20) ? "frequency" : "given";
+  // --feature-order frequency: most of a step's misses fall on a few hot lines instead of one
+  // line a feature, for a look-up a non-zero in the reader (docs/performance.md, "Feature ids and
+  // memory").
   const bool renumber = feature_order == "frequency" && manifest.nnz > 0;
   const std::uint64_t per_slot = 16 * static_cast<std::uint64_t>(parallel.workers) +
-                                 (scale == "maxabs" ? 4 : 0) + (warm ? 8 : 0) + (renumber ? 4 : 0);
+                                 (scale == "maxabs" ? 4 : 0) + (warm ? 8 : 0) +
+                                 (renumber ? (scale == "maxabs" ? 8 : 4) : 0);
   check_fits(slots * per_slot + kRunOverheadBytes,
              "--algo " + algo +
                  (parallel.workers > 1 ? " --workers " + std::to_string(parallel.workers) : "") +
@@ -305,6 +306,7 @@ void LinearRun::open() {
     slot_of.resize(std::size_t{max_index} + 1);  // a warm start's further ids: their own slots
     for (std::size_t f = manifest.max_index + std::size_t{1}; f < slot_of.size(); ++f)
       slot_of[f] = static_cast<std::uint32_t>(f);
+    if (scale == "maxabs") maxabs_by_slot = io::renumbered_maxabs(shards, slot_of);
     feature_order_seconds = seconds_since(order_start);
   }
   replicas.emplace(config, manifest.rows, max_index, labels, parallel.workers, parallel.total(),
@@ -362,6 +364,7 @@ void LinearRun::open() {
   read.parts = static_cast<std::uint32_t>(parallel.peers.count);
   read.normalize_l2 = normalize == "l2";
   read.renumber = slot_of;
+  read.renumbered_maxabs = maxabs_by_slot;
   // With a replica per thread or more, the replicas keep every thread busy: a window is then read
   // by all threads between two windows' learning (lockstep), its blocks' checks and decoding
   // started by replicas done with their share (scan_lending), rather than by a thread that a
@@ -510,6 +513,8 @@ void LinearRun::finish() {
   const io::ShardSet& shards = dataset->shards();
   const io::Manifest& manifest = shards.manifest();
   const std::string& checkpoint = job.checkpoint;
+  std::vector<float>().swap(maxabs_by_slot);  // read no more; the fold takes the data's order
+  read.renumbered_maxabs = {};
   const std::vector<float>* fold = nullptr;
   if (read.scale_maxabs) fold = warm ? &maxabs : &shards.feature_maxabs();
   // A normalised model cannot fold the scaling into its weights (the norm is of the scaled row):

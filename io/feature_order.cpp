@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <utility>
 
 #include "engine/sparse.h"
@@ -44,6 +45,24 @@ std::vector<std::uint32_t> frequency_order(const ShardSet& shards, int threads) 
       if (batch.indices[e] < ids) ++counts[batch.indices[e]];
   });
   return order_by_count(std::move(counts));
+}
+
+std::vector<float> renumbered_maxabs(const ShardSet& shards, std::span<const std::uint32_t> table) {
+  const std::vector<float>& by_id = shards.feature_maxabs();  // kept: the model folds it in
+  // Ids beyond the table keep their number, and their maximum.
+  std::vector<float> by_new_id(std::max(table.size(), by_id.size()), 0.0f);
+  constexpr std::size_t kAhead = 16;  // the writes land at random: their lines requested ahead
+  for (std::size_t f = 0; f < by_new_id.size(); ++f) {
+    if (f + kAhead < table.size() && table[f + kAhead] < by_new_id.size())
+      __builtin_prefetch(by_new_id.data() + table[f + kAhead], 1);
+    const std::size_t to = f < table.size() ? table[f] : f;
+    if (to >= table.size() && f < table.size())
+      throw std::invalid_argument("renumbered_maxabs: the table is not a permutation of its ids");
+    if (f < by_id.size()) by_new_id[to] = by_id[f];
+  }
+  // Looked up for every non-zero: on 2 MB pages (its hot part is a few lines either way).
+  engine::sparse::collapse_to_huge_pages(by_new_id.data(), by_new_id.size() * sizeof(float));
+  return by_new_id;
 }
 
 }  // namespace polymargin::io

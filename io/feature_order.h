@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "io/shards.h"
@@ -26,5 +27,10 @@ std::vector<std::uint32_t> order_by_count(std::vector<std::uint32_t> counts);
 /// (kFrequencySampleBlocks of them, evenly spread), for the ids [0, max_index]. A function of the
 /// data alone: every process of a job, and a resumed run, get the same table. `threads` decode.
 std::vector<std::uint32_t> frequency_order(const ShardSet& shards, int threads);
+
+/// The feature maxima of `shards` (--scale maxabs) in the order of the new ids: entry table[f] is
+/// id f's max |value|, ids beyond the table keep theirs (ReadOptions::renumbered_maxabs). `table`
+/// must be a permutation of [0, table.size()) (std::invalid_argument).
+std::vector<float> renumbered_maxabs(const ShardSet& shards, std::span<const std::uint32_t> table);
 
 }  // namespace polymargin::io

@@ -29,6 +29,8 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <span>
+#include <stdexcept>
 
 #include "engine/errors.h"
 #include "engine/normalize.h"
@@ -169,12 +171,12 @@ void gather(const std::vector<CsrView>& parts, const RowRef* order, std::size_t 
 // So in that common case only the other values are divided. Otherwise a bit per feature (2.5 MB
 // at KDD size, mostly cache resident) says which features have a maximum other than 0 and 1.
 struct Scaling {
-  const std::vector<float>* maxabs = nullptr;
+  std::span<const float> maxabs;
   std::vector<std::uint64_t> divide;  // bit f: maxabs[f] is neither 0 nor 1
   bool any = false;                   // some feature needs dividing
   bool at_most_one = true;            // no maximum exceeds 1
 
-  explicit Scaling(const std::vector<float>& m) : maxabs(&m) {
+  explicit Scaling(std::span<const float> m) : maxabs(m) {
     for (const float x : m) {
       at_most_one = at_most_one && x <= 1;
       any = any || (x > 0 && x != 1);
@@ -187,7 +189,7 @@ struct Scaling {
 
   /// The table the block decoder divides by as it places values (BlockDestination::divide_by),
   /// when that is the whole of the scaling; nullptr when apply() has to run.
-  const float* decoder_table() const { return at_most_one ? maxabs->data() : nullptr; }
+  const float* decoder_table() const { return at_most_one ? maxabs.data() : nullptr; }
 
   /// Scales the values of entries [begin, end) of `out`; `todo` is scratch. The entries to divide
   /// are listed first, without a branch, then divided with their maxima prefetched a few entries
@@ -197,7 +199,7 @@ struct Scaling {
     // In slices of kSlice entries, so the list stays small (cache resident, no window-sized
     // scratch on top of a trainer's weights).
     constexpr std::size_t kSlice = 8192, kAhead = 16;
-    const float* m = maxabs->data();
+    const float* m = maxabs.data();
     todo.resize(kSlice);
     std::uint32_t* list = todo.data();
     for (; begin < end; begin += kSlice) {
@@ -482,7 +484,8 @@ struct ShardSet::Impl {
     size_buffer(w.out, rows, nnz, values);
     // Scaled while decoding where the decoder can (it then visits only the values that are not 1),
     // else by a pass over the window's values at the end.
-    const float* divide_by = scale ? scale->decoder_table() : nullptr;
+    // (Not when the ids are renumbered: the scaling's table is then in the new ids' order.)
+    const float* divide_by = scale && o.renumber.empty() ? scale->decoder_table() : nullptr;
     bool scaled = false;
     if (!o.shuffle) {
       decode_into(w, s, w.out, divide_by);
@@ -502,8 +505,8 @@ struct ShardSet::Impl {
           s.parts.size(), [&](std::size_t p) { return s.parts[p].rows; }, o, w.stream, s.order);
       gather(s.parts, s.order.data(), rows, w.out);
     }
-    if (scale && !scaled) scale->apply(w.out, 0, nnz, s.scale_todo);
     if (!o.renumber.empty()) renumber_ids(w.out, 0, nnz, o.renumber);
+    if (scale && !scaled) scale->apply(w.out, 0, nnz, s.scale_todo);
     if (o.normalize_l2) engine::normalize_rows_l2(w.out);
     w.views.push_back(w.out.view());
   }
@@ -609,9 +612,9 @@ struct ShardSet::Impl {
                         gather_entries(r.parts, r.order.data(), range.begin(), range.end(), w.out);
                         const std::size_t begin = w.out.offsets[range.begin()];
                         const std::size_t end = w.out.offsets[range.end()];
+                        if (!o.renumber.empty()) renumber_ids(w.out, begin, end, o.renumber);
                         if (scale_here)
                           scale_here->apply(w.out, begin, end, scratch.local().scale_todo);
-                        if (!o.renumber.empty()) renumber_ids(w.out, begin, end, o.renumber);
                       });
     if (o.normalize_l2) engine::normalize_rows_l2(w.out);
     w.views.push_back(w.out.view());
@@ -629,8 +632,9 @@ struct ShardSet::Impl {
     Window w;
     Reading reading;
     tbb::enumerable_thread_specific<Scratch> scratch;
-    const float* divide_by =
-        scale && manifest.codec != Codec::kRaw ? scale->decoder_table() : nullptr;
+    const float* divide_by = scale && manifest.codec != Codec::kRaw && o.renumber.empty()
+                                 ? scale->decoder_table()
+                                 : nullptr;
     const SpareWork lent = [&] { return lend(reading, scratch, o, divide_by); };
     const SpareWork none = [] { return false; };
     ScanStats stats;
@@ -703,7 +707,15 @@ struct ShardSet::Impl {
   ScanStats scan(const ReadOptions& o, const LendingRowSink& sink) const {
     if (o.window_blocks == 0) throw UsageError("window_blocks must be at least 1");
     const int threads = resolve(o.threads);
-    const Scaling* scale = o.scale_maxabs ? maxabs_scaling() : nullptr;
+    const Scaling* scale = o.scale_maxabs && o.renumber.empty() ? maxabs_scaling() : nullptr;
+    std::unique_ptr<Scaling> renumbered;  // the scaling in the new ids' order
+    if (o.scale_maxabs && !o.renumber.empty()) {
+      if (o.renumbered_maxabs.size() < o.renumber.size())
+        throw std::invalid_argument("ReadOptions: renumber with scale_maxabs needs the maxima "
+                                    "of the new ids (renumbered_maxabs)");
+      renumbered = std::make_unique<Scaling>(o.renumbered_maxabs);
+      if (renumbered->any) scale = renumbered.get();
+    }
     std::vector<std::uint32_t> order(blocks.size());
     std::iota(order.begin(), order.end(), 0u);
     if (o.shuffle) {

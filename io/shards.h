@@ -155,11 +155,16 @@ struct ReadOptions {
   // the shards take more than half the memory the process may use (MemAvailable or its cgroup's
   // limit). Neither changes the rows or their order.
   std::uint64_t read_ahead_bytes = std::uint64_t{64} << 20;
-  // Feature ids renumbered as the rows are read (after --scale, which looks the maxima up by the
-  // ids in the data): an id f < renumber.size() becomes renumber[f], a larger id stays. For a
+  // Feature ids renumbered as the rows are read: an id f < renumber.size() becomes renumber[f], a
+  // larger id stays. For a
   // learner that lays its weights out in an order of its own (io/feature_order.h); the entries
   // of a row keep their order, so only the ids change. Empty: the ids as stored.
   std::span<const std::uint32_t> renumber;
+  // With renumber and scale_maxabs: each new id's max |value| (io::renumbered_maxabs), required.
+  // The ids are then renumbered first and the values divided by this table, in which the frequent
+  // features' maxima share cache lines (the table in the data's order would cost a second miss on
+  // every non-zero).
+  std::span<const float> renumbered_maxabs;
 };
 
 /// Reading a lockstep scan lends its sink while the sink has the window: each call does one piece

@@ -2,8 +2,8 @@
 # train --feature-order (ldm, svm): weights laid out most frequent first give the model that the
 # ids as given give, byte for byte, and the same objective and training accuracy: from raw and zstd
 # shards, with --workers 2, other scalings, a warm start, a checkpoint resumed, and MPI ranks where
-# mpirun is present; auto picks frequency for large id spaces only; a checkpoint resumes only in
-# its own order; a bad value is a usage error.
+# mpirun is present; the default is the ids as given; a checkpoint resumes only in its own order;
+# a bad value is a usage error.
 # Usage: tests/cli/feature_order.sh BUILD/polymargin   (run from the repository root)
 set -euo pipefail
 
@@ -66,18 +66,12 @@ expect 2 "feature_order" train -d raw.shards -o part.bin --epochs 3 --feature-or
   > /dev/null 2> resume.err || fail "resume: $(cat resume.err)"
 cmp -s whole.bin part.bin || fail "the resumed frequency-order run differs from the whole run"
 
-# --- 4. auto: frequency where W and A exceed 32 MiB (3,000,000 ids: 48 MB), else by id --------------
-"$bin" gen --like kdda --rows 3000 --features 3000000 --block-rows 256 --seed 5 --codec raw \
-  -o wide.shards > /dev/null
-"$bin" train -d wide.shards -o wide.bin --epochs 1 --json > wide.json 2> /dev/null
-[ "$(jq -r '.feature_order' wide.json)" = frequency ] || fail "auto on 3 M ids: $(jq -r '.feature_order' wide.json)"
-"$bin" train -d wide.shards -o wide_given.bin --epochs 1 --feature-order given > /dev/null 2>&1
-cmp -s wide.bin wide_given.bin || fail "auto on 3 M ids changed the model"
-"$bin" train -d "$root/data/a9a.zst" -o a9a.bin --epochs 1 --json > a9a.json 2> /dev/null
-[ "$(jq -r '.feature_order' a9a.json)" = given ] || fail "auto on a9a: $(jq -r '.feature_order' a9a.json)"
+# --- 4. the default is the ids as given ----------------------------------------------------------
+"$bin" train -d raw.shards -o default.bin --epochs 1 --json > default.json 2> /dev/null
+[ "$(jq -r '.feature_order' default.json)" = given ] || fail "default: $(jq -r '.feature_order' default.json)"
 
 # --- 5. refusals ----------------------------------------------------------------------------------
-expect 2 "--feature-order must be auto, frequency or given" train -d raw.shards -o x.bin \
+expect 2 "--feature-order must be given or frequency" train -d raw.shards -o x.bin \
   --feature-order hot
 [ ! -e x.bin ] || fail "a refused train wrote x.bin"
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <stdexcept>
 #include <vector>
 
 #include "io/shards.h"
@@ -83,8 +84,10 @@ TEST(FrequencyOrder, TheReaderRenumbersEveryIdInEveryMode) {
     write_shards(skewed_rows(3000), dir, codec, 64, 3);
     const ShardSet set = ShardSet::open(dir);
     const std::vector<std::uint32_t> full = frequency_order(set, 2);
-    // A table shorter than the id space: the ids beyond it stay as they are.
-    const std::vector<std::uint32_t> part(full.begin(), full.begin() + 1000);
+    // A table shorter than the id space (ids 0-999 reversed): the ids beyond it stay as they are.
+    std::vector<std::uint32_t> part_ids(1000);
+    for (std::uint32_t f = 0; f < 1000; ++f) part_ids[f] = 999 - f;
+    const std::vector<std::uint32_t>& part = part_ids;
     for (const auto* table : {&full, &part}) {
       for (const bool shuffle : {false, true}) {
         for (const bool lockstep : {false, true}) {
@@ -101,6 +104,8 @@ TEST(FrequencyOrder, TheReaderRenumbersEveryIdInEveryMode) {
               for (std::uint32_t& f : row.indices)
                 if (f < table->size()) f = (*table)[f];
             o.renumber = *table;
+            const std::vector<float> maxabs = renumbered_maxabs(set, *table);
+            if (scale) o.renumbered_maxabs = maxabs;
             EXPECT_EQ(scan_rows(set, o), expected)
                 << "codec " << static_cast<int>(codec) << " shuffle " << shuffle << " lockstep "
                 << lockstep << " scale " << scale << " table " << table->size();
@@ -109,6 +114,21 @@ TEST(FrequencyOrder, TheReaderRenumbersEveryIdInEveryMode) {
       }
     }
   }
+}
+
+TEST(FrequencyOrder, RenumberedMaximaFollowTheTableAndAreRequired) {
+  const std::string dir = fresh_dir("maxima") / "d.shards";
+  write_shards(skewed_rows(500), dir, Codec::kZstd, 64, 1);
+  const ShardSet set = ShardSet::open(dir);
+  const std::vector<std::uint32_t> table = frequency_order(set, 2);
+  const std::vector<float> by_new_id = renumbered_maxabs(set, table);
+  ASSERT_EQ(by_new_id.size(), table.size());
+  for (std::size_t f = 0; f < table.size(); ++f)
+    ASSERT_EQ(by_new_id[table[f]], set.feature_maxabs()[f]) << "id " << f;
+  ReadOptions o;
+  o.scale_maxabs = true;
+  o.renumber = table;  // without renumbered_maxabs
+  EXPECT_THROW(scan_rows(set, o), std::invalid_argument);
 }
 
 }  // namespace
