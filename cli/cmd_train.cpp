@@ -300,7 +300,7 @@ void LinearRun::open() {
                  : "the weights are indexed by feature id: renumber the features densely "
                    "(or hash them into fewer ids)");
   if (renumber) {
-    // Counted before the weights exist, so the count's table (4 bytes an id) is gone by then.
+    // Before the weights exist: the counts (4 bytes an id) become the table in their place.
     const Clock::time_point order_start = Clock::now();
     slot_of = io::frequency_order(shards, threads);
     slot_of.resize(std::size_t{max_index} + 1);  // a warm start's further ids: their own slots
