@@ -302,10 +302,8 @@ void LinearRun::open() {
   if (renumber) {
     // Before the weights exist: the counts (4 bytes an id) become the table in their place.
     const Clock::time_point order_start = Clock::now();
+    // The data's ids; a warm start's further ids keep their own slots (beyond the table).
     slot_of = io::frequency_order(shards, threads);
-    slot_of.resize(std::size_t{max_index} + 1);  // a warm start's further ids: their own slots
-    for (std::size_t f = manifest.max_index + std::size_t{1}; f < slot_of.size(); ++f)
-      slot_of[f] = static_cast<std::uint32_t>(f);
     if (scale == "maxabs") maxabs_by_slot = io::renumbered_maxabs(shards, slot_of);
     feature_order_seconds = seconds_since(order_start);
   }

@@ -425,11 +425,34 @@ LinearModel LdmTrainer::finish_and_release(const std::vector<float>* maxabs) {
   return build_model(maxabs, true);
 }
 
+namespace {
+// The reader fed x_f / maxabs_f; folding 1/maxabs_f into w_f lets the model score raw rows.
+double folded(const std::vector<float>* maxabs, std::size_t f, double w) {
+  return !maxabs ? w : (*maxabs)[f] > 0 ? w / (*maxabs)[f] : 0.0;
+}
+}  // namespace
+
+template <class Push>
+void LdmTrainer::copy_out(bool release, Push push) {
+  // After renormalising, w̄ is W (A flagged zero: w̄ = w, a = 1) or A. Copied out a chunk of
+  // (W, A) pairs at a time; when releasing, each chunk's pages go back to the system as soon as it
+  // is copied, so the peak is W + A, not W + A + the copy. The chunks are whole 2 MiB pages of the
+  // interleaved array (which starts on a 2 MiB boundary).
+  const double* average = state_.wa.data() + (state_.avg_is_zero ? 0 : 1);
+  constexpr std::size_t kChunk = sparse::HugePageAllocator<double>::kHugePage / (kStride * 8);
+  for (std::size_t begin = 0; begin < bias_slot_; begin += kChunk) {
+    const std::size_t end = std::min<std::size_t>(begin + kChunk, bias_slot_);
+    for (std::size_t s = begin; s < end; ++s) push(s, average[kStride * s]);
+    if (release && end < bias_slot_)  // the last chunk also holds the bias pair: freed below
+      sparse::discard_pages(state_.wa.data() + kStride * begin, kStride * kChunk);
+  }
+  if (release) sparse::WeightVector().swap(state_.wa);
+}
+
 LinearModel LdmTrainer::build_model(const std::vector<float>* maxabs, bool release) {
   if (maxabs && maxabs->size() < bias_slot_)
     throw std::invalid_argument("LdmTrainer::finish: scaling vector shorter than the weights");
   renormalise();
-  // After renormalising, w̄ is W (A flagged zero: w̄ = w, a = 1) or A.
   const double* average = state_.wa.data() + (state_.avg_is_zero ? 0 : 1);
   LinearModel model;
   model.algorithm = config_.algorithm();
@@ -438,61 +461,32 @@ LinearModel LdmTrainer::build_model(const std::vector<float>* maxabs, bool relea
   model.max_index = bias_slot_ - 1;
   model.bias_value = config_.bias;
   model.bias_weight = config_.bias != 0 ? average[kStride * bias_slot_] : 0.0;
-  if (!slot_of_.empty()) return build_model_renumbered(std::move(model), maxabs, release);
-  if (release) released_norm2_ = averaged_norm2();
   model.weights.reserve(bias_slot_);  // not resize: its pages are touched only as chunks arrive
-  // Copied out a chunk of (W, A) pairs at a time; when releasing, each chunk's pages go back to the
-  // system as soon as it is copied, so the peak is W + A, not W + A + the model. The chunks are
-  // whole 2 MiB pages of the interleaved array (which starts on a 2 MiB boundary).
-  constexpr std::size_t kChunk = sparse::HugePageAllocator<double>::kHugePage / (kStride * 8);
-  for (std::size_t begin = 0; begin < bias_slot_; begin += kChunk) {
-    const std::size_t end = std::min<std::size_t>(begin + kChunk, bias_slot_);
-    for (std::size_t f = begin; f < end; ++f) {
-      // The reader fed x_f / maxabs_f; folding 1/maxabs_f into w_f lets the model score raw rows.
-      const double w = average[kStride * f];
-      model.weights.push_back(!maxabs ? w : (*maxabs)[f] > 0 ? w / (*maxabs)[f] : 0.0);
+  if (slot_of_.empty()) {
+    if (release) released_norm2_ = averaged_norm2();
+    copy_out(release,
+             [&](std::size_t f, double w) { model.weights.push_back(folded(maxabs, f, w)); });
+  } else {
+    // w̄ in slot order first, then put in feature order (the slot-ordered copy freed after): the
+    // peak stays at W + A. ‖w̄‖² and the folding then run in feature order, as without slots.
+    std::vector<double, sparse::HugePageAllocator<double>> by_slot;  // read at random below
+    by_slot.reserve(bias_slot_);
+    copy_out(release, [&](std::size_t, double w) { by_slot.push_back(w); });
+    constexpr std::size_t kAhead = 16;  // requested a few ids ahead
+    for (std::size_t f = 0; f < bias_slot_; ++f) {
+      if (f + kAhead < bias_slot_) __builtin_prefetch(by_slot.data() + slot(f + kAhead));
+      model.weights.push_back(by_slot[slot(f)]);
     }
-    if (release && end < bias_slot_)  // the last chunk also holds the bias pair: freed below
-      sparse::discard_pages(state_.wa.data() + kStride * begin, kStride * kChunk);
+    decltype(by_slot)().swap(by_slot);
+    if (release) {
+      double norm2 = 0;
+      for (const double x : model.weights) norm2 += x * x;
+      released_norm2_ = norm2 + model.bias_weight * model.bias_weight;
+    }
+    if (maxabs)
+      for (std::size_t f = 0; f < bias_slot_; ++f)
+        model.weights[f] = folded(maxabs, f, model.weights[f]);
   }
-  if (release) sparse::WeightVector().swap(state_.wa);
-  for (const double x : model.weights)
-    if (!std::isfinite(x)) diverged(state_.t, "weight");
-  if (!std::isfinite(model.bias_weight)) diverged(state_.t, "bias weight");
-  return model;
-}
-
-LinearModel LdmTrainer::build_model_renumbered(LinearModel model, const std::vector<float>* maxabs,
-                                               bool release) {
-  // w̄ in slot order first, W and A freed a chunk at a time as in build_model, then put in feature
-  // order (the slot-ordered copy freed after): the peak stays at W + A. ‖w̄‖² and the folding of
-  // the scaling then run in feature order, as without renumbering.
-  const double* average = state_.wa.data() + (state_.avg_is_zero ? 0 : 1);
-  std::vector<double, sparse::HugePageAllocator<double>> by_slot;  // read at random below
-  by_slot.reserve(bias_slot_);
-  constexpr std::size_t kChunk = sparse::HugePageAllocator<double>::kHugePage / (kStride * 8);
-  for (std::size_t begin = 0; begin < bias_slot_; begin += kChunk) {
-    const std::size_t end = std::min<std::size_t>(begin + kChunk, bias_slot_);
-    for (std::size_t f = begin; f < end; ++f) by_slot.push_back(average[kStride * f]);
-    if (release && end < bias_slot_)
-      sparse::discard_pages(state_.wa.data() + kStride * begin, kStride * kChunk);
-  }
-  if (release) sparse::WeightVector().swap(state_.wa);
-  model.weights.reserve(bias_slot_);
-  constexpr std::size_t kAhead = 16;  // by_slot is read at random: requested a few ids ahead
-  for (std::size_t f = 0; f < bias_slot_; ++f) {
-    if (f + kAhead < bias_slot_) __builtin_prefetch(by_slot.data() + slot(f + kAhead));
-    model.weights.push_back(by_slot[slot(f)]);
-  }
-  decltype(by_slot)().swap(by_slot);
-  if (release) {
-    double norm2 = 0;
-    for (const double x : model.weights) norm2 += x * x;
-    released_norm2_ = norm2 + model.bias_weight * model.bias_weight;
-  }
-  if (maxabs)
-    for (std::size_t f = 0; f < bias_slot_; ++f)
-      model.weights[f] = (*maxabs)[f] > 0 ? model.weights[f] / (*maxabs)[f] : 0.0;
   for (const double x : model.weights)
     if (!std::isfinite(x)) diverged(state_.t, "weight");
   if (!std::isfinite(model.bias_weight)) diverged(state_.t, "bias weight");

@@ -257,8 +257,10 @@ class LdmTrainer {
            std::size_t steps);
   void renormalise();
   LinearModel build_model(const std::vector<float>* maxabs, bool release);
-  LinearModel build_model_renumbered(LinearModel model, const std::vector<float>* maxabs,
-                                     bool release);
+  /// Hands push(slot, w̄ of the slot) every feature slot in order, freeing W and A a chunk at a
+  /// time behind it when `release` (after renormalise()).
+  template <class Push>
+  void copy_out(bool release, Push push);
   /// Slots sorted ascending → the same slots in the order of their feature ids (set_feature_slots).
   void in_feature_order(std::vector<std::uint32_t>& slots) const;
   /// F_S after S calibration steps with initial step eta (w restarts from 0; +∞ if non-finite).

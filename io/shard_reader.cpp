@@ -175,8 +175,9 @@ struct Scaling {
   std::vector<std::uint64_t> divide;  // bit f: maxabs[f] is neither 0 nor 1
   bool any = false;                   // some feature needs dividing
   bool at_most_one = true;            // no maximum exceeds 1
+  bool renumbered = false;            // maxabs is in the new ids' order (ReadOptions::renumber)
 
-  explicit Scaling(std::span<const float> m) : maxabs(m) {
+  Scaling(std::span<const float> m, bool in_new_order) : maxabs(m), renumbered(in_new_order) {
     for (const float x : m) {
       at_most_one = at_most_one && x <= 1;
       any = any || (x > 0 && x != 1);
@@ -188,8 +189,11 @@ struct Scaling {
   }
 
   /// The table the block decoder divides by as it places values (BlockDestination::divide_by),
-  /// when that is the whole of the scaling; nullptr when apply() has to run.
-  const float* decoder_table() const { return at_most_one ? maxabs.data() : nullptr; }
+  /// when that is the whole of the scaling; nullptr when apply() has to run (also after the ids
+  /// are renumbered: the decoder places the ids of the data).
+  const float* decoder_table() const {
+    return at_most_one && !renumbered ? maxabs.data() : nullptr;
+  }
 
   /// Scales the values of entries [begin, end) of `out`; `todo` is scratch. The entries to divide
   /// are listed first, without a branch, then divided with their maxima prefetched a few entries
@@ -364,7 +368,8 @@ struct ShardSet::Impl {
 
   /// The scaling of `--scale maxabs`; nullptr when no feature needs it (all maxima 0 or 1).
   const Scaling* maxabs_scaling() const {
-    std::call_once(scaling_once, [&] { scaling = std::make_unique<Scaling>(feature_maxabs()); });
+    std::call_once(scaling_once,
+                   [&] { scaling = std::make_unique<Scaling>(feature_maxabs(), false); });
     return scaling->any ? scaling.get() : nullptr;
   }
 
@@ -484,8 +489,7 @@ struct ShardSet::Impl {
     size_buffer(w.out, rows, nnz, values);
     // Scaled while decoding where the decoder can (it then visits only the values that are not 1),
     // else by a pass over the window's values at the end.
-    // (Not when the ids are renumbered: the scaling's table is then in the new ids' order.)
-    const float* divide_by = scale && o.renumber.empty() ? scale->decoder_table() : nullptr;
+    const float* divide_by = scale ? scale->decoder_table() : nullptr;
     bool scaled = false;
     if (!o.shuffle) {
       decode_into(w, s, w.out, divide_by);
@@ -632,9 +636,8 @@ struct ShardSet::Impl {
     Window w;
     Reading reading;
     tbb::enumerable_thread_specific<Scratch> scratch;
-    const float* divide_by = scale && manifest.codec != Codec::kRaw && o.renumber.empty()
-                                 ? scale->decoder_table()
-                                 : nullptr;
+    const float* divide_by =
+        scale && manifest.codec != Codec::kRaw ? scale->decoder_table() : nullptr;
     const SpareWork lent = [&] { return lend(reading, scratch, o, divide_by); };
     const SpareWork none = [] { return false; };
     ScanStats stats;
@@ -713,7 +716,7 @@ struct ShardSet::Impl {
       if (o.renumbered_maxabs.size() < o.renumber.size())
         throw std::invalid_argument("ReadOptions: renumber with scale_maxabs needs the maxima "
                                     "of the new ids (renumbered_maxabs)");
-      renumbered = std::make_unique<Scaling>(o.renumbered_maxabs);
+      renumbered = std::make_unique<Scaling>(o.renumbered_maxabs, true);
       if (renumbered->any) scale = renumbered.get();
     }
     std::vector<std::uint32_t> order(blocks.size());
