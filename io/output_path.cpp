@@ -42,6 +42,17 @@ bool holds(const std::string& outer, const std::string& inner) {
   return !rel.empty() && *rel.begin() != ".." && rel != ".";
 }
 
+// True when `path` (existing or not) would be written inside the existing directory `dir`: its
+// target's canonical spelling lies under dir's.
+bool written_inside(const std::string& dir, const std::string& path) {
+  std::error_code ec1, ec2;
+  const fs::path d = fs::canonical(dir, ec1);
+  const fs::path p = fs::weakly_canonical(fs::absolute(rename_target(path)), ec2);
+  if (ec1 || ec2) return false;
+  const fs::path rel = p.lexically_relative(d);
+  return !rel.empty() && *rel.begin() != ".." && rel != ".";
+}
+
 std::string spelled(const std::string& path) {
   std::error_code ec;
   const fs::path p = fs::weakly_canonical(rename_target(path), ec);
@@ -96,6 +107,19 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Outpu
         throw IoError("cannot write " + out.path + " (" + out.option + "): directory " +
                       dir.string() + " does not exist");
     }
+    // Nothing is written inside an input directory (a shard directory's files are its data).
+    if (!writes_in_place(out.path))
+      for (const NamedPath& in : inputs) {
+        if (in.path.empty() || in.path == "-") continue;
+        if (!out.may_be_input.empty() && in.option == out.may_be_input) continue;
+        std::error_code ec;
+        if (fs::is_directory(in.path, ec) && written_inside(in.path, out.path))
+          throw OutputPathError(named(out.option, out.path) + " lies inside the input " +
+                                    named(in.option, in.path) +
+                                    ": writing there could destroy the input; choose an output "
+                                    "outside it",
+                                {out.option, in.option});
+      }
     if (o) {
       for (const NamedPath& in : inputs) {
         if (in.path.empty() || in.path == "-") continue;

@@ -2,7 +2,8 @@
 //
 // - An output never replaces an input: the same file (by device and inode, whatever the spelling,
 //   a symbolic or a hard link), nor a directory that holds an input when the output is a directory
-//   replaced whole. Two outputs of one command are never the same file.
+//   replaced whole, nor anything inside an input directory (a shard directory's files are its
+//   data). Two outputs of one command are never the same file.
 // - An output meant to be a file is never an existing directory, and the directory it goes in
 //   exists.
 // - Regular files are written under a temporary name and renamed into place (io/atomic_file.h);

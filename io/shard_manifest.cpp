@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -168,6 +169,16 @@ std::string manifest_json(const Manifest& m) {
 }
 
 Manifest read_manifest(const std::string& dir) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(dir, ec);
+  if (!std::filesystem::exists(status))
+    throw IoError("cannot open " + dir + ": " +
+                  (ec && ec != std::errc::no_such_file_or_directory ? ec.message()
+                                                                    : "no such file or directory"));
+  if (!std::filesystem::is_directory(status))
+    throw DataError(dir, 0, 0,
+                    "not a shard directory but a file (convert text into shards with `polymargin "
+                    "convert`)");
   const std::string path = dir + "/" + kManifestFile;
   std::ifstream in(path, std::ios::binary);
   if (!in)

@@ -31,6 +31,7 @@
 #include <map>
 #include <mutex>
 #include <span>
+#include <string_view>
 #include <thread>
 
 #include "engine/errors.h"
@@ -287,15 +288,53 @@ struct ShardWriter::Impl {
       throw UsageError("zstd level must be in [" + std::to_string(ZSTD_minCLevel()) + ", " +
                        std::to_string(ZSTD_maxCLevel()) + "], got " +
                        std::to_string(options.zstd_level));
-    // An existing output is replaced only when it is a shard directory (or empty): a mistyped -o
-    // must never wipe somebody's data.
+    // An existing output is replaced only when it is empty or a shard directory, nothing else in
+    // it: a mistyped -o must never wipe somebody's data.
     std::error_code ec;
     const auto status = fs::status(dir, ec);
     if (fs::exists(status)) {
       if (!fs::is_directory(status))
         throw UsageError("output " + dir + " exists and is not a directory");
-      if (!fs::is_empty(dir, ec) && !fs::exists(fs::path(dir) / shard::kManifestFile))
-        throw UsageError("refusing to replace " + dir + ": it is not a shard directory");
+      check_replaceable();
+    }
+  }
+
+  // The files a shard directory holds: the manifest, the maxima and shard-NNNNN.pms.
+  static bool shard_directory_file(const fs::directory_entry& entry) {
+    const std::string name = entry.path().filename().string();
+    std::error_code ec;
+    if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) return false;
+    if (name == shard::kManifestFile || name == shard::kMaxabsFile) return true;
+    constexpr std::string_view kPrefix = "shard-", kSuffix = ".pms";
+    if (name.size() != kPrefix.size() + 5 + kSuffix.size() || !name.starts_with(kPrefix) ||
+        !name.ends_with(kSuffix))
+      return false;
+    return std::all_of(name.begin() + kPrefix.size(), name.end() - kSuffix.size(),
+                       [](char c) { return c >= '0' && c <= '9'; });
+  }
+
+  // UsageError unless `dir` is empty or a shard directory: a readable manifest, and no file that
+  // a shard directory does not hold.
+  void check_replaceable() const {
+    const std::string refusal = "refusing to replace " + dir + ": ";
+    const std::string remedy = "; choose another output, or remove it first if it is to go";
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec);
+    if (ec) throw IoError("cannot read the directory " + dir + ": " + ec.message());
+    bool empty = true;
+    for (; it != fs::directory_iterator(); it.increment(ec)) {
+      if (ec) throw IoError("cannot read the directory " + dir + ": " + ec.message());
+      empty = false;
+      if (!shard_directory_file(*it))
+        throw UsageError(refusal + "it holds " + it->path().filename().string() +
+                         ", which is not part of a shard directory" + remedy);
+    }
+    if (empty) return;
+    try {
+      shard::read_manifest(dir);
+    } catch (const std::exception& e) {
+      throw UsageError(refusal + "it is not a readable shard directory (" + e.what() + ")" +
+                       remedy);
     }
   }
 

@@ -104,8 +104,17 @@ expect_json "$work/stdin.json" rows 32561
 "$bin" convert "$data" -o "$work/a9a.zstd.shards" --block-rows 5000 --json > "$work/again.json"
 expect_json "$work/again.json" blocks 7
 mkdir "$work/precious" && echo keep > "$work/precious/notes.txt"
-expect_exit 2 'not a shard directory' "$bin" convert "$data" -o "$work/precious"
+expect_exit 2 'refusing to replace .*precious' "$bin" convert "$data" -o "$work/precious"
 [ -f "$work/precious/notes.txt" ] || fail "a non-shard directory was replaced"
+# A file named manifest.json does not make a directory a shard directory: what else is in it, and
+# the manifest itself, must be a shard directory's.
+echo x > "$work/precious/manifest.json"
+expect_exit 2 'holds notes.txt, which is not part of a shard directory' "$bin" convert "$data" -o "$work/precious"
+[ -f "$work/precious/notes.txt" ] || fail "a directory with a manifest.json and notes.txt was replaced"
+mkdir "$work/fake" && echo x > "$work/fake/manifest.json"
+expect_exit 2 'not a readable shard directory' "$bin" convert "$data" -o "$work/fake"
+[ "$(cat "$work/fake/manifest.json")" = x ] || fail "a directory with an unreadable manifest was replaced"
+rm "$work/precious/manifest.json"
 
 # Usage and I/O errors.
 expect_exit 2 'codec' "$bin" convert "$data" -o "$work/x.shards" --codec lz4
@@ -113,6 +122,9 @@ expect_exit 2 'unrecognised|unknown' "$bin" convert "$data" -o "$work/x.shards" 
 expect_exit 2 'index base' "$bin" convert "$data" -o "$work/x.shards" --index-base 2
 expect_exit 4 'no such file|cannot open' "$bin" convert "$work/absent.svm" -o "$work/x.shards"
 expect_exit 3 'manifest missing' "$bin" inspect "$work/precious"
+expect_exit 4 'cannot open .*absent.shards: no such file' "$bin" inspect "$work/absent.shards"
+echo "1 1:1" > "$work/plain.svm"
+expect_exit 3 'not a shard directory but a file' "$bin" inspect "$work/plain.svm"
 [ ! -e "$work/x.shards" ] || fail "a failed convert left $work/x.shards"
 ls "$work" | grep -q 'tmp-' && fail "temporary directories left: $(ls "$work")"
 

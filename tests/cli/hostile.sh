@@ -52,6 +52,13 @@ expect 2 "must be different files" train -d in.svm -o x.model --checkpoint x.mod
 expect 2 "must be different files" train -d in.svm -o x.model --metrics-json x.model
 "$bin" convert in.svm -o d.shards > /dev/null
 expect 2 "holds the input" convert d.shards/manifest.json -o d.shards
+# Nothing is written inside an input directory: its files are the data.
+expect 2 "lies inside the input" train -d d.shards -o d.shards/manifest.json
+expect 2 "lies inside the input" train -d d.shards -o d.shards/new.model
+expect 2 "lies inside the input" predict -m m.model -d d.shards -o d.shards/shard-00000.pms
+expect 2 "lies inside the input" eval -m m.model -d d.shards --margins d.shards/manifest.json
+"$bin" inspect d.shards --verify > /dev/null 2>&1 || fail "an output inside d.shards damaged it"
+[ ! -e d.shards/new.model ] || fail "a model was written inside the input d.shards"
 expect 2 "is the input" convert in.svm -o in.svm
 # Refused before the search, not after it (train --tune), and --validation data that is not there
 # (the model's own path, too) before the training, not once the model is written.
