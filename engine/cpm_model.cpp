@@ -40,10 +40,12 @@ double CpmModel::side_score(std::size_t m, std::size_t side, const CsrView& rows
   const CpmFaces& s = machines[m].sides[side];
   const std::size_t K = static_cast<std::size_t>(s.faces);
   std::fill(work, work + K, 0.0);
-  const auto scaled = [&](std::uint32_t j) {  // as the reader scales the value
+  // As the reader scales the value; a feature the training data never had (max |x| = 0) counts
+  // for nothing, in the scores as in the row's length (as the linear model's scale of 0 does).
+  const auto scaled = [&](std::uint32_t j) {
     float x = rows.values ? rows.values[j] : 1.0f;
     const std::uint32_t f = rows.indices[j];
-    if (!maxabs.empty() && maxabs[f] > 0) x /= maxabs[f];
+    if (!maxabs.empty()) x = maxabs[f] > 0 ? x / maxabs[f] : 0.0f;
     return x;
   };
   double norm = 0;  // --normalize l2: the reader's normalize_rows_l2, over the features known

@@ -442,6 +442,46 @@ TEST(Cpm, EvalReportsAssignmentsPerPair) {
   EXPECT_GT(j.at("assignment_entropy_mean_plus").get<double>(), 0.0);  // more than one face in use
 }
 
+// With --normalize l2, a feature the training data never had (max |x| = 0) is left out of the
+// row's length as well as its score; one it had is not.
+TEST(Cpm, UnseenFeaturesDoNotCountInTheRowLength) {
+  const CsrBuffer data = random_rows(200, 40, 6, 11);
+  CpmConfig config;
+  config.faces = 3;
+  config.epochs = 2;
+  const CpmProblem problem = problem_of(data);
+  CpmTrainer trainer(config, problem);
+  trainer.learn(data.view());
+  std::vector<float> maxabs(problem.max_index + 1, 2.0f);
+  const std::uint32_t unseen = 7;
+  maxabs[unseen] = 0;
+  CpmModel model = trainer.finish(&maxabs);
+  model.normalize_l2 = true;
+  // Row 0 without feature 7, and with it (value 5) inserted in order.
+  CsrBuffer rows;
+  rows.has_values = true;
+  for (int with = 0; with < 2; ++with) {
+    bool placed = with == 0;
+    for (std::uint32_t j = data.offsets[0]; j < data.offsets[1]; ++j) {
+      if (data.indices[j] == unseen) continue;
+      if (!placed && data.indices[j] > unseen)
+        rows.indices.push_back(unseen), rows.values.push_back(5), placed = true;
+      rows.indices.push_back(data.indices[j]);
+      rows.values.push_back(data.values[j]);
+    }
+    if (!placed) rows.indices.push_back(unseen), rows.values.push_back(5);
+    rows.offsets.push_back(static_cast<std::uint32_t>(rows.indices.size()));
+    rows.labels.push_back(data.labels[0]);
+  }
+  std::vector<double> scores(2);
+  model.score_batch(rows.view(), scores.data());
+  EXPECT_NE(scores[0], 0.0);
+  EXPECT_EQ(scores[0], scores[1]);
+  model.maxabs[unseen] = 2;  // a feature it had: its value lengthens the row
+  model.score_batch(rows.view(), scores.data());
+  EXPECT_NE(scores[0], scores[1]);
+}
+
 TEST(Cpm, PolytopeBeatsOneFace) {
   // Positives = union of two half-spaces: one linear face cannot separate them, K = 4 faces can.
   const CsrBuffer data = random_rows(4000, 60, 10, 9);
