@@ -45,6 +45,14 @@ nlohmann::json LinearModel::to_json() const {
   for (std::size_t f = 0; f < weights.size(); ++f)
     if (weights[f] != 0) w[std::to_string(f)] = weights[f];
   j["weights"] = std::move(w);
+  // The multipliers s_f, non-zero ones (absent: 0). A normalised row's length counts features of
+  // weight 0 too, so the scores need every one of them, not only those of the weights.
+  if (!scale.empty()) {
+    nlohmann::json s = nlohmann::json::object();
+    for (std::size_t f = 0; f < scale.size(); ++f)
+      if (scale[f] != 0) s[std::to_string(f)] = scale[f];
+    j["scale"] = std::move(s);
+  }
   return j;
 }
 
@@ -54,11 +62,16 @@ std::string LinearModel::to_text() const {
       << (normalize_l2 ? "normalize l2\n" : "") << "# feature_id weight"
       << (scale.empty() ? "" : " scale") << "\n";
   char buf[64];
-  for (std::size_t f = 0; f < weights.size(); ++f) {
-    if (weights[f] == 0) continue;
-    std::snprintf(buf, sizeof buf, "%zu %.17g", f, weights[f]);
+  // A feature is listed when it has a weight or, in a scaled model, a multiplier (which a
+  // normalised row's length counts even where the weight is 0).
+  const std::size_t features = std::max(weights.size(), scale.size());
+  for (std::size_t f = 0; f < features; ++f) {
+    const double w = f < weights.size() ? weights[f] : 0.0;
+    const float s = f < scale.size() ? scale[f] : 0.0f;
+    if (w == 0 && s == 0) continue;
+    std::snprintf(buf, sizeof buf, "%zu %.17g", f, w);
     out << buf;
-    if (!scale.empty()) out << " " << scale[f];
+    if (!scale.empty()) out << " " << s;
     out << "\n";
   }
   return out.str();

@@ -55,6 +55,21 @@ cmp -s "$tmp/scores.train.shards" "$tmp/scores.train.text" || fail "text and sha
 "$bin" export -m "$tmp/ldm.model" --format json -o "$tmp/model.json" || fail "export json"
 grep -q '"algorithm": "ldm"' "$tmp/model.json" || fail "export json algorithm"
 "$bin" export -m "$tmp/ldm.model" --format text | grep '^algorithm ldm' > /dev/null || fail "export text"
+# A normalised model's JSON holds what its scores need: w·(s∘x)/‖s∘x‖ + bias, recomputed from the
+# export alone on held-out rows, equals predict's scores.
+zstd -dc data/a9a.t.zst | head -200 > "$tmp/few.svm"
+"$bin" train -d data/a9a.zst -o "$tmp/l2.model" --normalize l2 --epochs 1 2> /dev/null \
+  || fail "train --normalize l2"
+"$bin" export -m "$tmp/l2.model" --format json -o "$tmp/l2.json" || fail "export json (l2)"
+"$bin" predict -m "$tmp/l2.model" -d "$tmp/few.svm" 2> /dev/null | cut -d' ' -f2 > "$tmp/l2.scores"
+jq -r '(.weights | to_entries[] | "w \(.key) \(.value)"), (.scale | to_entries[] | "s \(.key) \(.value)"),
+       "b \(.bias_value * .bias_weight)"' "$tmp/l2.json" > "$tmp/l2.table"
+awk 'NR == FNR { if ($1 == "w") w[$2] = $3; else if ($1 == "s") s[$2] = $3; else b = $2; next }
+     { n = 0; d = 0
+       for (i = 2; i <= NF; i++) { split($i, kv, ":"); x = kv[2] * s[kv[1]]; n += x * x; d += w[kv[1]] * x }
+       print (n > 0 ? d / sqrt(n) : 0) + b }' "$tmp/l2.table" "$tmp/few.svm" > "$tmp/l2.recomputed"
+paste "$tmp/l2.scores" "$tmp/l2.recomputed" | awk '{ e = $1 - $2; if (e < 0) e = -e; if (e > 1e-4 * (1 + ($1 < 0 ? -$1 : $1))) bad++ }
+  END { exit !(NR == 200 && bad == 0) }' || fail "the l2 model's JSON export does not give predict's scores"
 
 # Errors: each a clear message, the documented exit code, and no output file left behind.
 printf 'not a model' > "$tmp/bogus.model"
