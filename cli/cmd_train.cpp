@@ -564,6 +564,8 @@ void LinearRun::finish() {
     read.scale_maxabs = false;
     read.normalize_l2 = false;  // the model scales and normalises as it scores
     read.renumber = {};         // and is indexed by the data's ids
+    read.part = 0;              // rank 0 alone, over every row (not its part of each window)
+    read.parts = 1;
     std::vector<double> scores;
     shards.scan(read, [&](const CsrView& batch) {
       scores.resize(batch.rows);

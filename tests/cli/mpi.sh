@@ -48,6 +48,9 @@ for r in 2 3; do
   [ "$(grep -c '^epoch 5/5' a.err)" = 1 ] || fail "-np $r: not one progress log: $(cat a.err)"
   jq -e ".data_parallel.ranks == $r and .data_parallel.syncs > 0 and .status == \"ok\"" a.json \
     > /dev/null || fail "-np $r: metrics: $(cat a.json)"
+  # The exact pass is rank 0's over every training row, not over its part of each window.
+  [ "$(jq .train.accuracy a.json)" = "$("$bin" eval -m a.bin -d a9a.shards --json | jq .accuracy)" ] \
+    || fail "-np $r: training accuracy $(jq .train.accuracy a.json) is not eval's on the training rows"
   # Ranks and workers together.
   mpi $r train -d a9a.shards -o w.bin --window-blocks 2 --workers 2 --json > w.json 2> w.err ||
     fail "-np $r --workers 2: $(cat w.err)"
