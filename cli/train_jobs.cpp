@@ -168,6 +168,7 @@ void DataParallel::plan(const io::Manifest& manifest, std::uint32_t window_block
   const std::uint64_t rows_per_window = std::max<std::uint64_t>(1, manifest.rows / windows);
   const std::uint64_t every = sync_rows > 0 ? sync_rows : manifest.rows / kSyncsPerEpoch;
   sync_windows = std::max<std::uint64_t>(1, (every + rows_per_window / 2) / rows_per_window);
+  this->window_blocks = window_blocks;
   run_config["workers"] = workers;
   run_config["ranks"] = peers.count;
   run_config["sync_windows"] = sync_windows;
@@ -200,6 +201,11 @@ void DataParallel::announce(std::uint64_t sync_bytes, const char* pass) const {
                total(), workers, workers == 1 ? "" : "s", peers.count, peers.count == 1 ? "" : "s",
                static_cast<unsigned long long>(sync_windows), static_cast<double>(sync_bytes) / 1e6,
                pass);
+  if (window_blocks < static_cast<std::uint32_t>(peers.count))
+    err_printf(
+        "note: a window of %u block%s reaches %u of the %d ranks in turn, the others idle "
+        "while it is learnt; --window-blocks %d or more keeps every rank busy\n",
+        window_blocks, window_blocks == 1 ? "" : "s", window_blocks, peers.count, peers.count);
 }
 
 nlohmann::json DataParallel::report() const {

@@ -61,6 +61,7 @@ struct DataParallel {
   engine::Peers peers;
   bool leader = true;
   std::uint64_t sync_windows = 0;  // sync_rows in whole windows (replicated runs)
+  std::uint32_t window_blocks = 0;  // blocks a window (plan()): fewer than ranks leaves some idle
   std::uint64_t syncs = 0;         // averagings made
   std::uint64_t sync_bytes = 0;    // what each hands to the all-reduce
   double sync_seconds = 0;         // their time (part of learning)

@@ -38,6 +38,7 @@ LdmReplicas::LdmReplicas(const LdmConfig& config, std::uint64_t m, std::uint32_t
       set_rng(replica, first + k);
     }
   }
+  synced_.assign(replicas_.size(), 0);
 }
 
 void LdmReplicas::set_rng(LdmTrainer& replica, int global) const {
@@ -87,11 +88,14 @@ void LdmReplicas::average(const Peers& peers) {
   LdmState& lead = replicas_.front()->state_;
   const std::size_t slots = lead.wa.size() / kStride;
 
-  // The scalars: Σt, Σ renormalisations, replicas averaging, and the progressive margins.
-  std::array<double, 8> scalars{};
-  for (const auto& replica : replicas_) {
-    const LdmState& s = replica->state_;
-    const MarginStats& p = replica->progress_;
+  // The scalars: Σt, Σ renormalisations, replicas averaging, the progressive margins, and the
+  // steps made since the last average; summed over the processes first, for the weights.
+  std::array<double, 9> scalars{};
+  std::vector<double> steps(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const LdmState& s = replicas_[k]->state_;
+    const MarginStats& p = replicas_[k]->progress_;
+    steps[k] = static_cast<double>(s.t - synced_[k]);
     scalars[0] += static_cast<double>(s.t);
     scalars[1] += static_cast<double>(s.renorms);
     scalars[2] += s.avg_is_zero ? 0 : 1;
@@ -100,7 +104,15 @@ void LdmReplicas::average(const Peers& peers) {
     scalars[5] += p.sum;
     scalars[6] += p.sum_sq;
     scalars[7] += p.hinge;
+    scalars[8] += steps[k];
   }
+  peers.sum_in_place(scalars);
+  // Replica k's weight is its steps over all replicas' steps: a share of the rows, as one learner
+  // would have made them. No steps anywhere (every replica still holds the last mean): equal
+  // weights.
+  const bool stepped = scalars[8] > 0;
+  if (!stepped) std::fill(steps.begin(), steps.end(), 1.0);
+  const double inverse = 1.0 / (stepped ? scalars[8] : static_cast<double>(total_));
 
   // What each local replica represents, summed slot by slot in replica order into the lead's
   // array: w at W's place, w̄ at A's.
@@ -120,8 +132,8 @@ void LdmReplicas::average(const Peers& peers) {
     for (std::size_t k = 0; k < n; ++k) {
       const double W = arrays[k][kStride * f], A = arrays[k][kStride * f + 1];
       const Scale& s = scale[k];
-      w_sum += W / s.a;
-      avg_sum += s.avg_is_zero ? W / s.a : (A + s.b * W) / s.c;
+      w_sum += steps[k] * (W / s.a);
+      avg_sum += steps[k] * (s.avg_is_zero ? W / s.a : (A + s.b * W) / s.c);
     }
   };
   const auto write_mean = [&](std::size_t f, double w, double avg) {
@@ -130,14 +142,13 @@ void LdmReplicas::average(const Peers& peers) {
       arrays[k][kStride * f + 1] = avg;
     }
   };
-  const double inverse = 1.0 / total_;
   const auto each_slot = [&](auto&& body) {
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, slots, kSlotGrain),
                       [&](const tbb::blocked_range<std::size_t>& range) {
                         for (std::size_t f = range.begin(); f != range.end(); ++f) body(f);
                       });
   };
-  bool averaging = scalars[2] > 0;
+  const bool averaging = scalars[2] > 0;
   if (peers.alone()) {
     // One pass: each slot's sum becomes its mean in every replica at once.
     each_slot([&](std::size_t f) {
@@ -154,8 +165,6 @@ void LdmReplicas::average(const Peers& peers) {
       arrays[0][kStride * f + 1] = avg_sum;
     });
     peers.sum({lead.wa.data(), lead.wa.size()});
-    peers.sum(scalars);
-    averaging = scalars[2] > 0;
     each_slot([&](std::size_t f) {
       write_mean(f, arrays[0][kStride * f] * inverse,
                  averaging ? arrays[0][kStride * f + 1] * inverse : 0.0);
@@ -177,6 +186,7 @@ void LdmReplicas::average(const Peers& peers) {
                            static_cast<std::uint64_t>(scalars[4]), scalars[5], scalars[6],
                            scalars[7]};
     set_rng(replica, first_ + static_cast<int>(k));
+    synced_[k] = t;
   }
 }
 
@@ -203,6 +213,7 @@ void LdmReplicas::spread_lead() {
     replica.progress_ = {};
     set_rng(replica, first_ + static_cast<int>(k));
   }
+  synced_.assign(replicas_.size(), lead.state_.t);
 }
 
 MarginStats LdmReplicas::take_progress() {
@@ -219,7 +230,7 @@ MarginStats LdmReplicas::take_progress() {
 }
 
 std::uint64_t LdmReplicas::sync_bytes() const {
-  return lead().state_.wa.size() * sizeof(double) + 8 * sizeof(double);
+  return lead().state_.wa.size() * sizeof(double) + 9 * sizeof(double);
 }
 
 }  // namespace polymargin::engine

@@ -4,7 +4,8 @@
 // A run has `total` replicas spread over the processes of engine/replicas.h's Peers; this object
 // holds the `local` ones of one process (global numbers first … first + local − 1). learn() gives
 // local replica k the rows share_of(window, k, local) and runs the replicas in parallel (oneTBB).
-// average() then makes every replica the mean of all:
+// average() then makes every replica the mean of all, each weighted by the steps it made since the
+// last average (a replica whose shares were empty counts for nothing):
 //   w  ← mean over replicas of W/a            (the iterate)
 //   w̄  ← mean over replicas of (A + b·W)/c    (the running average; = w where A is flagged zero)
 // written back renormalised (W = w, A = w̄, a = c = 1, b = 0; or A flagged zero while no replica
@@ -57,6 +58,8 @@ class LdmReplicas {
   /// margins, in process 0, those of all); what a checkpoint saves and finish() builds from.
   LdmTrainer& lead() { return *replicas_.front(); }
   const LdmTrainer& lead() const { return *replicas_.front(); }
+  /// Local replica k (0: the lead).
+  const LdmTrainer& replica(int k) const { return *replicas_.at(static_cast<std::size_t>(k)); }
   /// Every local replica takes the lead's state (after lead().restore() or warm_start()): a
   /// resumed or warm-started run continues from one averaged state.
   void spread_lead();
@@ -78,6 +81,7 @@ class LdmReplicas {
   void set_rng(LdmTrainer& replica, int global) const;
 
   std::vector<std::unique_ptr<LdmTrainer>> replicas_;
+  std::vector<std::uint64_t> synced_;  // each local replica's t at the last average
   int total_, first_;
 };
 

@@ -240,12 +240,15 @@ struct WindowPlace {
 
   // Window n of an epoch's block order, `window_blocks` blocks a window (the last may be short),
   // or this reader's part of it (ReadOptions::parts): a contiguous slice of its blocks, possibly
-  // none. A part's rows are shuffled by a stream of their own, (window, part).
+  // none. A window of fewer blocks than parts leaves some parts without any: which ones turns
+  // with the window, so that every part reads its share of the windows. A part's rows are
+  // shuffled by a stream of their own, (window, part).
   void place(const std::vector<std::uint32_t>& order, const ReadOptions& o, std::uint64_t n) {
     number = n;
     const std::uint64_t first = n * o.window_blocks;
     const std::uint64_t count = std::min<std::uint64_t>(o.window_blocks, order.size() - first);
-    const std::uint64_t begin = count * o.part / o.parts, end = count * (o.part + 1) / o.parts;
+    const std::uint64_t slice = count < o.parts ? (o.part + n) % o.parts : o.part;
+    const std::uint64_t begin = count * slice / o.parts, end = count * (slice + 1) / o.parts;
     blocks = order.data() + first + begin;
     block_count = end - begin;
     stream = o.parts == 1 ? n : n * o.parts + o.part;

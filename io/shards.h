@@ -145,9 +145,11 @@ struct ReadOptions {
   bool lockstep = false;
   // This reader's part of every window, for readers that share the data (the ranks of an MPI
   // job): of each window's blocks in reading order, part `part` of `parts` reads the contiguous
-  // slice [B·part/parts, B·(part+1)/parts) and shuffles its rows by a seed stream of its own. The
-  // sink is still called once per window, with no rows when the slice is empty, so that every
-  // part sees the same window boundaries. parts = 1: the whole window, as always.
+  // slice [B·q/parts, B·(q+1)/parts) with q = part, and shuffles its rows by a seed stream of its
+  // own. A window of fewer blocks than parts (B < parts) leaves some slices empty; there q =
+  // (part + window) mod parts, so that the empty ones move from window to window. The sink is
+  // still called once per window, with no rows when the slice is empty, so that every part sees
+  // the same window boundaries. parts = 1: the whole window, as always.
   std::uint32_t part = 0, parts = 1;
   // The I/O stage (io/read_ahead.h): bytes of blocks asked of the disk ahead of the window being
   // learnt; 0: none (each block is then read when a decoder first touches it). Pages of consumed

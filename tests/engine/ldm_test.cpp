@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/errors.h"
+#include "engine/ldm_replicas.h"
 
 namespace polymargin::engine {
 namespace {
@@ -436,6 +437,64 @@ TEST(LdmTrainer, DivergenceThrowsNumericalErrorNamingStepAndEpoch) {
     EXPECT_NE(std::string(e.what()).find("step "), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("epoch "), std::string::npos) << e.what();
   }
+}
+
+// LdmReplicas::average against a float64 reference: every replica becomes the mean of what the
+// replicas represent (w, and w̄), each weighted by the steps it made since the last average; a
+// replica whose shares were empty counts for nothing.
+TEST(LdmReplicas, AverageIsTheStepWeightedMeanOfWhatTheyRepresent) {
+  const Problem p = random_problem(30, 8, true, 1.0, 7);
+  LdmConfig config = small_config(0.3, 0.2, 1.0);
+  config.avg_start_epochs = 0;
+  LdmReplicas replicas(config, p.m(), p.max_index, LabelMap{}, 3, 3, 0);
+  const CsrView all = p.csr.view();
+  const auto first_rows = [&](std::size_t rows) {
+    CsrView v = all;
+    v.rows = rows;
+    return v;
+  };
+  std::uint64_t synced = 0;  // every replica's t at the last average
+  const auto check = [&](const char* what) {
+    std::vector<double> steps(3);
+    Dense w(p.x[0].size() - 1, 0.0), average(w.size(), 0.0);
+    double total = 0;
+    std::vector<Dense> ws, averages;
+    for (int k = 0; k < 3; ++k) {
+      steps[k] = static_cast<double>(replicas.replica(k).state().t - synced);
+      total += steps[k];
+      ws.push_back(replicas.replica(k).weights());
+      averages.push_back(replicas.replica(k).averaged_weights());
+    }
+    for (int k = 0; k < 3; ++k)
+      for (std::size_t f = 0; f < w.size(); ++f) {
+        w[f] += steps[k] * ws[k][f] / total;
+        average[f] += steps[k] * averages[k][f] / total;
+      }
+    replicas.average(Peers{});
+    synced = replicas.replica(0).state().t;
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_LT(max_relative_difference(replicas.replica(k).weights(), w), 1e-12) << what << k;
+      EXPECT_LT(max_relative_difference(replicas.replica(k).averaged_weights(), average), 1e-12)
+          << what << k;
+    }
+    return w;
+  };
+  // Unequal shares: 2 rows a window for 3 replicas (0, 1 and 1 rows), then 3 windows of 4 (1, 1,
+  // 2).
+  replicas.learn(first_rows(2));
+  replicas.learn(first_rows(2));
+  EXPECT_EQ(replicas.replica(0).state().t, 0u);  // its shares were empty
+  const Dense w = check("after shares 0, 1, 1: replica ");
+  EXPECT_TRUE(std::any_of(w.begin(), w.end(), [](double x) { return x != 0; }));
+  for (int i = 0; i < 3; ++i) replicas.learn(first_rows(4));
+  check("after shares 1, 1, 2: replica ");
+  // A replica without steps leaves the others' mean as it is: replica 1 alone steps here.
+  LdmReplicas two(config, p.m(), p.max_index, LabelMap{}, 2, 2, 0);
+  two.learn(first_rows(1));  // shares of 0 and 1 rows
+  two.learn(first_rows(1));
+  const Dense alone = two.replica(1).weights();
+  two.average(Peers{});
+  EXPECT_EQ(two.replica(0).weights(), alone);
 }
 
 TEST(LdmConfig, RejectsInvalidValues) {

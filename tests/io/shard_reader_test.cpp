@@ -322,6 +322,34 @@ TEST_P(ShardScan, RowSequenceIsIdenticalWithOneTwoAndFourThreads) {
   }
 }
 
+// The parts of a window (ReadOptions::parts, the ranks of an MPI job) read every row once between
+// them, and where a window has fewer blocks than parts, each part still reads its share of them.
+TEST_P(ShardScan, PartsShareEveryWindowAndEachReadsItsShare) {
+  const ShardSet set = open();
+  for (const std::uint32_t parts : {2u, 3u}) {
+    for (const std::uint32_t window_blocks : {1u, 2u, 4u}) {
+      std::vector<int> seen(5000, 0);
+      for (std::uint32_t part = 0; part < parts; ++part) {
+        ReadOptions read;
+        read.seed = 7;
+        read.window_blocks = window_blocks;
+        read.part = part;
+        read.parts = parts;
+        std::size_t windows = 0;
+        set.scan(read, [&](const CsrView&) { ++windows; });
+        EXPECT_EQ(windows, (79 + window_blocks - 1) / window_blocks);  // every part, every window
+        const std::vector<Row> got = scan_rows(set, read);
+        for (const Row& row : got) ++seen.at(static_cast<std::size_t>(row.label));
+        // Between a third and twice an even share of the rows.
+        EXPECT_GT(got.size(), 5000 / parts / 3) << part << " of " << parts << ", " << window_blocks;
+        EXPECT_LT(got.size(), 2 * 5000 / parts) << part << " of " << parts << ", " << window_blocks;
+      }
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 5000)
+          << parts << " parts, windows of " << window_blocks;
+    }
+  }
+}
+
 TEST_P(ShardScan, ShuffleIsAPermutationPerEpochAndChangesBetweenEpochs) {
   const ShardSet set = open();
   const std::vector<Row> original = rows_of(rows_.view());
