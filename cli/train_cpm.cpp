@@ -123,7 +123,8 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
       "50000 steps per side (a small set gets more passes)")(
       "cost,c", po::value(&cost_text)->default_value("auto"),
       "C: regularisation lambda = 1/(C T) (the paper's grid: 1, 0.1, ..., 1e-4); auto: 3/sqrt(m) "
-      "within [0.01, 1] for m rows (lambda shrinks as 1/sqrt(m))")(
+      "within [0.01, 1] for m rows (lambda shrinks as 1/sqrt(m)), and T that of the epochs "
+      "alone: the 50000-step floor does not weaken lambda")(
       "entropy", po::value(&config.perplexity)->default_value(1),
       "ASSIGN's entropy floor as a perplexity P in [1, K] (effective number of faces): the "
       "paper's h = ln P; 1 = off (h = 0). The paper's grid h = log(jK/10) is P = jK/10")(
@@ -226,7 +227,10 @@ void CpmRun::open() {
                         "label " + number(label) + " (" + std::to_string(count) +
                             " rows) is not in --classes");
   }
-  if (cost_text == "auto") config.c = engine::cpm_default_c(manifest.rows);
+  if (cost_text == "auto") {
+    config.c = engine::cpm_default_c(manifest.rows);
+    config.lambda_of_epochs = config.min_iterations > 0;  // the floor's steps keep its λ
+  }
   problem.max_index = manifest.max_index;
   for (const auto& [label, count] : manifest.label_counts) problem.label_counts.emplace_back(label, count);
 }

@@ -39,6 +39,9 @@ struct CpmConfig {
   std::uint64_t iterations = 0;    // T, SGD steps per side; 0: epochs × the side's rows
   double epochs = 0;               // used when iterations == 0
   std::uint64_t min_iterations = 0;  // with epochs: T at least this many steps per side
+  // With min_iterations: λ_s = 1/(C·epochs·rows), that of the epochs' T, however many steps the
+  // floor adds (they converge further instead of weakening the regulariser); -c auto sets it.
+  bool lambda_of_epochs = false;
   double c = 1e-2;                 // C: λ_s = 1/(C·T)
   double perplexity = 1;           // P ∈ [1, K]: ASSIGN's entropy floor h = ln P nats; 1: off
   double cost_ratio = 1;           // r: c₋ = r/(1 + r), c₊ = 1/(1 + r), per side's own classes
@@ -57,7 +60,10 @@ struct CpmConfig {
 /// rate at which the estimation error of a linear rule shrinks, rather than as 1/m (a fixed C),
 /// which under-regularises nothing at KDD size but over-regularises small sets. Measured
 /// (docs/accuracy.md, "Defaults"): 0.017 on a9a (32 k rows, where 0.01 is the paper's best), 0.07
-/// to 0.3 on the UCI sets, 0.01 (the clamp) at KDD size.
+/// to 0.3 on the UCI sets, 0.01 (the clamp) at KDD size. Where kCpmDefaultMinSteps raises T above
+/// epochs × m, λ stays that of epochs × m (CpmConfig::lambda_of_epochs): on 19 binary UCI sets the
+/// floor's extra steps had weakened λ up to 37-fold (docs/accuracy.md, "The CPM's λ under the
+/// step floor").
 /// T of `train --algo cpm` when neither --epochs nor --iterations is given: 10 epochs, but at
 /// least this many steps per side. On a small set 10 epochs are a few thousand steps, too few for
 /// the faces to settle (docs/accuracy.md, "Defaults": on 8 UCI sets the mean test accuracy went

@@ -100,6 +100,7 @@ nlohmann::json CpmConfig::json() const {
           {"hash_bits", hash_bits},
           {"precision", precision == CpmPrecision::kDouble ? "double" : "float"}};
   if (min_iterations > 0) j["min_iterations"] = min_iterations;
+  if (lambda_of_epochs) j["lambda_of_epochs"] = true;
   return j;
 }
 
@@ -488,7 +489,9 @@ CpmTrainer::CpmTrainer(const CpmConfig& config, const CpmProblem& problem)
                                     static_cast<std::uint64_t>(std::ceil(config_.epochs * double(s.rows))));
       if (s.iterations == 0) throw ConfigError("epochs", "gives no SGD step (T = 0)");
       s.limit = s.iterations;
-      s.lambda = 1.0 / (config_.c * static_cast<double>(s.iterations));
+      const double epoch_steps = std::ceil(config_.epochs * double(s.rows));
+      const bool of_epochs = config_.lambda_of_epochs && !config_.iterations && epoch_steps >= 1;
+      s.lambda = 1.0 / (config_.c * (of_epochs ? epoch_steps : static_cast<double>(s.iterations)));
       s.cost_inner = config_.cost_ratio / (1 + config_.cost_ratio);
       s.cost_outer = 1 / (1 + config_.cost_ratio);
       s.threshold = config_.perplexity > 1 ? std::log(config_.perplexity) : 0.0;

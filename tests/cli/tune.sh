@@ -70,6 +70,16 @@ awk -v a="$(jq .train_accuracy "$work/def.json")" 'BEGIN { exit !(a >= 0.9) }' \
   2> /dev/null || fail "train --algo cpm at the defaults"
 awk -v c="$(jq .c "$work/cpm.json")" 'BEGIN { exit !((c - 3 / sqrt(2000)) ^ 2 < 1e-20) }' \
   || fail "cpm's C on 2000 rows is $(jq .c "$work/cpm.json"), not 3/√2000"
+# 2000 rows get the 50,000-step floor, which with C auto keeps λ = 1/(C·10·2000) (the model's config
+# says so); a C or --epochs given keeps λ = 1/(C·T) of the steps run.
+[ "$("$bin" export -m "$work/def.cpm" --format json | jq .config.lambda_of_epochs)" = true ] \
+  || fail "cpm at its defaults: the model's config has no lambda_of_epochs"
+for given in "-c 0.1" "--epochs 10"; do
+  "$bin" train --algo cpm -d "$work/angle.svm" -o "$work/given.cpm" $given 2> /dev/null \
+    || fail "train --algo cpm $given"
+  [ "$("$bin" export -m "$work/given.cpm" --format json | jq .config.lambda_of_epochs)" = null ] \
+    || fail "cpm $given: lambda_of_epochs set"
+done
 expect 2 "-c (C) must be auto or a number" train --algo cpm -d "$work/angle.svm" -o "$work/x" -c x
 
 # --- --tune: the known best setting, recorded in the model, --json and --metrics-json ---

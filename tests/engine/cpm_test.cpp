@@ -147,6 +147,35 @@ TEST(Cpm, OneFaceIsPegasosStepByStep) {
   }
 }
 
+// The step floor (min_iterations) adds steps; with lambda_of_epochs (what -c auto sets) λ stays
+// 1/(C·epochs·rows), else it is 1/(C·T) of the T run. K = 1 against Pegasos at that λ, to the end.
+TEST(Cpm, TheStepFloorKeepsTheEpochsLambdaWhenAsked) {
+  const CsrBuffer data = random_rows(60, 40, 6, 5);
+  for (const bool of_epochs : {true, false}) {
+    CpmConfig config;
+    config.faces = 1;
+    config.epochs = 2;            // 120 steps a side
+    config.min_iterations = 300;  // the floor: 5 passes
+    config.lambda_of_epochs = of_epochs;
+    config.c = 0.05;
+    const CpmProblem problem = problem_of(data);
+    CpmTrainer trainer(config, problem);
+    const std::size_t slots = problem.max_index + 1;
+    DensePegasos plus(slots, config.c, of_epochs ? 120 : 300, config.cost_ratio);
+    for (std::uint64_t t = 0; t < 300; ++t) {
+      ASSERT_FALSE(trainer.done()) << "step " << t;
+      const std::size_t r = t % data.rows();
+      trainer.learn(one_row(data, r));
+      plus.step(data, r, data.labels[r] > 0 ? 1 : -1);
+    }
+    EXPECT_TRUE(trainer.done());
+    EXPECT_GT(max_abs(plus.w), 0.01);
+    EXPECT_LE(max_abs_diff(trainer.weights(0), plus.w), 1e-12 * std::max(1.0, max_abs(plus.w)))
+        << "lambda_of_epochs " << of_epochs;
+    EXPECT_EQ(config.json().contains("lambda_of_epochs"), of_epochs);
+  }
+}
+
 TEST(Cpm, FloatAccumulatorsFollowTheDoubleOnes) {
   const CsrBuffer data = random_rows(60, 40, 6, 4);
   CpmConfig config;
