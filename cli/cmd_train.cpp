@@ -268,6 +268,7 @@ void LinearRun::open() {
   const io::ShardSet& shards = dataset->shards();
   const io::Manifest& manifest = shards.manifest();
   labels = binary_labels(manifest, data);
+  if (parallel.leader) validation = open_validation(job.validation, manifest, threads);
   rows = static_cast<double>(manifest.rows);
   if (vm["epochs"].defaulted()) config.epochs = engine::ldm_default_epochs(manifest.rows);
   if (algo == "svm") {
@@ -607,8 +608,8 @@ int LinearRun::conclude() {
   // Validation data: scored with the finished model, in data order.
   const Clock::time_point validation_start = Clock::now();
   std::optional<Validation> validated;
-  if (!job.validation.empty()) {
-    validated = validate(model, job.validation, threads);
+  if (validation.data) {
+    validated = validate(model, validation, threads);
     report["validation_data"] = job.validation;
     report["validation_data_checksum"] = validated->data_checksum;
   }

@@ -126,8 +126,15 @@ void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::stri
   // The validation data is read after the training: a missing file (or the model's own path) is
   // refused now, not once the model is written.
   std::vector<std::string> validation;
-  for (const io::NamedPath& input : inputs)
+  bool stdin_trains = false;
+  for (const io::NamedPath& input : inputs) {
     if (input.option == "--validation") validation.push_back(input.path);
+    stdin_trains = stdin_trains || (input.option != "--validation" && input.path == "-");
+  }
+  if (stdin_trains && std::find(validation.begin(), validation.end(), "-") != validation.end())
+    throw UsageError(
+        "train: --validation -: standard input is already the training data; give "
+        "the validation data as a file");
   if (!validation.empty()) io::Dataset::probe(validation);
   std::error_code ec;
   if (checkpoint.empty() || !std::filesystem::is_regular_file(checkpoint, ec)) return;

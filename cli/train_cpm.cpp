@@ -227,6 +227,7 @@ void CpmRun::open() {
                         "label " + number(label) + " (" + std::to_string(count) +
                             " rows) is not in --classes");
   }
+  if (parallel.leader) validation = open_validation(job.validation, manifest, threads);
   if (cost_text == "auto") {
     config.c = engine::cpm_default_c(manifest.rows);
     config.lambda_of_epochs = config.min_iterations > 0;  // the floor's steps keep its λ
@@ -504,9 +505,9 @@ int CpmRun::conclude() {
   const double train_seconds = trained.train_seconds;
   const Clock::time_point validation_start = Clock::now();
   std::optional<Validation> validated;
-  if (!job.validation.empty()) {
+  if (validation.data) {
     // The file just written, read back: the model as it will serve, one copy in memory at a time.
-    validated = validate(io::load_cpm_model(output), job.validation, threads);
+    validated = validate(io::load_cpm_model(output), validation, threads);
     report["validation_data"] = job.validation;
     report["validation_data_checksum"] = validated->data_checksum;
   }

@@ -377,12 +377,17 @@ JobLocks::JobLocks(const std::string& output, const std::string& checkpoint_path
   if (!checkpoint_path.empty()) checkpoint.emplace(checkpoint_path, "checkpoint");
 }
 
-Validation validate(const engine::Classifier& model, const std::vector<std::string>& data,
-                    int threads) {
+namespace {
+
+io::Dataset open_scored(const std::vector<std::string>& data, int index_base, int threads) {
   io::ConvertOptions convert;
   convert.text.threads = threads;
-  convert.text.index_base = model.index_base == 0 ? io::IndexBase::kZero : io::IndexBase::kOne;
-  const io::Dataset vdata = io::Dataset::open(data, convert, threads);
+  convert.text.index_base = index_base == 0 ? io::IndexBase::kZero : io::IndexBase::kOne;
+  return io::Dataset::open(data, convert, threads);
+}
+
+Validation score_validation(const engine::Classifier& model, const io::Dataset& vdata,
+                            const std::vector<std::string>& data, int threads) {
   const io::Manifest& manifest = vdata.shards().manifest();
   const auto known = [&](float label) {
     if (!model.multiclass()) return model.labels.is_binary_label(label);
@@ -430,6 +435,33 @@ Validation validate(const engine::Classifier& model, const std::vector<std::stri
                  {"errors", rows - correct}};
   }
   return v;
+}
+
+}  // namespace
+
+ValidationData open_validation(const std::vector<std::string>& inputs, const io::Manifest& training,
+                               int threads) {
+  ValidationData v;
+  if (inputs.empty()) return v;
+  v.inputs = inputs;
+  v.data.emplace(open_scored(inputs, training.index_base, threads));
+  const io::Manifest& manifest = v.data->shards().manifest();
+  if (manifest.rows == 0)
+    throw DataError(data_name(inputs), 0, 0, "no data rows: --validation needs rows to score");
+  for (const auto& [label, count] : manifest.label_counts)
+    if (!training.label_counts.count(label)) {
+      std::string labels;
+      for (const auto& [known, n] : training.label_counts)
+        labels += (labels.empty() ? "" : " / ") + number(known);
+      throw DataError(data_name(inputs), 0, 0,
+                      "validation label " + number(label) + " (" + std::to_string(count) +
+                          " rows) is not one of the training labels " + labels);
+    }
+  return v;
+}
+
+Validation validate(const engine::Classifier& model, const ValidationData& data, int threads) {
+  return score_validation(model, *data.data, data.inputs, threads);
 }
 
 }  // namespace polymargin::cli

@@ -213,8 +213,17 @@ struct Validation {
   nlohmann::ordered_json metrics;
   std::string data_checksum;  // hex64 of io::data_checksum
 };
-Validation validate(const engine::Classifier& model, const std::vector<std::string>& data,
-                    int threads);
+/// --validation DATA opened (text converted) before the training, in the training data's index
+/// base, so that data the model could not be scored on is refused before any work: DataError for
+/// no rows or a label the training data does not have. Empty without --validation.
+struct ValidationData {
+  std::vector<std::string> inputs;
+  std::optional<io::Dataset> data;
+};
+ValidationData open_validation(const std::vector<std::string>& inputs, const io::Manifest& training,
+                               int threads);
+/// The validation data scored with a finished model.
+Validation validate(const engine::Classifier& model, const ValidationData& data, int threads);
 
 /// What every streamed learner's run (cli/cmd_train.cpp, cli/train_cpm.cpp) holds besides its own
 /// options and trainer: the job's options, locks and signals, the data, and the run report. Each
@@ -245,6 +254,7 @@ struct TrainRun {
   std::chrono::steady_clock::time_point start;
   double open_seconds = 0;
   std::optional<io::Dataset> dataset;
+  ValidationData validation;  // --validation, opened by the learner's run before it trains
 };
 
 }  // namespace polymargin::cli

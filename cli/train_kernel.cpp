@@ -46,6 +46,7 @@ struct TrainingSet {
   std::uint64_t unlabelled = 0;
   double open_seconds = 0;
   std::string data_checksum, unlabelled_checksum;  // hex64 of the block indices (--metrics-json)
+  ValidationData validation;                       // --validation, opened before the training
 };
 
 // Options every kernel learner shares.
@@ -213,6 +214,7 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
   t.features = std::max(manifest.features, extra ? extra->shards().manifest().features : 0);
   t.nnz = buffer.indices.size();
   t.index_base = manifest.index_base;
+  t.validation = open_validation(o.validation, labelled, threads);
   t.data_checksum = hex64(io::data_checksum(manifest));
   if (extra) t.unlabelled_checksum = hex64(io::data_checksum(extra->shards().manifest()));
   t.open_seconds = seconds_since(start);
@@ -361,7 +363,8 @@ struct Phases {
 // unlabelled rows, y = 0, left out), and the --metrics-json record.
 void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& summary,
                      const Eigen::VectorXd& scores, const Eigen::VectorXd& y, const Phases& phases,
-                     Clock::time_point start, const CommonOptions& o, MetricsFile& metrics) {
+                     Clock::time_point start, const CommonOptions& o,
+                     const ValidationData& validation, MetricsFile& metrics) {
   Clock::time_point phase = Clock::now();
   io::save_kernel_model(model, o.output);
   const double save_seconds = seconds_since(phase);
@@ -371,8 +374,8 @@ void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& s
 
   phase = Clock::now();
   std::optional<Validation> validated;
-  if (!o.validation.empty()) {
-    validated = validate(model, o.validation, resolve_threads(o.threads));
+  if (validation.data) {
+    validated = validate(model, validation, resolve_threads(o.threads));
     report["validation_data"] = o.validation;
     report["validation_data_checksum"] = validated->data_checksum;
   }
@@ -533,7 +536,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   summary["memory_bytes"] = engine::kldm_peak_bytes(t.y.size());
   save_and_report(model, summary, result.scores, t.y,
                   {t.open_seconds, gram_seconds, setup_seconds, solve_seconds}, job.start, o,
-                  metrics);
+                  t.validation, metrics);
   return kExitOk;
 }
 
@@ -685,7 +688,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   summary["objective"] = objectives[0] + objectives[1];
   summary["memory_bytes"] = engine::tldm_peak_bytes(l, q);
   save_and_report(model, summary, scores, t.y, {t.open_seconds, gram_seconds, 0.0, solve_seconds},
-                  job.start, o, metrics);
+                  job.start, o, t.validation, metrics);
   return kExitOk;
 }
 
@@ -806,7 +809,8 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   summary["objectives"] = result.objectives;
   summary["memory_bytes"] = engine::square_matrix_bytes(n);
   save_and_report(model, summary, result.scores, t.y,
-                  {t.open_seconds, gram_seconds, 0.0, solve_seconds}, job.start, o, metrics);
+                  {t.open_seconds, gram_seconds, 0.0, solve_seconds}, job.start, o, t.validation,
+                  metrics);
   return kExitOk;
 }
 

@@ -73,6 +73,19 @@ done
 expect 4 "cannot open 'none.svm'" train -d in.svm -o x.model --validation none.svm --tune
 mkdir empty.dir
 expect 3 "not a shard directory" train -d in.svm -o x.model --validation empty.dir
+# Validation data the model could not be scored on is refused before the training: no rows, or a
+# label the training data lacks (every learner); stdin cannot be both.
+sed 's/^-1/0/' in.svm > zero_one.svm
+: > no_rows.svm
+for algo in ldm cpm kldm; do
+  expect 3 "validation label 0 (52 rows) is not one of the training labels -1 / 1" \
+    train --algo $algo -d in.svm -o x.model --validation zero_one.svm
+  expect 3 "no_rows.svm: no data rows" train --algo $algo -d in.svm -o x.model --validation no_rows.svm
+  [ ! -e x.model ] || fail "train --algo $algo wrote a model before refusing its --validation"
+  grep -q "^epoch\|trained" "$work/stderr" && fail "train --algo $algo trained before refusing"
+done
+"$bin" train -d - -o x.model --validation - < in.svm > /dev/null 2> "$work/stderr" && fail "stdin twice"
+grep -q "standard input is already the training data" "$work/stderr" || fail "stdin twice: $(cat "$work/stderr")"
 unchanged
 [ ! -e x.model ] || fail "a refused train wrote x.model"
 
