@@ -27,6 +27,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <span>
@@ -807,6 +808,8 @@ struct ShardSet::Impl {
       BlockBytes bytes;
       shard::BlockDecoder decoder;
       CsrBuffer rows;
+      std::map<double, std::uint64_t> labels;  // of the rows decoded
+      std::uint32_t max_index = 0;
     };
     tbb::enumerable_thread_specific<Checker> checkers;
     std::vector<std::uint64_t> block_checksums(blocks.size());  // each block's trailing checksum
@@ -832,6 +835,9 @@ struct ShardSet::Impl {
                                                {c.rows.labels.data(), c.rows.offsets.data(),
                                                 c.rows.indices.data(),
                                                 values ? c.rows.values.data() : nullptr, 0});
+                              for (std::size_t r = 0; r < h.rows; ++r) ++c.labels[c.rows.labels[r]];
+                              for (std::size_t k = 0; k < h.nnz; ++k)
+                                c.max_index = std::max(c.max_index, c.rows.indices[k]);
                             } catch (const DataError&) {
                               // Report the first bad block in block order, whatever the timing.
                               std::lock_guard lock(mutex);
@@ -857,6 +863,22 @@ struct ShardSet::Impl {
                         "the blocks do not match the manifest's content checksum: blocks of "
                         "another conversion (re-run convert)");
     }
+    // The manifest's counts, which the blocks' checksums do not cover, against the rows decoded.
+    std::map<double, std::uint64_t> labels;
+    std::uint32_t max_index = 0;
+    for (const Checker& c : checkers) {
+      for (const auto& [label, n] : c.labels) labels[label] += n;
+      max_index = std::max(max_index, c.max_index);
+    }
+    if (labels != manifest.label_counts)
+      throw DataError(dir + "/" + shard::kManifestFile, 0, 0,
+                      "its label counts do not match the blocks' rows (the manifest was edited "
+                      "or is of another conversion: re-run convert)");
+    if (manifest.nnz > 0 && max_index != manifest.max_index)
+      throw DataError(dir + "/" + shard::kManifestFile, 0, 0,
+                      "its max_index " + std::to_string(manifest.max_index) +
+                          " does not match the blocks' largest feature id " +
+                          std::to_string(max_index) + " (re-run convert)");
     VerifyReport report;
     report.blocks_checked = blocks.size();
     for (const auto& b : blocks) report.bytes_checked += b.entry.bytes;

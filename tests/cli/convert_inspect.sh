@@ -79,6 +79,13 @@ flip_byte "$corrupt/shard-00001.pms" 200
 expect_exit 3 'shard-00001\.pms: block 0 \(global block 1\): checksum mismatch' \
   "$bin" inspect "$corrupt" --verify
 
+# The manifest's counts are not under the blocks' checksums: --verify checks them against the rows.
+edited=$work/edited.shards
+cp -r "$work/a9a.zstd.shards" "$edited"
+sed -i 's/"1": 7841/"7": 7841/' "$edited/manifest.json"
+grep -q '"7": 7841' "$edited/manifest.json" || fail "the label count to edit is not in the manifest"
+expect_exit 3 'manifest.json: its label counts do not match the blocks' "$bin" inspect "$edited" --verify
+
 # Truncation is refused at open.
 truncated=$work/truncated.shards
 cp -r "$work/a9a.raw.shards" "$truncated"
