@@ -104,9 +104,13 @@ int run_convert(const std::vector<std::string>& args) {
   out_printf("text %s in, shards %s out (ratio %.3f), %.2f s, %.1f MB/s\n",
               megabytes(manifest.text_bytes).c_str(), megabytes(bytes.total).c_str(),
               compression_ratio(manifest, bytes), seconds, mb_per_second);
-  if (manifest.bad_lines_skipped > 0)
-    out_printf("skipped %llu malformed lines\n",
-                static_cast<unsigned long long>(manifest.bad_lines_skipped));
+  if (manifest.bad_lines_skipped > 0) {
+    out_printf("skipped %llu malformed line%s%s\n",
+               static_cast<unsigned long long>(manifest.bad_lines_skipped),
+               manifest.bad_lines_skipped == 1 ? "" : "s",
+               manifest.bad_lines.size() < manifest.bad_lines_skipped ? ", the first:" : ":");
+    for (const std::string& bad : manifest.bad_lines) out_printf("  %s\n", bad.c_str());
+  }
   return kExitOk;
 }
 

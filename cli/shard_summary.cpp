@@ -48,6 +48,7 @@ nlohmann::ordered_json summary_json(const io::Manifest& m, const std::string& di
   j["compression_ratio"] = compression_ratio(m, bytes);
   j["format_version"] = m.format_version;
   j["bad_lines_skipped"] = m.bad_lines_skipped;
+  if (!m.bad_lines.empty()) j["bad_lines"] = m.bad_lines;
   j["created_utc"] = m.created_utc;
   j["convert_seconds"] = m.convert_seconds;
   return j;
@@ -97,6 +98,7 @@ void print_summary(std::ostream& out, const io::Manifest& m, const std::string& 
   }
   line("bytes", size);
   if (m.bad_lines_skipped > 0) line("skipped", std::to_string(m.bad_lines_skipped) + " bad lines");
+  for (const std::string& bad : m.bad_lines) line("", bad);
 }
 
 }  // namespace polymargin::cli

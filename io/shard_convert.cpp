@@ -49,7 +49,8 @@ Manifest convert_text(const std::vector<std::string>& inputs, const std::string&
     if (progress) progress(rows, nnz);
   });
   writer.set_text_bytes(stats.bytes);
-  return writer.finish(index_base_value(stats.resolved_base), sources, stats.bad_lines);
+  return writer.finish(index_base_value(stats.resolved_base), sources, stats.bad_lines,
+                       stats.bad_line_messages);
 }
 
 std::uint64_t available_memory() {

@@ -148,6 +148,7 @@ std::string manifest_json(const Manifest& m) {
   j["label_counts"] = labels;
   j["text_bytes"] = m.text_bytes;
   j["bad_lines_skipped"] = m.bad_lines_skipped;
+  if (!m.bad_lines.empty()) j["bad_lines"] = m.bad_lines;
   j["created_utc"] = m.created_utc;
   j["convert_seconds"] = m.convert_seconds;
   Json sources = Json::array();
@@ -225,6 +226,14 @@ Manifest read_manifest(const std::string& dir) {
   }
   m.text_bytes = f.get<std::uint64_t>("text_bytes");
   m.bad_lines_skipped = f.get<std::uint64_t>("bad_lines_skipped");
+  if (j.contains("bad_lines")) {  // the first skipped lines' messages (none before they were kept)
+    const Json lines = f.get<Json>("bad_lines");
+    if (!lines.is_array()) f.fail("bad_lines is not a list");
+    for (const Json& line : lines) {
+      if (!line.is_string()) f.fail("bad_lines holds a non-string");
+      m.bad_lines.push_back(line.get<std::string>());
+    }
+  }
   m.created_utc = f.get<std::string>("created_utc");
   m.convert_seconds = f.get<double>("convert_seconds");
   for (const auto& s : f.get<Json>("sources"))

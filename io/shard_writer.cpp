@@ -618,7 +618,7 @@ void ShardWriter::append(const CsrView& rows) {
 void ShardWriter::set_text_bytes(std::uint64_t bytes) { impl_->text_bytes = bytes; }
 
 Manifest ShardWriter::finish(int index_base, const std::vector<SourceInfo>& sources,
-                             std::uint64_t bad_lines_skipped) {
+                             std::uint64_t bad_lines_skipped, std::vector<std::string> bad_lines) {
   Impl& w = *impl_;
   if (w.finished) throw std::logic_error("ShardWriter::finish called twice");
   if (index_base != 0 && index_base != 1)
@@ -649,6 +649,7 @@ Manifest ShardWriter::finish(int index_base, const std::vector<SourceInfo>& sour
                         w.content_checksums[s]});
   m.total_blocks = w.blocks_submitted;
   m.bad_lines_skipped = bad_lines_skipped;
+  m.bad_lines = std::move(bad_lines);
   m.created_utc = utc_now();
   m.text_bytes = w.text_bytes;
 

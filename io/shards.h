@@ -73,6 +73,7 @@ struct Manifest {
   std::vector<ShardInfo> shards;
   std::uint64_t total_blocks = 0;
   std::uint64_t bad_lines_skipped = 0;
+  std::vector<std::string> bad_lines;  // the first skipped lines, "file:line:column: message"
   std::string created_utc;
   double convert_seconds = 0;
   int zstd_level = 0;            // compression level used (zstd codec only)
@@ -107,7 +108,7 @@ class ShardWriter {
   void set_text_bytes(std::uint64_t bytes);
   /// Flushes, writes feature_maxabs.bin and manifest.json, renames into place.
   Manifest finish(int index_base, const std::vector<SourceInfo>& sources,
-                  std::uint64_t bad_lines_skipped);
+                  std::uint64_t bad_lines_skipped, std::vector<std::string> bad_lines = {});
 
  private:
   struct Impl;

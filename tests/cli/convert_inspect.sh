@@ -123,6 +123,26 @@ expect_exit 2 'not a readable shard directory' "$bin" convert "$data" -o "$work/
 [ "$(cat "$work/fake/manifest.json")" = x ] || fail "a directory with an unreadable manifest was replaced"
 rm "$work/precious/manifest.json"
 
+# --max-bad-lines N: up to N malformed lines skipped, counted, and the first ten named (file:line:
+# column) by convert and kept in the manifest for inspect; one more is an error naming it.
+printf '1 1:1 2:2\n-1 2:1 1:3\n1 3:nan\n-1 1:1\n+1 2:x\n' > "$work/bad.svm"
+"$bin" convert "$work/bad.svm" -o "$work/bad.shards" --max-bad-lines 3 > "$work/bad.out" \
+  || fail "convert --max-bad-lines 3"
+grep -q '^skipped 3 malformed lines:$' "$work/bad.out" || fail "skipped count: $(cat "$work/bad.out")"
+for at in 'bad.svm:2:8: unsorted feature index' 'bad.svm:3:5: feature value .nan. is not finite' \
+          "bad.svm:5:6: bad feature value 'x'"; do
+  grep -q "$at" "$work/bad.out" || fail "convert does not name '$at': $(cat "$work/bad.out")"
+done
+[ "$("$bin" inspect "$work/bad.shards" --json | jq '.bad_lines | length')" = 3 ] \
+  || fail "inspect --json has not the 3 bad lines"
+seq 1 12 | sed 's/.*/1 1:x/' > "$work/bad12.svm"
+echo '1 1:1' >> "$work/bad12.svm"
+"$bin" convert "$work/bad12.svm" -o "$work/bad12.shards" --max-bad-lines 12 > "$work/bad.out"
+grep -q '^skipped 12 malformed lines, the first:$' "$work/bad.out" || fail "12 bad lines: $(cat "$work/bad.out")"
+[ "$(grep -c '^  .*bad12.svm:[0-9]*:5: bad feature value' "$work/bad.out")" = 10 ] || fail "not ten named: $(cat "$work/bad.out")"
+expect_exit 3 'bad.svm:5:6: .*more than max_bad_lines = 2' \
+  "$bin" convert "$work/bad.svm" -o "$work/bad2.shards" --max-bad-lines 2
+
 # Usage and I/O errors.
 expect_exit 2 'codec' "$bin" convert "$data" -o "$work/x.shards" --codec lz4
 expect_exit 2 'unrecognised|unknown' "$bin" convert "$data" -o "$work/x.shards" --bogus
