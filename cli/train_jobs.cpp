@@ -224,13 +224,18 @@ nlohmann::json DataParallel::model_record() const {
 }
 
 int run_train_job(const std::vector<std::string>& args, TrainJob job) {
-  // Of an MPI job's ranks, rank 0 alone reports.
+  // Of an MPI job's ranks, rank 0 reports; another rank only when it fails (it then ends the job
+  // before rank 0 can: on a shared path its record is the job's), its error named with its rank.
   const driver::MpiJob* mpi = driver::mpi_job();
-  MetricsFile metrics(mpi && mpi->rank() != 0 ? "" : peek_option(args, "metrics-json", ""));
+  const bool leads = !mpi || mpi->rank() == 0;
+  const std::string rank =
+      leads ? ""
+            : "rank " + std::to_string(mpi->rank()) + " of " + std::to_string(mpi->size()) + ": ";
+  MetricsFile metrics(peek_option(args, "metrics-json", ""));
   try {
     const int code = job(args, metrics);
     if (code == kHelpShown) return kExitOk;
-    metrics.finish(code, "ok");
+    if (leads) metrics.finish(code, "ok");
     return code;
   } catch (const Interrupted& stop) {
     const int code = interrupted_exit_code(stop);
@@ -242,20 +247,20 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
              : ": checkpoint written to " + stop.checkpoint + " (continue with --resume " +
                    stop.checkpoint + "), no model written");
     err_printf("%s\n", message.c_str());
-    metrics.finish(code, "interrupted", message);
+    if (leads) metrics.finish(code, "interrupted", message);
     return code;
   } catch (const io::OutputPathError& e) {
     // Refused before any work; not written where the refusal says it must not go.
-    if (!e.involves("--metrics-json")) metrics.finish(exit_code_of(e), "error", e.what());
+    if (!e.involves("--metrics-json")) metrics.finish(exit_code_of(e), "error", rank + e.what());
     throw;
   } catch (const Error& e) {
-    metrics.finish(exit_code_of(e), "error", e.what());
+    metrics.finish(exit_code_of(e), "error", rank + e.what());
     throw;
   } catch (const std::bad_alloc&) {
-    metrics.finish(kExitIo, "error", "out of memory");
+    metrics.finish(kExitIo, "error", rank + "out of memory");
     throw;
   } catch (const std::exception& e) {
-    metrics.finish(kExitInternal, "error", std::string("internal error: ") + e.what());
+    metrics.finish(kExitInternal, "error", rank + "internal error: " + e.what());
     throw;
   }
 }

@@ -120,11 +120,17 @@ size=$(stat -c %s "$shard")
 printf '\xff' | dd of="$shard" bs=1 seek=$((size / 2)) conv=notrunc status=none
 rc=0
 start=$(date +%s)
-timeout 60 mpirun -np 3 "$bin" train -d bad.shards -o bad.bin > /dev/null 2> bad.err || rc=$?
+timeout 60 mpirun -np 3 "$bin" train -d bad.shards -o bad.bin --metrics-json bad.json > /dev/null \
+  2> bad.err || rc=$?
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "bad data on one rank: exit $rc: $(cat bad.err)"
 [ $(($(date +%s) - start)) -le 30 ] || fail "bad data on one rank: the job took over 30 s"
 grep -Eq "^rank [0-2] of 3: error: .*bad.shards" bad.err || fail "no message naming the rank: $(cat bad.err)"
 [ ! -e bad.bin ] || fail "a failed job wrote a model"
+# The metrics file records the failure, whichever rank it was (one other than 0 writes it then).
+failed=$(grep -Eo "^rank [0-2] of 3" bad.err | head -1)
+jq -e --arg r "$failed" '.status == "error" and .exit_code == 3 and (.error | test("bad.shards"))
+  and ($r == "rank 0 of 3" or (.error | startswith($r)))' bad.json > /dev/null \
+  || fail "the failed job's metrics ($failed): $(cat bad.json 2> /dev/null || echo none)"
 
 # SIGKILL of rank 1 while the job trains.
 mpirun -np 2 "$bin" train -d a9a.shards -o kill.bin --epochs 100000 --window-blocks 1 \
