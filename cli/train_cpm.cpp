@@ -94,7 +94,8 @@ struct CpmRun : TrainRun {
   std::optional<CpmCheckpoint> resumed;
   double allocate_seconds = 0, save_seconds = 0;
   engine::CpmProblem problem;
-  std::uint64_t available = 0, need = 0;  // memory: MemAvailable (or the cgroup's), the run's
+  std::uint64_t available = 0, need = 0,
+                scale_bytes = 0;                // memory: MemAvailable (or the cgroup's), the run's
   std::optional<engine::CpmReplicas> replicas;  // one in all: exactly a single CpmTrainer
   nlohmann::json run_config, run_data;
   std::uint64_t windows = 0;  // of a pass
@@ -241,10 +242,13 @@ void CpmRun::size() {
   // Memory: decided before the first weight is allocated.
   available = io::available_memory();
   // Every worker holds a whole trainer (its U and state); a replicated float run sums its average
-  // through a 32 MiB double copy, within the overhead.
+  // through a 32 MiB double copy, within the overhead. With --scale maxabs, the reader's table of
+  // every feature id's max |x| and the model's copy of it: 8 bytes a feature id, whatever
+  // --hash-bits makes of the weights.
   const auto workers = static_cast<std::uint64_t>(parallel.workers);
+  scale_bytes = scale == "maxabs" ? 2 * sizeof(float) * (std::uint64_t{manifest.max_index} + 1) : 0;
   const auto bytes_of = [&](const engine::CpmConfig& c, engine::CpmPrecision p) {
-    return engine::cpm_training_bytes(c, problem, p) * workers + kOverheadBytes;
+    return engine::cpm_training_bytes(c, problem, p) * workers + scale_bytes + kOverheadBytes;
   };
   const std::uint64_t need_double = bytes_of(config, engine::CpmPrecision::kDouble);
   const std::uint64_t need_float = bytes_of(config, engine::CpmPrecision::kFloat);
@@ -271,7 +275,13 @@ void CpmRun::size() {
       if (fits_as(smaller)) break;
     }
     std::string remedy;
-    if (bits >= 10) {
+    if (!fits(scale_bytes + kOverheadBytes)) {
+      remedy = "use --scale none (the max |x| table of " +
+               std::to_string(std::uint64_t{manifest.max_index} + 1) +
+               " feature ids and its copy "
+               "in the model need " +
+               gib(scale_bytes) + " alone)" + (config.hash_bits == 0 ? " with --hash-bits" : "");
+    } else if (bits >= 10) {
       remedy = "use --hash-bits " + std::to_string(bits) + " or less, or fewer faces";
     } else {
       smaller.hash_bits = slots > 1024 ? 10 : 0;
@@ -288,9 +298,11 @@ void CpmRun::size() {
     if (workers > 1) remedy = "use fewer --workers, or " + remedy;
     throw MemoryError("train: the CPM needs " + gib(need) +
                       " (K = " + std::to_string(config.faces) + " faces x " +
-                      std::to_string(std::uint64_t{manifest.max_index} + 1) +
+                      std::to_string(config.hash_bits ? std::uint64_t{1} << config.hash_bits
+                                                      : std::uint64_t{manifest.max_index} + 1) +
                       " weight slots per side, + ASSIGN history" +
                       (workers > 1 ? ", x " + std::to_string(workers) + " workers" : "") +
+                      (scale_bytes ? ", + the max |x| table " + gib(scale_bytes) : "") +
                       " + 256 MiB) but only " + gib(available) + " are available: " + remedy);
   }
 }
@@ -350,10 +362,11 @@ void CpmRun::announce() const {
                      : "binary",
                config.faces, config.c, config.perplexity, std::log(config.perplexity),
                config.cost_ratio, sides.c_str(), config.hash_bits, scale.c_str());
-  err_printf("precision %s: weights + history %s + 256 MiB of %s available\n",
-               config.precision == engine::CpmPrecision::kDouble ? "double" : "float",
-               gib(need - kOverheadBytes).c_str(),
-               available ? gib(available).c_str() : "unknown");
+  err_printf("precision %s: weights + history %s%s%s + 256 MiB of %s available\n",
+             config.precision == engine::CpmPrecision::kDouble ? "double" : "float",
+             gib(need - scale_bytes - kOverheadBytes).c_str(),
+             scale_bytes ? " + max |x| table " : "", scale_bytes ? gib(scale_bytes).c_str() : "",
+             available ? gib(available).c_str() : "unknown");
   parallel.announce(replicas->sync_bytes(), "pass");
   if (report.contains("resumed_from"))
     err_printf("resuming from %s: pass %llu, %llu of its %llu windows done, %llu rows\n",

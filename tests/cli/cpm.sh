@@ -107,6 +107,15 @@ expect 2 "cost-ratio" "${d[@]}" --cost-ratio 0
 expect 2 "sides" "${d[@]}" --sides triple
 # a9a has 124 feature slots, fewer than hashing's least (2^10): the remedy is fewer faces.
 expect 7 "use at most" "${d[@]}" -k 100000000 --iterations 1
+# With --scale maxabs the table of every feature id's max |x| (and the model's copy) counts in the
+# memory needed, whatever --hash-bits makes of the weights: 8 bytes a feature id.
+printf '+1 1:1 16777216:2\n-1 2:1\n+1 3:1\n-1 4:1\n' > "$work/wide.svm"
+needed() {
+  "$bin" train --algo cpm -d "$work/wide.svm" -o "$work/wide.cpm" --hash-bits 10 --iterations 10 \
+    --json "$@" 2> /dev/null | jq .memory_needed_bytes
+}
+[ "$(( $(needed) - $(needed --scale none) ))" = $(( 8 * (16777216 + 1) )) ] \
+  || fail "the max |x| table is not counted in the CPM's memory ($(needed) vs $(needed --scale none))"
 zstd -dc data/a9a.zst > "$work/a9a.svm"
 head -200 "$work/a9a.svm" | grep '^+1' > "$work/one_class.svm"
 expect 3 "one class only" -d "$work/one_class.svm"
