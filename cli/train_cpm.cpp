@@ -263,8 +263,16 @@ void CpmRun::size() {
     config.precision = engine::CpmPrecision::kFloat;
   need = config.precision == engine::CpmPrecision::kDouble ? need_double : need_float;
   if (!fits(need)) {
-    // The remedy offered must fit itself: the largest --hash-bits that does (when hashing has
+    // The remedy offered must fit itself: --scale none when the max |x| table alone does not fit
+    // (then the weights' remedy without it); the largest --hash-bits that does (when hashing has
     // fewer slots than the feature ids), else the most faces that fit.
+    std::string remedy;
+    if (!fits(scale_bytes + kOverheadBytes)) {
+      remedy = "--scale none (the max |x| table of " +
+               std::to_string(std::uint64_t{manifest.max_index} + 1) +
+               " feature ids and its copy in the model need " + gib(scale_bytes) + " alone)";
+      scale_bytes = 0;
+    }
     engine::CpmConfig smaller = config;
     smaller.precision = engine::CpmPrecision::kFloat;
     const auto fits_as = [&](const engine::CpmConfig& c) { return fits(bytes_of(c, c.precision)); };
@@ -274,15 +282,11 @@ void CpmRun::size() {
       smaller.hash_bits = bits;
       if (fits_as(smaller)) break;
     }
-    std::string remedy;
-    if (!fits(scale_bytes + kOverheadBytes)) {
-      remedy = "use --scale none (the max |x| table of " +
-               std::to_string(std::uint64_t{manifest.max_index} + 1) +
-               " feature ids and its copy "
-               "in the model need " +
-               gib(scale_bytes) + " alone)" + (config.hash_bits == 0 ? " with --hash-bits" : "");
+    std::string weights;
+    if (fits_as(config)) {
+      weights = "";  // the table was all
     } else if (bits >= 10) {
-      remedy = "use --hash-bits " + std::to_string(bits) + " or less, or fewer faces";
+      weights = "--hash-bits " + std::to_string(bits) + " or less, or fewer faces";
     } else {
       smaller.hash_bits = slots > 1024 ? 10 : 0;
       int low = 0, high = config.faces;  // low fits (0: none), high does not
@@ -291,10 +295,16 @@ void CpmRun::size() {
         smaller.perplexity = std::min(config.perplexity, static_cast<double>(smaller.faces));
         (fits_as(smaller) ? low : high) = smaller.faces;
       }
-      remedy = low == 0 ? "not even one face fits: free memory, or run on a larger machine"
-                        : "use at most " + std::to_string(low) + " faces (-k)" +
-                              (smaller.hash_bits ? " with --hash-bits 10" : "");
+      weights = low == 0 ? ""
+                         : "at most " + std::to_string(low) + " faces (-k)" +
+                               (smaller.hash_bits ? " with --hash-bits 10" : "");
+      if (low == 0 && remedy.empty())
+        remedy = "not even one face fits: free memory, or run on a larger machine";
     }
+    if (!weights.empty()) remedy += (remedy.empty() ? "" : ", and ") + weights;
+    if (remedy.rfind("not even", 0) != 0) remedy = "use " + remedy;
+    scale_bytes =
+        scale == "maxabs" ? 2 * sizeof(float) * (std::uint64_t{manifest.max_index} + 1) : 0;
     if (workers > 1) remedy = "use fewer --workers, or " + remedy;
     throw MemoryError("train: the CPM needs " + gib(need) +
                       " (K = " + std::to_string(config.faces) + " faces x " +

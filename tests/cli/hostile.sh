@@ -151,7 +151,12 @@ timeout 60 "$bin" convert wide.svm -o wide.shards > /dev/null || fail "convert o
 for algo in ldm svm kldm tldm cmm; do
   expect 7 "renumber the features densely" train --algo $algo -d wide.shards -o x.model
 done
-expect 7 "use --hash-bits" train --algo cpm -d wide.shards -o x.model
+expect 7 "or less, or fewer faces" train --algo cpm -d wide.shards -o x.model
+expect 7 "use --hash-bits" train --algo cpm -d wide.shards -o x.model --scale none
+# Hashed, the weights fit; the max |x| table of 2^32 ids (32 GiB) does not, where memory is smaller.
+if [ "$(awk '/MemAvailable/ { print $2 }' /proc/meminfo)" -lt $((32 * 1024 * 1024)) ]; then
+  expect 7 "use --scale none" train --algo cpm -d wide.shards -o x.model --hash-bits 10
+fi
 [ ! -e x.model ] || fail "a refused learner wrote x.model"
 
 # --- 6. binary data and lines without end are refused at once, memory bounded ------------------------
@@ -248,6 +253,10 @@ mkdir confdir
 expect 2 "is a directory" train -d in.svm -o x.model --config confdir
 printf 'epochs = 3\nlamda1 = 3\n' > typo.conf
 expect 2 "typo.conf:2: unknown key 'lamda1'" train -d in.svm -o x.model --config typo.conf
+printf 'epochs = 3\ncost = abc\n' > value.conf
+expect 2 "value.conf:2: the argument ('abc') for option 'cost' is invalid" train -d in.svm -o x.model --config value.conf
+printf 'epochs = 3\nseed = 2\nepochs = 4\n' > twice.conf
+expect 2 "twice.conf:3: 'epochs' is given twice (also on line 1)" train -d in.svm -o x.model --config twice.conf
 printf 'epochs = 3\nwindow-blocks = -1\n' > negative.conf
 expect 2 "--window-blocks must not be negative" train -d in.svm -o x.model --config negative.conf
 
