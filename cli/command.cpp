@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 
 #include "engine/errors.h"
 
@@ -50,8 +52,16 @@ void refuse_negative_unsigned(const std::string& command, const po::options_desc
   }
 }
 
-// The config file: its lines checked first, so an unknown key or a line that is not `key = value`
-// is refused naming the file and line; then parsed as Boost does.
+// `train --tune`'s own keys: read from the config file by train's dispatcher (cli/tune.h) before a
+// learner runs, and no learner's options.
+bool tune_key(const std::string& command, const std::string& key) {
+  return command == "train" && (key == "tune" || key == "tune-folds" || key == "tune-repeats" ||
+                                key == "tune-budget" || key == "tune-rows");
+}
+
+// The config file: its lines checked first, so an unknown key, a key given twice or a line that is
+// not `key = value` is refused naming the file and line; then parsed as Boost does, and a value
+// Boost refuses is named with its line too.
 void store_config_file(const std::string& command, const std::string& path,
                        const po::options_description& options, po::variables_map& vm) {
   std::error_code ec;
@@ -59,28 +69,56 @@ void store_config_file(const std::string& command, const std::string& path,
     throw UsageError(command + ": --config " + path + " is a directory, not a config file");
   std::ifstream in(path);
   if (!in) throw IoError("cannot open config file " + path);
-  std::string line;
+  std::string line, kept;
+  std::map<std::string, std::uint64_t> first_line;             // of each key
+  std::vector<std::pair<std::uint64_t, std::string>> entries;  // line number, the line
   for (std::uint64_t number = 1; std::getline(in, line); ++number) {
     const std::size_t first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#' || line[first] == '[') continue;
+    if (first == std::string::npos || line[first] == '#' || line[first] == '[') {
+      kept += "\n";
+      continue;
+    }
     const std::size_t equals = line.find('=');
     std::string key =
         line.substr(first, equals == std::string::npos ? std::string::npos : equals - first);
     while (!key.empty() && (key.back() == ' ' || key.back() == '\t' || key.back() == '\r'))
       key.pop_back();
+    const std::string at = path + ":" + std::to_string(number) + ": ";
     if (equals == std::string::npos)
-      throw UsageError(path + ":" + std::to_string(number) + ": '" + key +
-                       "' is not a 'key = value' line");
-    if (!options.find_nothrow(key, false))
-      throw UsageError(path + ":" + std::to_string(number) + ": unknown key '" + key + "' (" +
-                       command + " takes the long option names as keys: polymargin " + command +
-                       " --help)");
+      throw UsageError(at + "'" + key + "' is not a 'key = value' line");
+    if (tune_key(command, key)) {
+      kept += "\n";
+      continue;
+    }
+    const po::option_description* option = options.find_nothrow(key, false);
+    if (!option)
+      throw UsageError(at + "unknown key '" + key + "' (" + command +
+                       " takes the long option names as keys: polymargin " + command + " --help)");
+    const auto [seen, added] = first_line.emplace(key, number);
+    if (!added && !option->semantic()->is_composing())
+      throw UsageError(at + "'" + key + "' is given twice (also on line " +
+                       std::to_string(seen->second) + ")");
+    kept += line + "\n";
+    entries.emplace_back(number, line);
   }
-  in.clear();
-  in.seekg(0);
-  const po::parsed_options parsed = po::parse_config_file(in, options, false);
-  refuse_negative_unsigned(command, options, parsed, " in " + path);
-  po::store(parsed, vm);
+  try {
+    std::istringstream text(kept);
+    const po::parsed_options parsed = po::parse_config_file(text, options, false);
+    refuse_negative_unsigned(command, options, parsed, " in " + path);
+    po::store(parsed, vm);
+  } catch (const po::error& e) {
+    // Which line: each parsed alone into a scratch map, with its value checked as its option's.
+    for (const auto& [number, alone] : entries) {
+      try {
+        std::istringstream one(alone);
+        po::variables_map scratch;
+        po::store(po::parse_config_file(one, options, false), scratch);
+      } catch (const po::error& bad) {
+        throw UsageError(path + ":" + std::to_string(number) + ": " + bad.what());
+      }
+    }
+    throw UsageError(path + ": " + e.what());
+  }
 }
 
 // --threads and --jobs: 0 (all cores) up to kMaxThreads; a larger count only exhausts the process.

@@ -194,8 +194,58 @@ std::uint64_t row_count(const std::string& flag, const std::string& text) {
   return value;
 }
 
+// A config file's switch value: true, 1, yes or on (as Boost reads it).
+bool switch_on(const std::string& value) {
+  return value == "true" || value == "1" || value == "yes" || value == "on";
+}
+
 TuneArgs parse_tune_args(const std::vector<std::string>& args) {
   TuneArgs t;
+  // One option, `tokens` as given (flag and values): the tuning's own are taken, the others go to
+  // the final run and, unless the job's, to every cell.
+  const auto take = [&](const std::string& name, const std::vector<std::string>& values,
+                        const std::vector<std::string>& tokens) {
+    t.given.insert(name);
+    if (name == "tune") return;
+    if (name == "tune-folds" || name == "tune-repeats" || name == "tune-budget" ||
+        name == "tune-rows") {
+      if (values.empty()) throw UsageError("train: --" + name + " needs a value");
+      if (name == "tune-folds")
+        t.folds = positive_int("--tune-folds", values[0], 2);
+      else if (name == "tune-repeats")
+        t.repeats = positive_int("--tune-repeats", values[0], 1);
+      else if (name == "tune-rows")
+        t.search_rows = row_count("--tune-rows", values[0]);
+      else
+        t.budget = values[0];
+      return;
+    }
+    if (name == "resume") {
+      if (values.empty()) throw UsageError("train: --resume needs a value");
+      t.resume = values[0];
+      t.inputs.push_back({"--resume", t.resume});
+      return;
+    }
+    if (name == "data" || name == "validation" || name == "unlabeled" || name == "warm-start")
+      for (const std::string& v : values) t.inputs.push_back({"--" + name, v});
+    if (name == "config") {  // its entries are taken below, as options given after the others
+      for (const std::string& v : values) t.inputs.push_back({"--config", v});
+      return;
+    }
+    if (name == "output" && !values.empty()) t.output = values[0];
+    if (name == "metrics-json" && !values.empty()) t.metrics_json = values[0];
+    t.final.insert(t.final.end(), tokens.begin(), tokens.end());
+    if (name == "data") t.data.insert(t.data.end(), values.begin(), values.end());
+    if (name == "checkpoint" && !values.empty()) t.checkpoint = values[0];
+    if (name == "threads" && !values.empty()) t.threads = positive_int("--threads", values[0], 0);
+    if (name == "seed" && !values.empty()) {
+      try {
+        t.seed = std::stoull(values[0]);
+      } catch (const std::exception&) {
+      }  // the learner's parse names a bad seed
+    }
+    if (!job_option(name)) t.cell.insert(t.cell.end(), tokens.begin(), tokens.end());
+  };
   for (std::size_t i = 0; i < args.size();) {
     const std::string& token = args[i];
     const bool is_flag = token.size() > 1 && token[0] == '-' &&
@@ -226,46 +276,21 @@ TuneArgs parse_tune_args(const std::vector<std::string>& args) {
         values.push_back(args[next++]);
       }
     }
-    const std::vector<std::string> tokens(args.begin() + static_cast<std::ptrdiff_t>(i),
-                                          args.begin() + static_cast<std::ptrdiff_t>(next));
+    take(name, values,
+         std::vector<std::string>(args.begin() + static_cast<std::ptrdiff_t>(i),
+                                  args.begin() + static_cast<std::ptrdiff_t>(next)));
     i = next;
-    t.given.insert(name);
-    if (name == "tune") continue;
-    if (name == "tune-folds" || name == "tune-repeats" || name == "tune-budget" ||
-        name == "tune-rows") {
-      if (values.empty()) throw UsageError("train: --" + name + " needs a value");
-      if (name == "tune-folds")
-        t.folds = positive_int("--tune-folds", values[0], 2);
-      else if (name == "tune-repeats")
-        t.repeats = positive_int("--tune-repeats", values[0], 1);
-      else if (name == "tune-rows")
-        t.search_rows = row_count("--tune-rows", values[0]);
-      else
-        t.budget = values[0];
+  }
+  // --config FILE: its entries as options, where the command line does not give them (it wins),
+  // so that the cells and the final run get them as flags and never the tuning's own keys.
+  const std::set<std::string> on_command_line = t.given;
+  for (const auto& [key, value] : config_entries(args)) {
+    if (on_command_line.count(key)) continue;
+    if (is_switch(key)) {
+      if (switch_on(value)) take(key, {}, {"--" + key});
       continue;
     }
-    if (name == "resume") {
-      if (values.empty()) throw UsageError("train: --resume needs a value");
-      t.resume = values[0];
-      t.inputs.push_back({"--resume", t.resume});
-      continue;
-    }
-    if (name == "data" || name == "validation" || name == "unlabeled" || name == "warm-start" ||
-        name == "config")
-      for (const std::string& v : values) t.inputs.push_back({"--" + name, v});
-    if (name == "output" && !values.empty()) t.output = values[0];
-    if (name == "metrics-json" && !values.empty()) t.metrics_json = values[0];
-    t.final.insert(t.final.end(), tokens.begin(), tokens.end());
-    if (name == "data") t.data.insert(t.data.end(), values.begin(), values.end());
-    if (name == "checkpoint" && !values.empty()) t.checkpoint = values[0];
-    if (name == "threads" && !values.empty()) t.threads = positive_int("--threads", values[0], 0);
-    if (name == "seed" && !values.empty()) {
-      try {
-        t.seed = std::stoull(values[0]);
-      } catch (const std::exception&) {
-      }  // the learner's parse names a bad seed
-    }
-    if (!job_option(name)) t.cell.insert(t.cell.end(), tokens.begin(), tokens.end());
+    take(key, {value}, {"--" + key, value});
   }
   return t;
 }
@@ -811,6 +836,11 @@ bool tune_requested(const std::vector<std::string>& args) {
     tune = tune || a == "--tune";
     options = options || a.rfind("--tune-folds", 0) == 0 || a.rfind("--tune-repeats", 0) == 0 ||
               a.rfind("--tune-budget", 0) == 0 || a.rfind("--tune-rows", 0) == 0;
+  }
+  for (const auto& [key, value] : config_entries(args)) {  // --config's keys, as the flags
+    tune = tune || (key == "tune" && switch_on(value));
+    options = options || key == "tune-folds" || key == "tune-repeats" || key == "tune-budget" ||
+              key == "tune-rows";
   }
   if (options && !tune)
     throw UsageError(

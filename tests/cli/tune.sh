@@ -124,6 +124,15 @@ jq -e '(.tune.grid | keys) == ["bias"] and .tune.folds == 3 and .normalize == "l
 jq -e '(.tune.settings | length) == 3 and .tune.stopped_by_budget' "$work/budget.json" > /dev/null \
   || fail "--tune-budget 3 ran $(jq '.tune.settings | length' "$work/budget.json") settings"
 [ ! -e "$work/ck" ] && [ ! -e "$work/ck.tune" ] || fail "checkpoint or tuning cells left behind"
+# The tuning's keys from --config as from flags: the same search and model; without tune, refused.
+printf 'tune = true\ntune-budget = 3\nalgo = ldm\n' > "$work/tune.conf"
+"$bin" train -d "$work/threshold.svm" -o "$work/budget.conf.model" --config "$work/tune.conf" --json \
+  > "$work/budget.conf.json" 2> /dev/null || fail "--config with tune = true"
+jq -e '(.tune.settings | length) == 3 and .tune.stopped_by_budget' "$work/budget.conf.json" > /dev/null \
+  || fail "tune from --config ran $(jq -c .tune.settings "$work/budget.conf.json")"
+cmp -s "$work/budget" "$work/budget.conf.model" || fail "tune from --config: another model than from flags"
+printf 'tune-folds = 3\n' > "$work/folds.conf"
+expect 2 "need --tune" train -d "$work/threshold.svm" -o "$work/x" --config "$work/folds.conf"
 # Stopped in its final training, a tuned run resumes: its cells from CHECKPOINT.tune, the same model.
 expect 6 "checkpoint written" train --algo ldm -d "$work/threshold.svm" -o "$work/resumed" --tune \
   --tune-budget 3 --checkpoint "$work/rck" --stop-after-rows 1000
