@@ -65,6 +65,9 @@ std::vector<double> parse_classes(const std::string& text) {
     classes.push_back(c);
   }
   std::sort(classes.begin(), classes.end());
+  const auto twice = std::adjacent_find(classes.begin(), classes.end());
+  if (twice != classes.end())
+    throw UsageError("train: --classes names " + number(*twice) + " twice (got '" + text + "')");
   return classes;
 }
 

@@ -266,6 +266,10 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
 }
 
 void TrainRun::open_data(const std::string& algorithm) {
+  if (driver::mpi_job() && std::find(inputs.begin(), inputs.end(), "-") != inputs.end())
+    throw UsageError(
+        "train: under mpirun the data come from files, which every rank reads: not "
+        "from standard input (-)");
   threads = resolve_threads(threads);
   data = job.data_name.empty() ? data_name(inputs) : job.data_name;
   start = Clock::now();
@@ -318,6 +322,9 @@ void check_resumable(const std::string& path, const nlohmann::json& saved_config
 
 io::ModelContainer read_checkpoint_file(const std::string& path, const std::string& kind,
                                         int version, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw IoError("cannot open the checkpoint " + path + " (--resume): no such file");
   io::ModelContainer file = io::read_model_container(path);
   const std::string found = file.header.value("kind", std::string("?"));
   if (found != kind)

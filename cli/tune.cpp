@@ -1038,7 +1038,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   json grid_json = json::object();
   for (const GridKey& k : method.grid) grid_json[k.key] = k.values;
   const double chosen_accuracy = method.grid.empty() ? -1 : search.mean(current);
-  record = {{"folds", t.folds},
+  record = {{"folds", folds.holdout.empty() ? t.folds : 0},  // a holdout has none
             {"repeats", folds.holdout.empty() ? folds.repeats : 0},
             {"holdout", !folds.holdout.empty()},
             {"seed", t.seed},

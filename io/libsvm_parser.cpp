@@ -110,6 +110,19 @@ class LineParser {
     if (!after || !ends_token(after, end)) return label_error(p, end);
     if (!std::isfinite(label))
       return fail(p, "label " + quote(p, token_end(p, end)) + " " + non_finite_problem(p));
+    // Labels are floats: a class id (an integer written in digits) beyond 2^24 would share its
+    // float with a neighbour.
+    if (std::fabs(label) >= 16777216.0f &&
+        std::all_of(p + (*p == '+' || *p == '-'), after,
+                    [](char c) { return c >= '0' && c <= '9'; })) {
+      double exact = 0;
+      fast_float::from_chars(p + (*p == '+'), after, exact);
+      if (exact != static_cast<double>(label))
+        return fail(p, "label " + quote(p, token_end(p, end)) +
+                           " is an integer no float holds exactly (labels are stored as floats: "
+                           "class ids up to 16777216)");
+    }
+    if (label == 0) label = 0;  // -0 is the class 0
     p = after;
 
     CsrBuffer& rows = out_.rows;

@@ -67,7 +67,8 @@ expect 3 "not a training checkpoint" train "${common[@]}" -o "$work/m" --resume 
 cp "$work/ck" "$work/bad.ck"
 printf '\x55' | dd of="$work/bad.ck" bs=1 seek=5000 conv=notrunc 2> /dev/null
 expect 3 "checksum mismatch" train "${common[@]}" -o "$work/m" --resume "$work/bad.ck"
-expect 4 "cannot open" train "${common[@]}" -o "$work/m" --resume "$work/missing.ck"
+expect 4 "cannot open the checkpoint $work/missing.ck (--resume): no such file" train "${common[@]}" -o "$work/m" \
+  --resume "$work/missing.ck"
 expect 2 "needs --checkpoint" train "${common[@]}" -o "$work/m" --checkpoint-every 10
 expect 2 "--checkpoint-every must be" train "${common[@]}" -o "$work/m" --checkpoint "$work/c2" \
   --checkpoint-every 10x

@@ -122,6 +122,7 @@ expect 3 "one class only" -d "$work/one_class.svm"
 head -300 "$work/a9a.svm" | sed 's/^+1 /2 /' > "$work/two_classes.svm"
 expect 3 "class 5 of --classes has no examples" -d "$work/two_classes.svm" --classes=-1,2,5
 expect 3 "is not in --classes" -d "$work/two_classes.svm" --classes=-1
+expect 2 "--classes names 2 twice" -d "$work/two_classes.svm" --classes=-1,2,2
 # Into a file first: grep -q would stop reading at the match, and the rest of the help would meet
 # a closed pipe (SIGPIPE, a failed pipeline).
 "$bin" train --algo cpm --help > "$work/help.txt"

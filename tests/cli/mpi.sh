@@ -111,6 +111,11 @@ mpi 2 train --algo cpm -d a9a.shards -o cpart.bin --window-blocks 1 --epochs 3 -
   --resume cck.bin > /dev/null 2> resume.err || fail "cpm resume under mpirun: $(cat resume.err)"
 cmp -s whole.bin cpart.bin || fail "cpm -np 2: the resumed model differs from the whole run's"
 
+# The data of an MPI job come from files every rank reads, not from standard input.
+rc=0
+zstd -dc "$root/data/a9a.zst" | mpi 2 train -d - -o stdin.bin > /dev/null 2> stdin.err || rc=$?
+[ "$rc" = 2 ] && grep -q "not from standard input" stdin.err || fail "stdin under mpirun: exit $rc: $(cat stdin.err)"
+
 # --- 5. a rank that fails ends the job ---------------------------------------------------------------
 # Bad data that one rank alone reads: a byte of the last block's payload flipped (the shard file's
 # header, index and size stay valid, so the job starts).

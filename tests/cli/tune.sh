@@ -214,7 +214,7 @@ jq -e '.tune.chosen | has("rbf-width")' "$work/kldm.tune.json" > /dev/null || fa
   || fail "convert angle"
 "$bin" train --algo svm -d "$work/angle.shards" -o "$work/big" --tune --tune-rows 1000 --json \
   > "$work/big.json" 2> "$work/big.err" || fail "--tune --tune-rows: $(cat "$work/big.err")"
-jq -e '.tune.holdout and .tune.holdout_blocks == 4 and .tune.rows_held_out == 200 and
+jq -e '.tune.holdout and .tune.holdout_blocks == 4 and .tune.rows_held_out == 200 and .tune.folds == 0 and
   .tune.rows == 2000 and (.tune.rows_searched | . > 850 and . < 1150) and
   ([.tune.settings[].fold_accuracies | length] | unique == [1])' "$work/big.json" > /dev/null \
   || fail "holdout record: $(jq -c '.tune | del(.settings)' "$work/big.json")"

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "tests/io/test_files.h"
@@ -53,6 +54,15 @@ TEST(LibsvmParser, ExplicitZeroValueIsKept) {
 TEST(LibsvmParser, AcceptsAnyFiniteLabel) {
   EXPECT_EQ(rows_of("+1 1:1\n-1 1:1\n0 1:1\n3 1:1\n2.5 1:1\n1e3 1:1\n-.5 1:1\n"),
             "1 1:1\n-1 1:1\n0 1:1\n3 1:1\n2.5 1:1\n1000 1:1\n-0.5 1:1\n");
+}
+
+// Labels are floats: class ids up to 2^24 and floats beyond it that are exact; -0 is class 0.
+TEST(LibsvmParser, KeepsLabelsAFloatHoldsAndMakesMinusZeroZero) {
+  EXPECT_EQ(rows_of("16777216 1:1\n-16777216 1:1\n33554432 1:1\n1e30 1:1\n"),
+            "16777216 1:1\n-16777216 1:1\n33554432 1:1\n1e+30 1:1\n");
+  const ParsedChunk out = parse("-0 1:1\n");
+  ASSERT_EQ(out.rows.rows(), 1u);
+  EXPECT_FALSE(std::signbit(out.rows.labels[0]));
 }
 
 TEST(LibsvmParser, AcceptsSignedAndExponentValues) {
@@ -142,6 +152,12 @@ TEST(LibsvmParser, ReportsEveryErrorWithColumnAndToken) {
       {"nan 1:1", 1, 1, "label 'nan' is not finite"},
       {"-inf 1:1", 1, 1, "label '-inf' is not finite"},
       {"1e39 1:1", 1, 1, "label '1e39' is out of float range"},
+      {"16777217 1:1", 1, 1,
+       "label '16777217' is an integer no float holds exactly (labels are stored as floats: class "
+       "ids up to 16777216)"},
+      {"+16777217 1:1", 1, 1,
+       "label '+16777217' is an integer no float holds exactly (labels are stored as floats: class "
+       "ids up to 16777216)"},
       {"1:1 2:1", 1, 1, "missing label: the line starts with feature '1:1'"},
       {"1 a:1", 1, 3, "bad feature index 'a' in 'a:1'"},
       {"1 1.5:1", 1, 3, "bad feature index '1.5' in '1.5:1'"},
