@@ -128,7 +128,7 @@ int run_predict(const std::vector<std::string>& args) {
   opts.add_options()("model,m", po::value(&model_path)->required(), "trained model file")(
       "data,d", po::value(&data)->multitoken()->required(),
       "data to score: LIBSVM text (plain/gz/bz2/zst, '-' = stdin) or a shard directory")(
-      "output,o", po::value(&output), "write 'label score' lines here (default: stdout)")(
+      "output,o", po::value(&output), "write 'label score' lines here (default, or -: stdout)")(
       "threads", po::value(&threads)->default_value(0), "reader threads (0 = all cores)");
   po::positional_options_description pos;
   po::variables_map vm;
@@ -150,7 +150,7 @@ int run_predict(const std::vector<std::string>& args) {
     const int n = std::snprintf(buf, sizeof buf, " %.9g\n", scored.scores[r]);
     text.append(buf, n);
   }
-  if (output.empty()) {
+  if (output.empty() || output == "-") {  // -: standard output, as -d - is standard input
     std::cout << text;
   } else {
     io::write_file_atomically(output, text);

@@ -19,7 +19,7 @@ int run_export(const std::vector<std::string>& args) {
   po::options_description opts("export options");
   opts.add_options()("model,m", po::value(&model_path)->required(), "trained model file")(
       "format", po::value(&format)->default_value("text"), "text | json")(
-      "output,o", po::value(&output), "write here instead of stdout");
+      "output,o", po::value(&output), "write here instead of stdout (-: stdout)");
   po::positional_options_description pos;
   po::variables_map vm;
   if (!parse_options("export", "-m MODEL [--format text|json] [-o FILE]", opts, pos, args, vm))
@@ -29,7 +29,7 @@ int run_export(const std::vector<std::string>& args) {
     throw UsageError("export: --format must be text or json, not '" + format + "'");
   const std::unique_ptr<engine::Classifier> model = io::load_classifier(model_path);
   const std::string text = format == "json" ? model->to_json().dump(2) + "\n" : model->to_text();
-  if (output.empty())
+  if (output.empty() || output == "-")  // -: standard output
     std::cout << text;
   else
     io::write_file_atomically(output, text);

@@ -30,7 +30,9 @@ double KernelModel::score(const CsrView& rows, std::size_t r, std::vector<double
       continue;
     }
     float v = rows.value(k);
-    if (!maxabs.empty() && maxabs[f] > 0) v /= maxabs[f];
+    // A feature the training rows never had (max |x| = 0) counts for nothing, as in the linear
+    // models and the CPM: not at its raw size in the kernel and the row's length.
+    if (!maxabs.empty()) v = maxabs[f] > 0 ? v / maxabs[f] : 0.0f;
     dense[f] = v;
     norm2 += static_cast<double>(v) * v;
   }
@@ -96,6 +98,13 @@ nlohmann::json KernelModel::to_json() const {
   j["kernel"] = kernel.json();
   j["decision"] = decision_name(decision);
   j["scaled"] = !maxabs.empty();
+  if (normalize_l2) j["normalize"] = "l2";
+  if (!maxabs.empty()) {  // the divisors of a scaled model, those other than 1 (absent: 1)
+    nlohmann::json s = nlohmann::json::object();
+    for (std::size_t f = 0; f < maxabs.size(); ++f)
+      if (maxabs[f] != 1.0f) s[std::to_string(f)] = maxabs[f];
+    j["maxabs"] = std::move(s);
+  }
   j["intercepts"] = intercepts;
   if (!plane_norms.empty()) j["plane_norms"] = plane_norms;
   nlohmann::json rows = nlohmann::json::array();
@@ -117,8 +126,18 @@ std::string KernelModel::to_text() const {
   out << info_text() << "kernel " << kernel.json().dump() << "\n"
       << "decision " << decision_name(decision) << "\n"
       << "scaled " << (maxabs.empty() ? "no" : "yes") << "\n"
-      << "intercepts";
+      << (normalize_l2 ? "normalize l2\n" : "");
   char buf[64];
+  if (!maxabs.empty()) {  // the divisors other than 1, feature:max|x|
+    out << "maxabs";
+    for (std::size_t f = 0; f < maxabs.size(); ++f)
+      if (maxabs[f] != 1.0f) {
+        std::snprintf(buf, sizeof buf, " %zu:%.9g", f, static_cast<double>(maxabs[f]));
+        out << buf;
+      }
+    out << "\n";
+  }
+  out << "intercepts";
   for (const double b : intercepts) {
     std::snprintf(buf, sizeof buf, " %.17g", b);
     out << buf;

@@ -58,8 +58,9 @@ nlohmann::json LinearModel::to_json() const {
 
 std::string LinearModel::to_text() const {
   std::ostringstream out;
-  out << info_text() << "bias " << bias_value << " " << bias_weight << "\n"
-      << (normalize_l2 ? "normalize l2\n" : "") << "# feature_id weight"
+  char bias[64];
+  std::snprintf(bias, sizeof bias, "bias %.17g %.17g\n", bias_value, bias_weight);
+  out << info_text() << bias << (normalize_l2 ? "normalize l2\n" : "") << "# feature_id weight"
       << (scale.empty() ? "" : " scale") << "\n";
   char buf[64];
   // A feature is listed when it has a weight or, in a scaled model, a multiplier (which a

@@ -51,6 +51,11 @@ awk -v c="$correct" -v a="$acc" 'BEGIN { exit !(c / 16281 - a < 1e-9 && a - c / 
 "$bin" predict -m "$tmp/ldm.model" -d data/a9a.zst > "$tmp/scores.train.text" 2> /dev/null
 cmp -s "$tmp/scores.train.shards" "$tmp/scores.train.text" || fail "text and shard scores differ"
 
+# -o -: standard output, not a file named '-'.
+data_dir=$PWD/data
+(cd "$tmp" && "$bin" predict -m "$tmp/ldm.model" -d "$data_dir/a9a.t.zst" -o - 2> /dev/null | head -3 > "$tmp/dash.out")
+[ "$(wc -l < "$tmp/dash.out")" = 3 ] && [ ! -e "$tmp/-" ] || fail "predict -o - did not write to stdout"
+
 # export: text and JSON.
 "$bin" export -m "$tmp/ldm.model" --format json -o "$tmp/model.json" || fail "export json"
 grep -q '"algorithm": "ldm"' "$tmp/model.json" || fail "export json algorithm"

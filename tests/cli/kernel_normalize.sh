@@ -41,6 +41,24 @@ done
 # On this data the direction is the class: normalised rows separate it (kldm, linear kernel, bias).
 awk -v a="$(jq .accuracy "$tmp/kldm.l2.eval")" 'BEGIN { exit !(a >= 0.97) }' \
   || fail "kldm --normalize l2 accuracy below 0.97 on direction-only data"
+# The export holds what scoring needs: the divisors (each feature's training max |x|) and the
+# normalisation.
+awk '{ for (i = 2; i <= NF; i++) { split($i, kv, ":"); v = kv[2] < 0 ? -kv[2] : kv[2]
+       if (v > m[kv[1]]) m[kv[1]] = v } } END { printf "%.4f %.4f\n", m[1], m[2] }' "$tmp/dir.svm" > "$tmp/maxabs"
+[ "$(jq -r '"\(.normalize) \(.maxabs["1"] * 1e4 | round / 1e4) \(.maxabs["2"] * 1e4 | round / 1e4)"' \
+      "$tmp/kldm.export")" = "l2 $(cat "$tmp/maxabs")" ] \
+  || fail "kldm export: normalize and divisors $(jq -c '[.normalize, .maxabs]' "$tmp/kldm.export"), data's $(cat "$tmp/maxabs")"
+# A feature inside the model's range that the training rows never had counts for nothing (as in
+# the linear models): feature 2 is absent from the training rows, a test row's 2:500 changes nothing.
+sed 's/ 2:/ 3:/' "$tmp/dir.svm" > "$tmp/gap.svm"
+head -3 "$tmp/gap.svm" > "$tmp/gap.test.svm"
+awk '{ print $1, $2, "2:500", $3 }' "$tmp/gap.test.svm" > "$tmp/gap.extra.svm"
+for algo in kldm tldm cmm; do
+  "$bin" train --algo "$algo" -d "$tmp/gap.svm" -o "$tmp/gap.$algo" 2> /dev/null || fail "train $algo gap"
+  cmp -s <("$bin" predict -m "$tmp/gap.$algo" -d "$tmp/gap.test.svm" 2> /dev/null) \
+         <("$bin" predict -m "$tmp/gap.$algo" -d "$tmp/gap.extra.svm" 2> /dev/null) \
+    || fail "$algo: a feature the training rows never had changed the scores"
+done
 expect_refusal() {
   "$bin" train --algo kldm -d "$tmp/dir.svm" -o "$tmp/x" --normalize l1 2> "$tmp/err"
   [ $? -eq 2 ] && grep -q -- "--normalize must be l2 or none" "$tmp/err" \
