@@ -18,21 +18,21 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "cli/command.h"
-#include "cli/output.h"
 #include "cli/experiment_config.h"
 #include "cli/experiment_report.h"
 #include "cli/experiment_runner.h"
+#include "cli/output.h"
 #include "cli/progress.h"
 #include "cli/train.h"
 #include "engine/errors.h"
 #include "engine/random.h"
 #include "io/atomic_file.h"
+#include "io/output_path.h"
 
 namespace polymargin::cli {
 namespace {
@@ -712,6 +712,15 @@ int run_experiment(const std::vector<std::string>& args) {
                      " exists and is not a directory (the report, the "
                      "cell cache and the split files go in a directory)");
   ExperimentConfig config = read_config(config_path);
+  // DIR gets the report, the cells and the splits: it must not be, hold or lie inside an input.
+  {
+    std::vector<io::NamedPath> inputs = {{"CONFIG", config_path}};
+    for (const DatasetSpec& d : config.datasets) {
+      for (const std::string& f : d.data) inputs.push_back({"data (" + d.name + ")", f});
+      for (const std::string& f : d.test) inputs.push_back({"test (" + d.name + ")", f});
+    }
+    io::check_outputs(inputs, {{"-o", out, true, ""}});
+  }
   if (repeats < 0 || folds < 0 || jobs < 0)
     throw UsageError("experiment: --repeats, --folds and --jobs must not be negative");
   if (repeats > 0) config.repeats = repeats;
@@ -738,7 +747,8 @@ int run_experiment(const std::vector<std::string>& args) {
     while (made.has_parent_path() && !fs::exists(made.parent_path(), ec))
       made = made.parent_path();
   }
-  fs::create_directories(out);
+  fs::create_directories(out, ec);
+  if (ec) throw IoError("experiment: cannot create -o " + out + ": " + ec.message());
   Experiment experiment(std::move(config), out, resolve_threads(jobs), resolve_threads(threads));
   try {
     experiment.check_methods();

@@ -516,6 +516,7 @@ void LinearRun::finish() {
   read.renumbered_maxabs = {};
   const std::vector<float>* fold = nullptr;
   if (read.scale_maxabs) fold = warm ? &maxabs : &shards.feature_maxabs();
+  if (fold && fold->empty()) fold = nullptr;  // rows without features: nothing was scaled
   // A normalised model cannot fold the scaling into its weights (the norm is of the scaled row):
   // it keeps the scaling as multipliers and applies both when it scores.
   const std::vector<float>* kept = read.normalize_l2 ? fold : nullptr;

@@ -67,6 +67,7 @@ std::vector<std::string> split_list(const std::string& text, char separator) {
 }
 
 std::vector<std::string> parse_value_list(const std::string& text, const std::string& where) {
+  if (trim(text).empty()) throw UsageError(where + ": no value (a key takes one or a list)");
   std::vector<std::string> values;
   for (const std::string& item : split_list(text, ',')) {
     if (item.empty()) throw UsageError(where + ": empty value in list '" + text + "'");

@@ -138,6 +138,24 @@ for codec in raw zstd; do
   expect 3 "$fragment" inspect a.$codec.shards --verify
 done
 
+# experiment -o DIR: never a directory holding its config or data (it writes its report there),
+# an empty value is a usage error naming its line, DIR under a file is an I/O error.
+mkdir exp && cp in.svm exp/results.json
+printf 'repeats = 1\nfolds = 2\n[dataset d]\ndata = exp/results.json\n[method svm]\nalgo = svm\n' > exp/accuracy.md
+cp exp/results.json exp.data.orig && cp exp/accuracy.md exp.conf.orig
+expect 2 "holds the input" experiment exp/accuracy.md -o exp
+cmp -s exp/results.json exp.data.orig && cmp -s exp/accuracy.md exp.conf.orig || fail "experiment overwrote its inputs"
+printf 'repeats = 1\nfolds = 2\n[dataset d]\ndata = in.svm\n[method svm]\nalgo = svm\ncost =\n' > empty.conf
+expect 2 "empty.conf:7: cost: no value" experiment empty.conf -o e
+printf 'repeats = 1\nfolds = 2\n[dataset d]\ndata = in.svm\n[method svm]\nalgo = svm\n' > fine.conf
+expect 4 "does not exist" experiment fine.conf -o in.svm/x
+# Rows without features train (the bias alone) for the linear learners and the CPM.
+printf '1\n-1\n1\n-1\n' > nofeat.svm
+for algo in ldm svm cpm; do
+  "$bin" train --algo $algo -d nofeat.svm -o nofeat.model --epochs 2 > /dev/null 2> "$work/stderr" \
+    || fail "train --algo $algo on rows without features: $(cat "$work/stderr")"
+done
+
 # --- 4. absurd thread counts are usage errors ---------------------------------------------------------
 expect 2 "--threads must be between 0" train -d in.svm -o x.model --threads 70000
 expect 2 "--threads must be between 0" train --algo kldm -d in.svm -o x.model --threads 65536
