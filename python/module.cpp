@@ -18,7 +18,9 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <iostream>
 #include <limits>
@@ -29,8 +31,8 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/experiment_runner.h"
 #include "cli/exit_codes.h"
+#include "cli/experiment_runner.h"
 #include "cli/progress.h"
 #include "cli/signals.h"
 #include "engine/classifier.h"
@@ -297,6 +299,15 @@ class CsrRows {
         previous = column;
         const float v = double_ ? static_cast<float>(static_cast<const double*>(data_.data())[k])
                                 : static_cast<const float*>(data_.data())[k];
+        if (!std::isfinite(v)) {  // as the text parser says of '1e300' or 'nan'
+          char given[32];
+          std::snprintf(given, sizeof given, "%.9g",
+                        double_ ? static_cast<const double*>(data_.data())[k] : double{v});
+          throw DataError("X", 0, 0,
+                          "row " + std::to_string(r) + ", column " + std::to_string(column) +
+                              ": value " + given +
+                              " is out of float range (the engine's values are floats)");
+        }
         all_ones = all_ones && v == 1.0f;
         buffer_.indices.push_back(static_cast<std::uint32_t>(column + base_));
         buffer_.values.push_back(v);

@@ -186,6 +186,10 @@ def test_bad_inputs_raise_clear_errors(a9a, tmp_path):
     X, y = X[:500], y[:500]
     with pytest.raises(ValueError, match="NaN"):
         pm.LDMClassifier().fit(np.array([[1.0, np.nan], [0.0, 1.0]]), [0, 1])
+    # A float64 beyond float range is refused as the text parser refuses '1e300', not diverged on.
+    with pytest.raises(ValueError, match="1e\\+300 is out of float range"):
+        pm.LDMClassifier().fit(np.array([[1e300, 0.0], [-1e300, 1.0], [0.0, 1.0], [1.0, 0.0]]),
+                               [1, -1, -1, 1])
     with pytest.raises(ValueError, match="1 class"):
         pm.LDMClassifier().fit(X, np.ones(500))
     with pytest.raises(ValueError, match="binary"):
