@@ -21,6 +21,10 @@ def _arg(value):
     return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
 
 
+# The options of `train` that take several values.
+_MULTI_VALUED = {"data", "validation", "unlabeled"}
+
+
 def flag_args(params):
     """`--name value` for every parameter set (None: the command's default); True: `--name`."""
     args = []
@@ -31,6 +35,10 @@ def flag_args(params):
         if value is True:
             args.append(flag)
         elif isinstance(value, (list, tuple)):
+            if name not in _MULTI_VALUED:  # one value: the rest would be read as data files
+                raise ValueError(
+                    f"{name} takes one value, not {type(value).__name__} {list(value)!r} "
+                    "(to search values, use tune=True or GridSearchCV)")
             args += [flag] + [_arg(v) for v in value]
         else:
             args += [flag, _arg(value)]

@@ -190,6 +190,8 @@ def test_bad_inputs_raise_clear_errors(a9a, tmp_path):
     with pytest.raises(ValueError, match="1e\\+300 is out of float range"):
         pm.LDMClassifier().fit(np.array([[1e300, 0.0], [-1e300, 1.0], [0.0, 1.0], [1.0, 0.0]]),
                                [1, -1, -1, 1])
+    with pytest.raises(ValueError, match="cost takes one value, not list"):
+        pm.LDMClassifier(cost=[0.1, 1]).fit(X, y)
     with pytest.raises(ValueError, match="1 class"):
         pm.LDMClassifier().fit(X, np.ones(500))
     with pytest.raises(ValueError, match="binary"):
