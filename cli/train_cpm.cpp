@@ -97,8 +97,8 @@ struct CpmRun : TrainRun {
   std::optional<CpmCheckpoint> resumed;
   double allocate_seconds = 0, save_seconds = 0;
   engine::CpmProblem problem;
-  std::uint64_t available = 0, need = 0,
-                scale_bytes = 0;                // memory: MemAvailable (or the cgroup's), the run's
+  std::uint64_t available = 0, need = 0;  // memory: MemAvailable (or the cgroup's), the run's
+  std::uint64_t scale_bytes = 0;          // of it, the max |x| table and its copy in the model
   std::optional<engine::CpmReplicas> replicas;  // one in all: exactly a single CpmTrainer
   nlohmann::json run_config, run_data;
   std::uint64_t windows = 0;  // of a pass
@@ -250,11 +250,12 @@ void CpmRun::size() {
   // --hash-bits makes of the weights.
   const auto workers = static_cast<std::uint64_t>(parallel.workers);
   scale_bytes = scale == "maxabs" ? 2 * sizeof(float) * (std::uint64_t{manifest.max_index} + 1) : 0;
-  const auto bytes_of = [&](const engine::CpmConfig& c, engine::CpmPrecision p) {
-    return engine::cpm_training_bytes(c, problem, p) * workers + scale_bytes + kOverheadBytes;
+  const auto bytes_of = [&](const engine::CpmConfig& c, engine::CpmPrecision p,
+                            std::uint64_t table) {
+    return engine::cpm_training_bytes(c, problem, p) * workers + table + kOverheadBytes;
   };
-  const std::uint64_t need_double = bytes_of(config, engine::CpmPrecision::kDouble);
-  const std::uint64_t need_float = bytes_of(config, engine::CpmPrecision::kFloat);
+  const std::uint64_t need_double = bytes_of(config, engine::CpmPrecision::kDouble, scale_bytes);
+  const std::uint64_t need_float = bytes_of(config, engine::CpmPrecision::kFloat, scale_bytes);
   const auto fits = [&](std::uint64_t need) { return available == 0 || need <= available; };
   // A resumed run keeps the precision its checkpoint was written in, whatever memory says now.
   if (precision == "auto" && resumed && resumed->config.contains("precision") &&
@@ -267,47 +268,46 @@ void CpmRun::size() {
   need = config.precision == engine::CpmPrecision::kDouble ? need_double : need_float;
   if (!fits(need)) {
     // The remedy offered must fit itself: --scale none when the max |x| table alone does not fit
-    // (then the weights' remedy without it); the largest --hash-bits that does (when hashing has
-    // fewer slots than the feature ids), else the most faces that fit.
-    std::string remedy;
-    if (!fits(scale_bytes + kOverheadBytes)) {
-      remedy = "--scale none (the max |x| table of " +
-               std::to_string(std::uint64_t{manifest.max_index} + 1) +
-               " feature ids and its copy in the model need " + gib(scale_bytes) + " alone)";
-      scale_bytes = 0;
-    }
-    engine::CpmConfig smaller = config;
-    smaller.precision = engine::CpmPrecision::kFloat;
-    const auto fits_as = [&](const engine::CpmConfig& c) { return fits(bytes_of(c, c.precision)); };
-    const std::uint64_t slots = std::uint64_t{manifest.max_index} + 1;
-    int bits = std::min(31, static_cast<int>(std::bit_width(slots)) - 1);
-    for (; bits >= 10; --bits) {
-      smaller.hash_bits = bits;
-      if (fits_as(smaller)) break;
-    }
-    std::string weights;
-    if (fits_as(config)) {
-      weights = "";  // the table was all
-    } else if (bits >= 10) {
-      weights = "--hash-bits " + std::to_string(bits) + " or less, or fewer faces";
-    } else {
-      smaller.hash_bits = slots > 1024 ? 10 : 0;
-      int low = 0, high = config.faces;  // low fits (0: none), high does not
-      while (high - low > 1) {
-        smaller.faces = low + (high - low) / 2;
-        smaller.perplexity = std::min(config.perplexity, static_cast<double>(smaller.faces));
-        (fits_as(smaller) ? low : high) = smaller.faces;
+    // (the weights' remedy then sized without it); the largest --hash-bits that does (when hashing
+    // has fewer slots than the feature ids), else the most faces that fit.
+    std::vector<std::string> remedies;
+    const bool table_fits = fits(scale_bytes + kOverheadBytes);
+    if (!table_fits)
+      remedies.push_back("--scale none (the max |x| table of " +
+                         std::to_string(std::uint64_t{manifest.max_index} + 1) +
+                         " feature ids and its copy in the model need " + gib(scale_bytes) +
+                         " alone)");
+    const auto fits_as = [&](const engine::CpmConfig& c) {
+      return fits(bytes_of(c, c.precision, table_fits ? scale_bytes : 0));
+    };
+    if (!fits_as(config)) {
+      engine::CpmConfig smaller = config;
+      smaller.precision = engine::CpmPrecision::kFloat;
+      const std::uint64_t slots = std::uint64_t{manifest.max_index} + 1;
+      int bits = std::min(31, static_cast<int>(std::bit_width(slots)) - 1);
+      for (; bits >= 10; --bits) {
+        smaller.hash_bits = bits;
+        if (fits_as(smaller)) break;
       }
-      weights = low == 0 ? ""
-                         : "at most " + std::to_string(low) + " faces (-k)" +
-                               (smaller.hash_bits ? " with --hash-bits 10" : "");
-      if (low == 0 && remedy.empty())
-        remedy = "not even one face fits: free memory, or run on a larger machine";
+      if (bits >= 10) {
+        remedies.push_back("--hash-bits " + std::to_string(bits) + " or less, or fewer faces");
+      } else {
+        smaller.hash_bits = slots > 1024 ? 10 : 0;
+        int low = 0, high = config.faces;  // low fits (0: none), high does not
+        while (high - low > 1) {
+          smaller.faces = low + (high - low) / 2;
+          smaller.perplexity = std::min(config.perplexity, static_cast<double>(smaller.faces));
+          (fits_as(smaller) ? low : high) = smaller.faces;
+        }
+        if (low > 0)
+          remedies.push_back("at most " + std::to_string(low) + " faces (-k)" +
+                             (smaller.hash_bits ? " with --hash-bits 10" : ""));
+      }
     }
-    if (!weights.empty()) remedy += (remedy.empty() ? "" : ", and ") + weights;
-    if (remedy.rfind("not even", 0) != 0) remedy = "use " + remedy;
-    scale_bytes =
-        scale == "maxabs" ? 2 * sizeof(float) * (std::uint64_t{manifest.max_index} + 1) : 0;
+    std::string remedy = remedies.empty()
+                             ? "not even one face fits: free memory, or run on a larger machine"
+                             : "use " + remedies.front();
+    if (remedies.size() > 1) remedy += ", and " + remedies.back();
     if (workers > 1) remedy = "use fewer --workers, or " + remedy;
     throw MemoryError("train: the CPM needs " + gib(need) +
                       " (K = " + std::to_string(config.faces) + " faces x " +

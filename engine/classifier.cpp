@@ -26,6 +26,13 @@ nlohmann::json Classifier::info_json() const {
   return j;
 }
 
+nlohmann::json Classifier::maxabs_json(const std::vector<float>& maxabs) {
+  nlohmann::json s = nlohmann::json::object();
+  for (std::size_t f = 0; f < maxabs.size(); ++f)
+    if (maxabs[f] != 1.0f) s[std::to_string(f)] = maxabs[f];
+  return s;
+}
+
 std::string Classifier::info_text() const {
   std::ostringstream out;
   out << "# polymargin model\n"

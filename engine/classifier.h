@@ -75,6 +75,8 @@ class Classifier : public ModelInfo {
   /// The ModelInfo fields as JSON / text lines, for to_json() and to_text() of derived models.
   nlohmann::json info_json() const;
   std::string info_text() const;
+  /// A scaled model's divisors max|x_f| other than 1, by feature id (an absent id: 1).
+  static nlohmann::json maxabs_json(const std::vector<float>& maxabs);
 };
 
 }  // namespace polymargin::engine

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "engine/cpm_assign.h"
+#include "engine/normalize.h"
 #include "engine/random.h"
 
 namespace polymargin::engine {
@@ -40,13 +41,8 @@ double CpmModel::side_score(std::size_t m, std::size_t side, const CsrView& rows
   const CpmFaces& s = machines[m].sides[side];
   const std::size_t K = static_cast<std::size_t>(s.faces);
   std::fill(work, work + K, 0.0);
-  // As the reader scales the value; a feature the training data never had (max |x| = 0) counts
-  // for nothing, in the scores as in the row's length (as the linear model's scale of 0 does).
-  const auto scaled = [&](std::uint32_t j) {
-    float x = rows.values ? rows.values[j] : 1.0f;
-    const std::uint32_t f = rows.indices[j];
-    if (!maxabs.empty()) x = maxabs[f] > 0 ? x / maxabs[f] : 0.0f;
-    return x;
+  const auto scaled = [&](std::uint32_t j) {  // as the reader scales it (and in the row's length)
+    return maxabs_scaled(rows.values ? rows.values[j] : 1.0f, maxabs, rows.indices[j]);
   };
   double norm = 0;  // --normalize l2: the reader's normalize_rows_l2, over the features known
   if (normalize_l2) {
@@ -162,12 +158,7 @@ nlohmann::json CpmModel::to_json() const {
   j["hash_bits"] = hash.bits;
   j["scaled"] = !maxabs.empty();
   if (normalize_l2) j["normalize"] = "l2";
-  if (!maxabs.empty()) {
-    nlohmann::json s = nlohmann::json::object();
-    for (std::size_t f = 0; f < maxabs.size(); ++f)
-      if (maxabs[f] != 1.0f) s[std::to_string(f)] = maxabs[f];
-    j["maxabs"] = std::move(s);
-  }
+  if (!maxabs.empty()) j["maxabs"] = maxabs_json(maxabs);
   nlohmann::json ms = nlohmann::json::array();
   for (const Binary& m : machines) {
     nlohmann::json jm = {{"positive", m.positive}, {"negative", m.negative}};

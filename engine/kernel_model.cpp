@@ -10,6 +10,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/normalize.h"
+
 namespace polymargin::engine {
 
 std::string decision_name(KernelModel::Decision decision) {
@@ -29,10 +31,7 @@ double KernelModel::score(const CsrView& rows, std::size_t r, std::vector<double
       ++skipped;
       continue;
     }
-    float v = rows.value(k);
-    // A feature the training rows never had (max |x| = 0) counts for nothing, as in the linear
-    // models and the CPM: not at its raw size in the kernel and the row's length.
-    if (!maxabs.empty()) v = maxabs[f] > 0 ? v / maxabs[f] : 0.0f;
+    const float v = maxabs_scaled(rows.value(k), maxabs, f);
     dense[f] = v;
     norm2 += static_cast<double>(v) * v;
   }
@@ -99,12 +98,7 @@ nlohmann::json KernelModel::to_json() const {
   j["decision"] = decision_name(decision);
   j["scaled"] = !maxabs.empty();
   if (normalize_l2) j["normalize"] = "l2";
-  if (!maxabs.empty()) {  // the divisors of a scaled model, those other than 1 (absent: 1)
-    nlohmann::json s = nlohmann::json::object();
-    for (std::size_t f = 0; f < maxabs.size(); ++f)
-      if (maxabs[f] != 1.0f) s[std::to_string(f)] = maxabs[f];
-    j["maxabs"] = std::move(s);
-  }
+  if (!maxabs.empty()) j["maxabs"] = maxabs_json(maxabs);
   j["intercepts"] = intercepts;
   if (!plane_norms.empty()) j["plane_norms"] = plane_norms;
   nlohmann::json rows = nlohmann::json::array();

@@ -38,7 +38,6 @@ LdmReplicas::LdmReplicas(const LdmConfig& config, std::uint64_t m, std::uint32_t
       set_rng(replica, first + k);
     }
   }
-  synced_.assign(replicas_.size(), 0);
 }
 
 void LdmReplicas::set_rng(LdmTrainer& replica, int global) const {
@@ -95,7 +94,7 @@ void LdmReplicas::average(const Peers& peers) {
   for (std::size_t k = 0; k < n; ++k) {
     const LdmState& s = replicas_[k]->state_;
     const MarginStats& p = replicas_[k]->progress_;
-    steps[k] = static_cast<double>(s.t - synced_[k]);
+    steps[k] = static_cast<double>(s.t - synced_t_);
     scalars[0] += static_cast<double>(s.t);
     scalars[1] += static_cast<double>(s.renorms);
     scalars[2] += s.avg_is_zero ? 0 : 1;
@@ -171,6 +170,7 @@ void LdmReplicas::average(const Peers& peers) {
     });
   }
   const auto t = static_cast<std::uint64_t>(scalars[0]) / static_cast<std::uint64_t>(total_);
+  synced_t_ = t;
   for (std::size_t k = 0; k < n; ++k) {
     LdmTrainer& replica = *replicas_[k];
     LdmState& s = replica.state_;
@@ -186,7 +186,6 @@ void LdmReplicas::average(const Peers& peers) {
                            static_cast<std::uint64_t>(scalars[4]), scalars[5], scalars[6],
                            scalars[7]};
     set_rng(replica, first_ + static_cast<int>(k));
-    synced_[k] = t;
   }
 }
 
@@ -213,7 +212,7 @@ void LdmReplicas::spread_lead() {
     replica.progress_ = {};
     set_rng(replica, first_ + static_cast<int>(k));
   }
-  synced_.assign(replicas_.size(), lead.state_.t);
+  synced_t_ = lead.state_.t;
 }
 
 MarginStats LdmReplicas::take_progress() {

@@ -81,7 +81,7 @@ class LdmReplicas {
   void set_rng(LdmTrainer& replica, int global) const;
 
   std::vector<std::unique_ptr<LdmTrainer>> replicas_;
-  std::vector<std::uint64_t> synced_;  // each local replica's t at the last average
+  std::uint64_t synced_t_ = 0;  // every replica's t at the last average (or the lead's, spread)
   int total_, first_;
 };
 

@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/csr.h"
 
@@ -16,6 +18,13 @@ enum class Normalize { kNone, kL2 };
 /// "none" | "l2"; std::invalid_argument otherwise (the caller names its flag).
 Normalize parse_normalize(const std::string& text);
 std::string normalize_name(Normalize n);
+
+/// A value as the per-feature scaling hands it to the learners: x / max|x_f| over the training
+/// rows; a feature those rows never had (max 0) counts for nothing. Empty `maxabs`: no scaling.
+inline float maxabs_scaled(float x, const std::vector<float>& maxabs, std::uint32_t f) {
+  if (maxabs.empty()) return x;
+  return maxabs[f] > 0 ? x / maxabs[f] : 0.0f;
+}
 
 /// The norm a row is divided by: sqrt(Σ v²) summed in double; 0 for a row of no non-zero.
 inline double l2_norm(const float* values, std::size_t n) {

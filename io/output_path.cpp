@@ -33,18 +33,9 @@ std::string named(const std::string& option, const std::string& path) {
   return option + " " + path;
 }
 
-// True when `inner` lies inside the directory `outer` (both existing paths).
-bool holds(const std::string& outer, const std::string& inner) {
-  std::error_code ec1, ec2;
-  const fs::path o = fs::canonical(outer, ec1), i = fs::canonical(inner, ec2);
-  if (ec1 || ec2) return false;
-  const fs::path rel = i.lexically_relative(o);
-  return !rel.empty() && *rel.begin() != ".." && rel != ".";
-}
-
-// True when `path` (existing or not) would be written inside the existing directory `dir`: its
-// target's canonical spelling lies under dir's.
-bool written_inside(const std::string& dir, const std::string& path) {
+// True when `path` (existing or not: where a write of it lands) lies inside the existing directory
+// `dir`, their canonical spellings compared.
+bool lies_inside(const std::string& dir, const std::string& path) {
   std::error_code ec1, ec2;
   const fs::path d = fs::canonical(dir, ec1);
   const fs::path p = fs::weakly_canonical(fs::absolute(rename_target(path)), ec2);
@@ -113,7 +104,7 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Outpu
         if (in.path.empty() || in.path == "-") continue;
         if (!out.may_be_input.empty() && in.option == out.may_be_input) continue;
         std::error_code ec;
-        if (fs::is_directory(in.path, ec) && written_inside(in.path, out.path))
+        if (fs::is_directory(in.path, ec) && lies_inside(in.path, out.path))
           throw OutputPathError(named(out.option, out.path) + " lies inside the input " +
                                     named(in.option, in.path) +
                                     ": writing there could destroy the input; choose an output "
@@ -131,7 +122,7 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Outpu
                                     named(in.option, in.path) +
                                     ": writing it would destroy the input; choose another output",
                                 {out.option, in.option});
-        if (out.directory && S_ISDIR(o->st_mode) && holds(out.path, in.path))
+        if (out.directory && S_ISDIR(o->st_mode) && lies_inside(out.path, in.path))
           throw OutputPathError(named(out.option, out.path) + " holds the input " +
                                     named(in.option, in.path) +
                                     ": replacing the directory would destroy it; choose another "
