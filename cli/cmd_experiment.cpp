@@ -19,6 +19,7 @@
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -32,6 +33,7 @@
 #include "engine/errors.h"
 #include "engine/random.h"
 #include "io/atomic_file.h"
+#include "io/file_lock.h"
 #include "io/output_path.h"
 
 namespace polymargin::cli {
@@ -76,6 +78,7 @@ struct PreparedMethod {
   std::string status = "ok";
   std::string description;
   std::string program;  // liblinear-train path, for external methods
+  std::set<std::string> switches;  // the keys that are switches of `train` (true or false)
 };
 
 struct Cell {
@@ -179,7 +182,17 @@ void Experiment::check_methods() {
         if (!help_lists_flag(help.stdout_text, k))
           throw UsageError(where + ": '" + k + "' is not an option of `train --algo " + m.algo +
                            "` (see polymargin train --algo " + m.algo + " --help)");
+        if (!help_flag_takes_value(help.stdout_text, k)) p.switches.insert(k);
       }
+      // A switch is given or not; any other key's value goes to train as it is written.
+      const auto check_switch = [&](const std::string& k, const std::string& v) {
+        if (p.switches.count(k) && v != "true" && v != "false")
+          throw UsageError(where + ": '" + k + "' is a switch of `train --algo " + m.algo +
+                           "`: its values are true and false (got '" + v + "')");
+      };
+      for (const auto& [k, v] : m.fixed) check_switch(k, v);
+      for (const GridKey& g : m.grid)
+        for (const std::string& v : g.values) check_switch(g.key, v);
     }
     methods_.push_back(std::move(p));
   }
@@ -190,13 +203,14 @@ void Experiment::prepare_datasets() {
   for (const DatasetSpec& d : config_.datasets) {
     PreparedDataset p;
     p.spec = &d;
-    for (const auto* list : {&d.data, &d.test})
+    for (const auto& [list, line] :
+         {std::pair{&d.data, d.data_line}, std::pair{&d.test, d.test_line}})
       for (const std::string& path : *list)
         if (!fs::exists(path)) {
           const std::string message = "data file " + path + " does not exist";
           if (!d.optional)
-            throw IoError(config_.path + ":" + std::to_string(d.line) + ": dataset " + d.name +
-                          ": " + message + " (mark the data set 'optional = yes' to skip it)");
+            throw IoError(config_.path + ":" + std::to_string(line) + ": dataset " + d.name + ": " +
+                          message + " (mark the data set 'optional = yes' to skip it)");
           p.status = message;
         }
     datasets_.push_back(std::move(p));
@@ -320,11 +334,14 @@ json Experiment::run_polymargin(const Cell& cell, const std::string& work) {
   for (const std::string& f : train_files(cell)) argv.push_back(f);
   argv.insert(argv.end(), {"-o", model, "--json"});
   bool seeded = false;
+  const std::set<std::string>& switches = methods_[cell.method].switches;
   for (const auto& [k, v] : cell.setting) {
     seeded = seeded || k == "seed";
-    if (v == "false") continue;  // a switch left off
-    argv.push_back("--" + k);
-    if (v != "true") argv.push_back(v);  // "true": a switch given
+    if (!switches.count(k)) {
+      argv.insert(argv.end(), {"--" + k, v});
+    } else if (v == "true") {
+      argv.push_back("--" + k);
+    }
   }
   if (!seeded) argv.insert(argv.end(), {"--seed", std::to_string(learner_seed(config_, cell.repeat))});
   const ChildResult train = run_child(argv, work);
@@ -711,7 +728,10 @@ int run_experiment(const std::vector<std::string>& args) {
     throw UsageError("experiment: -o " + out +
                      " exists and is not a directory (the report, the "
                      "cell cache and the split files go in a directory)");
-  ExperimentConfig config = read_config(config_path);
+  if (repeats < 0 || folds < 0 || jobs < 0)
+    throw UsageError("experiment: --repeats, --folds and --jobs must not be negative");
+  if (folds == 1) throw UsageError("experiment: --folds must be at least 2");
+  ExperimentConfig config = read_config(config_path, {.repeats = repeats, .folds = folds});
   // DIR gets the report, the cells and the splits: it must not be, hold or lie inside an input.
   {
     std::vector<io::NamedPath> inputs = {{"CONFIG", config_path}};
@@ -721,11 +741,6 @@ int run_experiment(const std::vector<std::string>& args) {
     }
     io::check_outputs(inputs, {{"-o", out, true, ""}});
   }
-  if (repeats < 0 || folds < 0 || jobs < 0)
-    throw UsageError("experiment: --repeats, --folds and --jobs must not be negative");
-  if (repeats > 0) config.repeats = repeats;
-  if (folds == 1) throw UsageError("experiment: --folds must be at least 2");
-  if (folds > 0) config.folds = folds;
   if (!only.empty()) {
     std::vector<std::string> names = split_list(only, ',');
     for (const std::string& name : names)
@@ -749,6 +764,9 @@ int run_experiment(const std::vector<std::string>& args) {
   }
   fs::create_directories(out, ec);
   if (ec) throw IoError("experiment: cannot create -o " + out + ": " + ec.message());
+  // One run at a time in DIR: a second one would share its cells, work files and report. A run
+  // refused here made nothing, so it removes nothing.
+  const io::FileLock lock(out + "/experiment", "experiment directory");
   Experiment experiment(std::move(config), out, resolve_threads(jobs), resolve_threads(threads));
   try {
     experiment.check_methods();

@@ -93,12 +93,12 @@ std::vector<std::string> parse_value_list(const std::string& text, const std::st
   return values;
 }
 
-ExperimentConfig read_config(const std::string& path) {
+ExperimentConfig read_config(const std::string& path, const ProtocolOverrides& overrides) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open experiment config " + path);
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_config(text.str(), path);
+  return parse_config(text.str(), path, overrides);
 }
 
 // A key of a [method NAME] section: the method's own keys, or a learner option, fixed (one value)
@@ -144,10 +144,10 @@ void check_sections(ExperimentConfig& config, const std::string& path, int line_
     throw UsageError(path + (line > 0 ? ":" + std::to_string(line) : std::string()) + ": " +
                      message);
   };
-  if (config.repeats < 1) fail(0, "repeats must be at least 1");
-  if (config.folds < 2) fail(0, "folds must be at least 2");
+  if (config.repeats < 1) fail(config.repeats_line, "repeats must be at least 1");
+  if (config.folds < 2) fail(config.folds_line, "folds must be at least 2");
   if (!(config.test_fraction > 0 && config.test_fraction < 1))
-    fail(0, "test-fraction must lie strictly between 0 and 1");
+    fail(config.fraction_line, "test-fraction must lie strictly between 0 and 1");
   if (config.datasets.empty()) fail(line_number, "no [dataset NAME] section");
   if (config.methods.empty()) fail(line_number, "no [method NAME] section");
   for (const DatasetSpec& d : config.datasets) {
@@ -199,7 +199,8 @@ void check_sections(ExperimentConfig& config, const std::string& path, int line_
     if (!has_method(name)) fail(0, "margin-plot names '" + name + "', which is not a [method]");
 }
 
-ExperimentConfig parse_config(const std::string& text, const std::string& path) {
+ExperimentConfig parse_config(const std::string& text, const std::string& path,
+                              const ProtocolOverrides& overrides) {
   ExperimentConfig config;
   config.path = path;
   enum class Section { kGlobal, kDataset, kMethod } section = Section::kGlobal;
@@ -253,28 +254,49 @@ ExperimentConfig parse_config(const std::string& text, const std::string& path) 
     if (!keys_seen.insert(key).second) throw UsageError(where + ": key '" + key + "' is set twice");
     const std::string at = where + ": " + key;
     if (section == Section::kGlobal) {
-      if (key == "title") config.title = value;
-      else if (key == "repeats") config.repeats = parse_number<int>(value, at);
-      else if (key == "test-fraction") config.test_fraction = parse_number<double>(value, at);
-      else if (key == "folds") config.folds = parse_number<int>(value, at);
-      else if (key == "seed") config.seed = parse_number<std::uint64_t>(value, at);
-      else if (key == "baseline") config.baseline = value;
-      else if (key == "margin-plot") config.margin_methods = split_list(value, ',');
-      else
+      if (key == "title") {
+        config.title = value;
+      } else if (key == "repeats") {
+        config.repeats = parse_number<int>(value, at);
+        config.repeats_line = line_number;
+      } else if (key == "test-fraction") {
+        config.test_fraction = parse_number<double>(value, at);
+        config.fraction_line = line_number;
+      } else if (key == "folds") {
+        config.folds = parse_number<int>(value, at);
+        config.folds_line = line_number;
+      } else if (key == "seed") {
+        config.seed = parse_number<std::uint64_t>(value, at);
+      } else if (key == "baseline") {
+        config.baseline = value;
+      } else if (key == "margin-plot") {
+        config.margin_methods = split_list(value, ',');
+      } else {
         throw UsageError(at + ": unknown experiment key (title, repeats, test-fraction, folds, "
                               "seed, baseline, margin-plot)");
+      }
     } else if (section == Section::kDataset) {
       DatasetSpec& d = config.datasets.back();
-      if (key == "data") d.data = split_list(value, ',');
-      else if (key == "test") d.test = split_list(value, ',');
-      else if (key == "generate") d.generate = value;
-      else if (key == "optional") d.optional = parse_bool(value, at);
-      else throw UsageError(at + ": unknown dataset key (data, test, generate, optional)");
+      if (key == "data") {
+        d.data = split_list(value, ',');
+        d.data_line = line_number;
+      } else if (key == "test") {
+        d.test = split_list(value, ',');
+        d.test_line = line_number;
+      } else if (key == "generate") {
+        d.generate = value;
+      } else if (key == "optional") {
+        d.optional = parse_bool(value, at);
+      } else {
+        throw UsageError(at + ": unknown dataset key (data, test, generate, optional)");
+      }
     } else {
       set_method_key(config.methods.back(), key, value, at);
     }
   }
 
+  if (overrides.repeats > 0) config.repeats = overrides.repeats, config.repeats_line = 0;
+  if (overrides.folds > 0) config.folds = overrides.folds, config.folds_line = 0;
   check_sections(config, path, line_number);
   return config;
 }

@@ -18,6 +18,7 @@ struct DatasetSpec {
   std::string generate;           // `polymargin gen` arguments: the data are generated into -o DIR
   bool optional = false;          // missing data: reported and skipped instead of an error
   int line = 0;                   // of the section header, for messages
+  int data_line = 0, test_line = 0;  // of the data = and test = keys
 };
 
 /// One grid dimension: a train flag and the values it takes, in the order written.
@@ -48,17 +49,24 @@ struct ExperimentConfig {
   double test_fraction = 0.5;  // random split: share of rows in the test part
   int folds = 5;               // k of the k-fold model selection
   std::uint64_t seed = 1;
+  int repeats_line = 0, fraction_line = 0, folds_line = 0;  // where the file set them, or 0
   std::string baseline;  // the method the t-test compares against; unset: "svm" if there is one
   std::vector<std::string> margin_methods;  // methods drawn in the margin plot (empty: all ours)
   std::vector<DatasetSpec> datasets;
   std::vector<MethodSpec> methods;
 };
 
-/// Parses a config file; throws UsageError naming FILE:LINE and the problem, IoError when it
-/// cannot be read.
-ExperimentConfig read_config(const std::string& path);
+/// What the command line overrides in a config (0: the config's own).
+struct ProtocolOverrides {
+  int repeats = 0, folds = 0;
+};
+
+/// Parses a config file, the overrides applied before its values are checked; throws UsageError
+/// naming FILE:LINE and the problem, IoError when it cannot be read.
+ExperimentConfig read_config(const std::string& path, const ProtocolOverrides& overrides = {});
 /// Parses config text (`path` only names it in messages).
-ExperimentConfig parse_config(const std::string& text, const std::string& path);
+ExperimentConfig parse_config(const std::string& text, const std::string& path,
+                              const ProtocolOverrides& overrides = {});
 
 /// "a, b ,c" → {"a", "b", "c"} (items trimmed).
 std::vector<std::string> split_list(const std::string& text, char separator);

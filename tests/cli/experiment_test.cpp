@@ -19,6 +19,7 @@
 #include "cli/experiment_config.h"
 #include "cli/experiment_runner.h"
 #include "engine/errors.h"
+#include "io/file_lock.h"
 
 namespace polymargin::cli::experiment {
 namespace {
@@ -190,6 +191,32 @@ TEST(ExperimentConfig, ErrorsNameFileAndLine) {
   EXPECT_NE(message("baseline = none\n[dataset a]\ndata = x\n[method m]\nalgo = ldm\n")
                 .find("baseline 'none'"),
             std::string::npos);
+  // A protocol value out of range names its line, and the command line's override is what counts.
+  const std::string one_fold =
+      "title = t\nfolds = 1\n[dataset a]\ndata = x\n[method m]\nalgo = ldm\n";
+  EXPECT_NE(message(one_fold).find("bad.conf:2: folds must be at least 2"), std::string::npos)
+      << message(one_fold);
+  EXPECT_EQ(parse_config(one_fold, "bad.conf", {.folds = 3}).folds, 3);
+  EXPECT_NE(message("repeats = 0\n[dataset a]\ndata = x\n[method m]\nalgo = ldm\n")
+                .find("bad.conf:1: repeats must be at least 1"),
+            std::string::npos);
+}
+
+TEST(ExperimentConfig, HelpTellsSwitchesFromFlagsWithValues) {
+  const std::string help =
+      "  -c [ --cost ] arg (=10)   C, weight\n"
+      "  --epochs arg              passes; instead of --no-shrinking or --cost\n"
+      "  --no-shrinking            visit every coordinate\n"
+      "  --tune               choose the settings\n"
+      "  --tune-folds K       folds (default 5)\n";
+  for (const char* flag : {"cost", "epochs", "tune-folds"}) {
+    EXPECT_TRUE(help_lists_flag(help, flag)) << flag;
+    EXPECT_TRUE(help_flag_takes_value(help, flag)) << flag;
+  }
+  for (const char* flag : {"no-shrinking", "tune"}) {
+    EXPECT_TRUE(help_lists_flag(help, flag)) << flag;
+    EXPECT_FALSE(help_flag_takes_value(help, flag)) << flag;
+  }
 }
 
 TEST(ExperimentConfig, ShippedConfigsParse) {
@@ -403,8 +430,9 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
         "[dataset gone]\ndata = /nonexistent/gone.svm\n[method svm]\nalgo = svm\n");
   Outcome r = run("experiment '" + (dir.path() / "missing.conf").string() + "' -o '" + out.string() + "'");
   EXPECT_EQ(r.exit_code, 4) << r.output;
-  EXPECT_NE(r.output.find("missing.conf:1: dataset gone: data file /nonexistent/gone.svm does not exist"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("missing.conf:2: dataset gone: data file /nonexistent/gone.svm does not exist"),
+      std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(out)) << "a refused run left the directory it made";
   // ... with the parents it made.
@@ -439,6 +467,52 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
   r = run("experiment configs/smoke.conf --only a9a.t,nosuchset -o '" + out.string() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--only names 'nosuchset'"), std::string::npos) << r.output;
+
+  // A missing test part is named at its own line.
+  write(dir.path() / "test.conf",
+        "[dataset t]\ndata = data/a9a.t.zst\n\ntest = /nonexistent/t.svm\n"
+        "[method svm]\nalgo = svm\n");
+  r = run("experiment '" + (dir.path() / "test.conf").string() + "' -o '" + out.string() + "'");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_NE(r.output.find("test.conf:4: dataset t: data file /nonexistent/t.svm does not exist"),
+            std::string::npos)
+      << r.output;
+
+  // A switch takes true or false; checked before any work.
+  write(dir.path() / "switch.conf",
+        "[dataset a]\ndata = data/a9a.t.zst\n[method svm]\nalgo = svm\n"
+        "no-final-pass = true, 3\n");
+  r = run("experiment '" + (dir.path() / "switch.conf").string() + "' -o '" + out.string() + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("'no-final-pass' is a switch of `train --algo svm`: its values are true "
+                          "and false (got '3')"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(out)) << "a refused run left the directory it made";
+}
+
+TEST(Experiment, ASecondRunInTheSameDirectoryIsRefusedAndRemovesNothing) {
+  TempDir dir;
+  const fs::path out = dir.path() / "out";
+  fs::create_directories(out);
+  write(out / "kept.txt", "the first run's");
+  {
+    // The lock a running experiment holds on its directory.
+    const io::FileLock held((out / "experiment").string(), "experiment directory");
+    const Outcome r = run("experiment configs/smoke.conf -o '" + out.string() + "'");
+    EXPECT_EQ(r.exit_code, 4) << r.output;
+    EXPECT_NE(r.output.find("is being written by another job"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("by pid " + std::to_string(::getpid())), std::string::npos) << r.output;
+    EXPECT_TRUE(fs::exists(out / "kept.txt"));
+  }
+  // A value flag given "true" gets it as its value, not as a bare flag: the cell fails naming it.
+  write(dir.path() / "value.conf",
+        "repeats = 1\nfolds = 2\n[dataset a]\ndata = data/a9a.t.zst\n"
+        "[method svm]\nalgo = svm\nepochs = true\nthreads = 1\n");
+  const Outcome r = run("experiment '" + (dir.path() / "value.conf").string() + "' -o '" +
+                        (dir.path() / "out2").string() + "'");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("'true'"), std::string::npos) << r.output;
 }
 
 TEST(Experiment, AnOptionalMissingDataSetIsReportedAndSkipped) {
