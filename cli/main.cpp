@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <iostream>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/command.h"
@@ -46,7 +48,7 @@ int main(int argc, char** argv) {
   cli::start_signal_thread();
   cli::report_sigbus_as_io_error();
   // A rank of an MPI job (mpirun): only `train` runs so. Rank 0 speaks for the job; the other
-  // ranks print nothing but their own error, which names them.
+  // ranks print nothing but an error of their own, which names them.
   int error_fd = STDERR_FILENO;
   std::string error_prefix;
   if (driver::launched_as_rank()) {
@@ -92,6 +94,10 @@ int main(int argc, char** argv) {
     }
     if (!error.empty()) {
       std::cerr.flush();
+      // An error that every rank meets (a usage error, a missing file) is said once, by rank 0:
+      // another rank gives it a moment to say it and end the job first.
+      if (driver::mpi_job() && driver::mpi_job()->rank() != 0)
+        std::this_thread::sleep_for(std::chrono::seconds(1));
       const std::string line = error_prefix + error + "\n";
       (void)!write(error_fd, line.data(), line.size());
       // A rank that failed alone ends the whole job: the others may be waiting for it.

@@ -115,6 +115,11 @@ cmp -s whole.bin cpart.bin || fail "cpm -np 2: the resumed model differs from th
 rc=0
 zstd -dc "$root/data/a9a.zst" | mpi 2 train -d - -o stdin.bin > /dev/null 2> stdin.err || rc=$?
 [ "$rc" = 2 ] && grep -q "not from standard input" stdin.err || fail "stdin under mpirun: exit $rc: $(cat stdin.err)"
+# An error that every rank meets is said once, by rank 0.
+rc=0
+mpi 3 train -d no-such.shards -o none.bin > /dev/null 2> none.err || rc=$?
+[ "$rc" = 4 ] && [ "$(grep -c "error:" none.err)" = 1 ] && grep -q "^rank 0 of 3: error: .*no-such.shards" none.err \
+  || fail "an error of every rank: exit $rc, said other than once by rank 0: $(cat none.err)"
 
 # --- 5. a rank that fails ends the job ---------------------------------------------------------------
 # Bad data that one rank alone reads: a byte of the last block's payload flipped (the shard file's
