@@ -2,22 +2,26 @@
 # Sample nightly retraining job: convert the day's data, warm-start from the served model (ldm, svm),
 # evaluate candidate and served model on a fixed holdout, and replace the served model only if the
 # holdout metric did not drop. Restartable: a run killed or stopped (exit 6) is continued by running the same
-# command again (the conversion is kept, training resumes from its checkpoint).
+# command again (the conversion is kept, training resumes from its checkpoint). A run given other
+# data than the stopped one (another night's files, or the same files changed) starts afresh on them.
 #
 # Usage: configs/nightly.sh [-b POLYMARGIN] [-w WORKDIR] [-m auc|accuracy] [-a ALGO] \
 #          SERVED_MODEL HOLDOUT NEW_DATA... [-- TRAIN_OPTION...]
+#   -m            the metric compared (default: auc, or accuracy for a model of several classes,
+#                 which has no AUC)
 #   SERVED_MODEL  the model in service (created on the first night)
 #   HOLDOUT       fixed evaluation data (text or shards), never trained on
 #   NEW_DATA      today's LIBSVM text (any compression)
 # Writes WORKDIR/decision.json: {"decision": "replaced"|"kept"|"first model", "metric", "candidate",
 # "served", "candidate_model", "served_model", "train_metrics"}; the served model's predecessor is
-# kept as SERVED_MODEL.previous. Exit code: 0 whatever the decision; train's or eval's code otherwise
-# (6: stopped with a checkpoint, run again to continue).
+# kept as SERVED_MODEL.previous. Exit code: 0 whatever the decision; 2 when eval gives no value of
+# the metric asked for; train's or eval's code otherwise (6: stopped with a checkpoint, run again to
+# continue).
 set -euo pipefail
 
 bin=build/polymargin
 work=nightly.work
-metric=auc
+metric=
 algo=ldm
 while getopts "b:w:m:a:" opt; do
   case $opt in
@@ -30,7 +34,7 @@ while getopts "b:w:m:a:" opt; do
 done
 shift $((OPTIND - 1))
 [ $# -ge 3 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
-[ "$metric" = auc ] || [ "$metric" = accuracy ] || { echo "nightly: -m auc|accuracy" >&2; exit 2; }
+[ -z "$metric" ] || [ "$metric" = auc ] || [ "$metric" = accuracy ] || { echo "nightly: -m auc|accuracy" >&2; exit 2; }
 served=$1
 holdout=$2
 shift 2
@@ -44,8 +48,20 @@ train_options=("$@")
 mkdir -p "$work"
 log() { echo "nightly: $*" >&2; }
 
-# 1. Today's data into shards, once (a rerun reuses them; convert writes atomically).
-[ -e "$work/today.shards/manifest.json" ] || "$bin" convert "${new_data[@]}" -o "$work/today.shards" > /dev/null
+# 1. Today's data into shards, once (convert writes atomically). A rerun reuses them and resumes
+#    only when it is given the same files, unchanged (path, size, modification time).
+inputs=$(for f in "${new_data[@]}"; do
+  printf '%s %s\n' "$(realpath -- "$f")" "$(stat -L -c '%s %.9Y' -- "$f")"
+done)
+if [ -e "$work/today.shards/manifest.json" ] && [ "$(cat "$work/today.inputs" 2> /dev/null)" != "$inputs" ]; then
+  log "the stopped run in $work had other data: starting afresh on ${new_data[*]}"
+  rm -rf "$work/today.shards" "$work/train.checkpoint"
+fi
+if [ ! -e "$work/today.shards/manifest.json" ]; then
+  rm -f "$work/train.checkpoint"  # of other data
+  "$bin" convert "${new_data[@]}" -o "$work/today.shards" > /dev/null
+  printf '%s\n' "$inputs" > "$work/today.inputs"
+fi
 # 2. The candidate: warm-started from the served model (ldm, svm; the CPM trains afresh: its ASSIGN
 #    history and step schedule belong to one run), checkpointed, resumed after a stop.
 warm=()
@@ -55,13 +71,20 @@ resume=()
 "$bin" train --algo "$algo" -d "$work/today.shards" -o "$work/candidate.model" "${warm[@]}" \
   --checkpoint "$work/train.checkpoint" "${resume[@]}" --metrics-json "$work/train.json" \
   "${train_options[@]}" > /dev/null
-# 3. Both models on the holdout.
+# 3. Both models on the holdout. A model of several classes has no AUC: accuracy, unless -m asked
+#    for the AUC, which is then an error (nothing is replaced without a comparison).
 "$bin" eval -m "$work/candidate.model" -d "$holdout" --json > "$work/candidate.eval.json"
+if [ -z "$metric" ]; then
+  metric=auc
+  [ "$(jq .auc "$work/candidate.eval.json")" != null ] || metric=accuracy
+fi
 candidate=$(jq ".$metric" "$work/candidate.eval.json")
+[ "$candidate" != null ] || { log "eval of $work/candidate.model gives no $metric (a model of several classes has accuracy only)"; exit 2; }
 served_value=null
 if [ -e "$served" ]; then
   "$bin" eval -m "$served" -d "$holdout" --json > "$work/served.eval.json"
   served_value=$(jq ".$metric" "$work/served.eval.json")
+  [ "$served_value" != null ] || { log "eval of $served gives no $metric"; exit 2; }
 fi
 # 4. Replace only if the metric did not drop (same directory: mv is an atomic rename).
 if [ "$served_value" = null ]; then
@@ -83,5 +106,5 @@ jq -n --arg decision "$decision" --arg metric "$metric" --argjson candidate "$ca
     candidate_model: $candidate_model, served_model: $served_model, train_metrics: $train[0]}' \
   > "$work/decision.json.tmp"
 mv -f "$work/decision.json.tmp" "$work/decision.json"
-rm -rf "$work/today.shards"  # consumed: tomorrow brings new data
+rm -rf "$work/today.shards" "$work/today.inputs"  # consumed: tomorrow brings new data
 log "$metric on the holdout: candidate $candidate, served $served_value: $decision"

@@ -45,6 +45,17 @@ cmp -s "$work/served.model" "$work/before.model" || fail "a stopped night change
 nightly "$work/day4.svm" 2> "$work/log"
 grep -q "candidate .* served .*: \(replaced\|kept\)" "$work/log" || fail "rerun: $(cat "$work/log")"
 [ "$(jq .train_metrics.resumed_from.rows "$d")" != null ] || fail "the rerun did not resume"
+# A night stopped, then a run given another night's data: it trains on those, afresh.
+rc=0
+nightly "$work/day4.svm" -- --stop-after-rows 9000 2> "$work/log" || rc=$?
+[ $rc -eq 6 ] || fail "stopped night: exit $rc: $(cat "$work/log")"
+nightly "$work/day2.svm" 2> "$work/log"
+grep -q "had other data: starting afresh" "$work/log" || fail "other data: not said: $(cat "$work/log")"
+[ "$(jq .train_metrics.resumed_from "$d")" = null ] || fail "other data: resumed the stopped run"
+"$bin" convert "$work/day2.svm" -o "$work/day2.shards" > /dev/null 2>&1
+"$bin" train -d "$work/day2.shards" -o "$work/direct.model" --metrics-json "$work/direct.json" > /dev/null 2>&1
+[ "$(jq .train_metrics.data_checksum "$d")" = "$(jq .data_checksum "$work/direct.json")" ] ||
+  fail "other data: not trained on them: $(jq -c .train_metrics.data "$d")"
 # The CPM: no warm start (it refuses one), so a second night trains afresh and still decides.
 cpm_nightly() {
   configs/nightly.sh -b "$bin" -a cpm -w "$work/cpm_job" "$work/cpm.model" "$work/holdout.svm" \
@@ -54,4 +65,22 @@ cpm_nightly "$work/day1.svm" 2> "$work/log" || fail "CPM night 1: $(cat "$work/l
 cpm_nightly "$work/day2.svm" 2> "$work/log" || fail "CPM night 2: $(cat "$work/log")"
 jq -e '.decision == "replaced" or .decision == "kept"' "$work/cpm_job/decision.json" > /dev/null ||
   fail "CPM night 2: $(cat "$work/cpm_job/decision.json")"
+# A model of several classes has no AUC: the nights compare accuracy, and -m auc is refused.
+three() { awk '{ $1 = ($1 > 0 ? 1 : (NR % 2 ? 2 : 3)); print }' "$1"; }
+three "$work/day1.svm" > "$work/three1.svm"
+three "$work/day2.svm" > "$work/three2.svm"
+three "$work/holdout.svm" > "$work/three.holdout.svm"
+three_nightly() {
+  configs/nightly.sh -b "$bin" -a cpm -w "$work/three_job" "$@" "$work/three.model" \
+    "$work/three.holdout.svm" "$work/three$night.svm" -- -k 2 --epochs 1
+}
+night=1 three_nightly 2> "$work/log" || fail "three classes, night 1: $(cat "$work/log")"
+night=2 three_nightly 2> "$work/log" || fail "three classes, night 2: $(cat "$work/log")"
+jq -e '.metric == "accuracy" and (.decision == "replaced" or .decision == "kept") and .served > 0' \
+  "$work/three_job/decision.json" > /dev/null || fail "three classes: $(cat "$work/three_job/decision.json")"
+cp "$work/three.model" "$work/three.before"
+rc=0
+night=2 three_nightly -m auc 2> "$work/log" || rc=$?
+[ $rc -eq 2 ] && grep -q "gives no auc" "$work/log" || fail "three classes, -m auc: exit $rc: $(cat "$work/log")"
+cmp -s "$work/three.model" "$work/three.before" || fail "three classes, -m auc: the served model changed"
 echo "nightly: all checks passed"
