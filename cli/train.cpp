@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "engine/errors.h"
 #include "io/model_file.h"
+#include "io/output_path.h"
 
 namespace polymargin::cli {
 namespace {
@@ -136,6 +138,11 @@ void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::stri
         "train: --validation -: standard input is already the training data; give "
         "the validation data as a file");
   if (!validation.empty()) io::Dataset::probe(validation);
+  if (!metrics_json.empty() && !metrics_may_replace(metrics_json))
+    throw io::OutputPathError("train: --metrics-json " + metrics_json +
+                                  " exists and is not an earlier run's metrics: it would be "
+                                  "overwritten; choose another name",
+                              {"--metrics-json"});
   std::error_code ec;
   if (checkpoint.empty() || !std::filesystem::is_regular_file(checkpoint, ec)) return;
   const std::string kind = io::model_file_kind(checkpoint);
@@ -145,6 +152,18 @@ void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::stri
                                    : "a model file of kind '" + kind + "'") +
                      "): it would be overwritten, then removed once the model is written; choose "
                      "another name");
+}
+
+bool metrics_may_replace(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) || io::writes_in_place(path)) return true;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec || size == 0) return !ec;
+  if (size > (std::uintmax_t{16} << 20)) return false;
+  std::ifstream in(path, std::ios::binary);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.contains("status");
 }
 
 std::string gib(std::uint64_t bytes) {

@@ -61,12 +61,16 @@ engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& 
 /// --warm-start, --resume and --config files are inputs; -o, --checkpoint (which may be the
 /// --resume file) and --metrics-json are outputs. An existing --checkpoint file must be a
 /// checkpoint (a model or any other file would be overwritten, then removed once the model is
-/// written). The --validation data must be there to be opened (io::Dataset::probe).
+/// written), an existing --metrics-json file an earlier run's metrics (metrics_may_replace). The
+/// --validation data must be there to be opened (io::Dataset::probe).
 void check_train_paths(const po::variables_map& vm);
 /// The same from the paths themselves (`train --tune`, before its search): `inputs` named by
 /// their options ("--data", "--resume", ...), and the outputs' paths ("" when not given).
 void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::string& output,
                        const std::string& checkpoint, const std::string& metrics_json);
+/// True when `path` may be written by --metrics-json: it does not exist, is written in place, is
+/// empty, or holds an earlier run's metrics (a JSON object with a "status").
+bool metrics_may_replace(const std::string& path);
 
 /// config.validate(), its refusal said as `train`'s, with the flag of the field it names
 /// (flag_of).

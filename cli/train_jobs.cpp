@@ -62,24 +62,6 @@ std::string signal_name(int signal) {
   return "signal " + std::to_string(signal);
 }
 
-namespace {
-
-// True when `path` may be written by --metrics-json: it does not exist, is written in place, is
-// empty, or holds an earlier run's metrics (a JSON object with a "status").
-bool metrics_may_replace(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec) || io::writes_in_place(path)) return true;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec || size == 0) return !ec;
-  if (size > (std::uintmax_t{16} << 20)) return false;
-  std::ifstream in(path, std::ios::binary);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  return j.is_object() && j.contains("status");
-}
-
-}  // namespace
-
 void MetricsFile::finish(int exit_code, const std::string& status, const std::string& error) {
   if (!enabled()) return;
   // Written whatever the outcome, also when the command was refused before any work: so never

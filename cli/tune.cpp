@@ -35,6 +35,8 @@
 #include "driver/mpi_job.h"
 #include "engine/csr.h"
 #include "engine/errors.h"
+#include "io/model_file.h"
+#include "io/output_path.h"
 #include "io/shards.h"
 #include "io/split.h"
 #include "io/temporaries.h"
@@ -152,6 +154,7 @@ struct TuneArgs {
   std::string resume;  // --resume: the final run's, given only when its checkpoint exists
   std::vector<io::NamedPath> inputs;  // the files train reads (check_train_paths)
   std::string output, metrics_json;
+  std::string warm_start;  // --warm-start: the final run's
   int threads = 0;
   std::uint64_t seed = 1;
 };
@@ -234,6 +237,7 @@ TuneArgs parse_tune_args(const std::vector<std::string>& args) {
     }
     if (name == "output" && !values.empty()) t.output = values[0];
     if (name == "metrics-json" && !values.empty()) t.metrics_json = values[0];
+    if (name == "warm-start" && !values.empty()) t.warm_start = values[0];
     t.final.insert(t.final.end(), tokens.begin(), tokens.end());
     if (name == "data") t.data.insert(t.data.end(), values.begin(), values.end());
     if (name == "checkpoint" && !values.empty()) t.checkpoint = values[0];
@@ -364,17 +368,20 @@ struct Folds {
   int scored = 0;              // folds a setting is scored on (k × repeats); 1: the holdout
 };
 
-// The rows of the data: a shard directory says it, text is counted by a first pass.
-std::uint64_t count_rows(const TuneArgs& t) {
-  std::uint64_t rows = 0;
+// The rows of the data and their labels: a shard directory says them, text is counted by a first
+// pass.
+io::Manifest count_rows(const TuneArgs& t) {
+  io::Manifest counts;
   if (t.data.size() == 1 && io::is_shard_dir(t.data[0])) {
-    rows = io::ShardSet::open(t.data[0]).manifest().rows;
+    counts = io::ShardSet::open(t.data[0]).manifest();
   } else {
-    experiment::for_each_batch(t.data, t.threads,
-                               [&](const CsrView& batch) { rows += batch.rows; });
+    experiment::for_each_batch(t.data, t.threads, [&](const CsrView& batch) {
+      counts.rows += batch.rows;
+      for (std::size_t r = 0; r < batch.rows; ++r) ++counts.label_counts[batch.labels[r]];
+    });
   }
-  if (rows == 0) throw DataError(data_name(t.data), 0, 0, "--tune: no rows");
-  return rows;
+  if (counts.rows == 0) throw DataError(data_name(t.data), 0, 0, "--tune: no rows");
+  return counts;
 }
 
 Folds write_folds(const TuneArgs& t, const std::string& dir, std::uint64_t rows) {
@@ -804,6 +811,21 @@ std::string grid_text(const Grid& g) {
   return text + "\n";
 }
 
+// --metrics-json of a run that ends before its final training (which writes its own): what it was
+// asked to do, and the search's record once there is one.
+MetricsFile tune_metrics(const std::vector<std::string>& args, const std::string& algo) {
+  MetricsFile metrics(peek_option(args, "metrics-json", ""));
+  TuneArgs t;
+  try {
+    t = parse_tune_args(args);
+  } catch (const Error&) {  // the arguments' own error is the one recorded
+  }
+  metrics.json() = {
+      {"command", "train"}, {"algorithm", algo}, {"data", t.data}, {"model_path", t.output}};
+  if (!record.is_null()) metrics.json()["tune"] = record;
+  return metrics;
+}
+
 // A search stopped by `signal`, as a run stopped in its training is: with --checkpoint its finished
 // cells stay in CHECKPOINT.tune for the next run with --resume (exit 6), without it nothing is kept
 // (128 + signal).
@@ -820,8 +842,7 @@ int search_interrupted(const std::vector<std::string>& args, const TuneArgs& t,
   const int code = t.checkpoint.empty() ? 128 + signal : kExitInterrupted;
   if (reports) {
     err_printf("train --algo %s: %s\n", algo.c_str(), message.c_str());
-    MetricsFile metrics(peek_option(args, "metrics-json", ""));
-    metrics.finish(code, "interrupted", message);
+    tune_metrics(args, algo).finish(code, "interrupted", message);
   }
   return code;
 }
@@ -870,7 +891,12 @@ std::string tune_help() {
   return text;
 }
 
-int run_tuned(const std::vector<std::string>& args, const std::string& algo, const CommandFn& run) {
+namespace {
+
+// The search and the final run; `final_started` is set when the final run, which reports for
+// itself, begins.
+int tune_then_train(const std::vector<std::string>& args, const std::string& algo,
+                    const CommandFn& run, bool& final_started) {
   const Grid* grid = grid_of(algo);
   if (!grid)
     throw UsageError("train: --tune is for --algo ldm, svm, cpm, kldm, tldm (got '" + algo + "')");
@@ -901,6 +927,36 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
 
   // The outputs against the inputs, as train checks them, but before the search, not after it.
   check_train_paths(t.inputs, t.output, t.checkpoint, t.metrics_json);
+
+  // --warm-start: the final run starts from this model, so it must be one of this learner's, and
+  // the final run must have its bias and normalisation: the search keeps those (a setting the final
+  // run would refuse is no choice). Refused now, not after the search.
+  std::optional<engine::LinearModel> warm_model;
+  if (!t.warm_start.empty() && (algo == "ldm" || algo == "svm")) {
+    warm_model = io::load_model(t.warm_start);  // DataError for a file of another kind
+    if (warm_model->algorithm != algo)
+      throw DataError(t.warm_start, 0, 0,
+                      "--warm-start: an " + warm_model->algorithm +
+                          " model cannot start a --algo " + algo + " run");
+    const std::pair<std::string, std::string> kept[] = {
+        {"bias", number(warm_model->bias_value)},
+        {"normalize", warm_model->normalize_l2 ? "l2" : "none"}};
+    for (const auto& [key, value] : kept) {
+      const std::string given = peek_option(args, key, "");
+      if (given.empty()) {
+        t.given.insert(key);
+        t.cell.insert(t.cell.end(), {"--" + key, value});
+        t.final.insert(t.final.end(), {"--" + key, value});
+      } else if (given != value && !(key == "bias" && std::strtod(given.c_str(), nullptr) ==
+                                                          warm_model->bias_value)) {
+        throw UsageError("train: --warm-start " + t.warm_start + " was trained with --" + key +
+                         " " + value + ", this run has --" + key + " " + given +
+                         " (they must agree)");
+      }
+    }
+    err_printf("tune %s: --warm-start %s: the search keeps its --bias %s and --normalize %s\n",
+               algo.c_str(), t.warm_start.c_str(), kept[0].second.c_str(), kept[1].second.c_str());
+  }
 
   // The grid less the keys the command line (or --config) sets: those are kept as given.
   MethodSpec method;
@@ -943,7 +999,19 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
                          " --help); nothing was searched");
   }
   const Clock::time_point start = Clock::now();
-  const std::uint64_t rows = count_rows(t);
+  const io::Manifest counts = count_rows(t);
+  const std::uint64_t rows = counts.rows;
+  // What every cell would refuse, said once about the user's data rather than a fold's.
+  if (algo != "cpm") {
+    const engine::LabelMap labels = binary_labels(counts, data_name(t.data));
+    if (warm_model &&
+        (static_cast<float>(warm_model->labels.negative) != static_cast<float>(labels.negative) ||
+         static_cast<float>(warm_model->labels.positive) != static_cast<float>(labels.positive)))
+      throw DataError(t.warm_start, 0, 0,
+                      "--warm-start: the model's labels " + number(warm_model->labels.negative) +
+                          " / " + number(warm_model->labels.positive) + " are not the data's " +
+                          number(labels.negative) + " / " + number(labels.positive));
+  }
   if (t.repeats == 0) t.repeats = default_repeats(algo, rows);
   const Folds folds =
       rows > t.search_rows ? write_holdout(t, dir.path, rows) : write_folds(t, dir.path, rows);
@@ -993,9 +1061,13 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
       const Cell& c = search.failed();
       const std::string repeat =
           folds.repeats > 1 ? " of repeat " + std::to_string(c.fold / t.folds + 1) : "";
-      err_printf("train: --tune: the cell %s, fold %d%s failed (exit %d): %s\n",
-                 experiment::setting_text(c.setting, method).c_str(), c.fold % t.folds + 1,
-                 repeat.c_str(), c.exit_code, c.error.c_str());
+      const std::string message = "train: --tune: the cell " +
+                                  experiment::setting_text(c.setting, method) + ", fold " +
+                                  std::to_string(c.fold % t.folds + 1) + repeat + " failed (exit " +
+                                  std::to_string(c.exit_code) + "): " + c.error;
+      err_printf("%s\n", message.c_str());
+      if (!driver::mpi_job() || driver::mpi_job()->rank() == 0)
+        tune_metrics(args, algo).finish(c.exit_code, "error", message);
       return c.exit_code;
     }
     if (const int signal = search.interrupted())
@@ -1088,6 +1160,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
     return kExitOk;
   }
   int code = kExitInternal;
+  final_started = true;
   try {
     code = run(final_args);
   } catch (...) {
@@ -1097,6 +1170,39 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   record = nullptr;
   if (code == kExitOk) search.remove_cache();
   return code;
+}
+
+}  // namespace
+
+int run_tuned(const std::vector<std::string>& args, const std::string& algo, const CommandFn& run) {
+  // A run refused or failed before its final training reports in --metrics-json as train does
+  // (on an MPI job's rank 0, or on the rank that failed, naming it).
+  bool final_started = false;
+  const auto report = [&](int code, const std::string& error) {
+    record = nullptr;
+    if (final_started) return;
+    const driver::MpiJob* mpi = driver::mpi_job();
+    const std::string rank =
+        !mpi || mpi->rank() == 0
+            ? ""
+            : "rank " + std::to_string(mpi->rank()) + " of " + std::to_string(mpi->size()) + ": ";
+    tune_metrics(args, algo).finish(code, "error", rank + error);
+  };
+  try {
+    return tune_then_train(args, algo, run, final_started);
+  } catch (const io::OutputPathError& e) {
+    if (!e.involves("--metrics-json")) report(exit_code_of(e), e.what());
+    throw;
+  } catch (const Error& e) {
+    report(exit_code_of(e), e.what());
+    throw;
+  } catch (const std::bad_alloc&) {
+    report(kExitIo, "out of memory");
+    throw;
+  } catch (const std::exception& e) {
+    report(kExitInternal, std::string("internal error: ") + e.what());
+    throw;
+  }
 }
 
 }  // namespace polymargin::cli

@@ -269,6 +269,42 @@ expect 2 "need --tune" train -d "$work/threshold.svm" -o "$work/x" --tune-budget
 expect 2 "--tune is for --algo" train --algo cmm -d "$work/threshold.svm" -o "$work/x" --tune
 expect 2 "--tune: the cell" train -d "$work/threshold.svm" -o "$work/x" --tune --epochs 0
 [ ! -e "$work/x" ] || fail "a refused --tune wrote a model"
+
+# A --tune that fails before its final run reports in --metrics-json as train does (a stale file of
+# an earlier run is replaced), and names the user's data, not a fold's.
+"$bin" train -d "$work/threshold.svm" -o "$work/x" --metrics-json "$work/m.json" > /dev/null 2>&1
+rm -f "$work/x"
+printf -- '-1 1:1 2:x\n' > "$work/bad.svm"
+expect 3 "bad.svm:1" train -d "$work/bad.svm" -o "$work/x" --tune --metrics-json "$work/m.json"
+jq -e '.status == "error" and .exit_code == 3 and (.error | test("bad.svm:1")) and .algorithm == "ldm"
+  and .model_path == "'"$work/x"'"' "$work/m.json" > /dev/null || fail "a failed --tune's metrics: $(cat "$work/m.json")"
+awk '{ $1 = NR % 3; print }' "$work/threshold.svm" > "$work/three.svm"
+expect 3 "three.svm: labels are not binary" train -d "$work/three.svm" -o "$work/x" --tune \
+  --metrics-json "$work/m.json"
+grep -q "the cell" "$work/stderr" && fail "three labels: reported as a failed cell: $(cat "$work/stderr")"
+jq -e '.exit_code == 3' "$work/m.json" > /dev/null || fail "three labels: metrics $(cat "$work/m.json")"
+# A metrics path that holds something else is refused before any work, by train and by --tune.
+echo '{"mine": 1}' > "$work/mine.json"
+for tune in "" --tune; do
+  expect 2 "--metrics-json $work/mine.json exists and is not an earlier run's metrics" \
+    train -d "$work/threshold.svm" -o "$work/x" $tune --metrics-json "$work/mine.json"
+  [ "$(cat "$work/mine.json")" = '{"mine": 1}' ] && [ ! -e "$work/x" ] || fail "mine.json ($tune): touched"
+done
+# --warm-start: checked before the search, whose settings keep the model's bias and normalisation.
+expect 4 "nothere.ldm" train -d "$work/angle.svm" -o "$work/x" --tune --warm-start "$work/nothere.ldm"
+grep -q "settings in" "$work/stderr" && fail "a missing --warm-start was found after the search"
+"$bin" train -d "$work/angle.svm" -o "$work/base.l2" --normalize l2 --bias 1 > /dev/null 2>&1
+expect 2 "was trained with --bias 1, this run has --bias 0" train -d "$work/angle.svm" -o "$work/x" \
+  --tune --warm-start "$work/base.l2" --bias 0
+expect 3 "an ldm model cannot start a --algo svm run" train --algo svm -d "$work/angle.svm" \
+  -o "$work/x" --tune --warm-start "$work/base.l2"
+"$bin" train -d "$work/angle.t.svm" -o "$work/warm.ldm" --tune --tune-budget 4 --warm-start \
+  "$work/base.l2" --metrics-json "$work/warm.json" > /dev/null 2> "$work/err" \
+  || fail "--tune --warm-start: $(cat "$work/err")"
+jq -e '.tune.grid | has("normalize") or has("bias") | not' "$work/warm.json" > /dev/null \
+  || fail "--tune --warm-start searched what the warm start fixes: $(jq -c .tune.grid "$work/warm.json")"
+"$bin" export -m "$work/warm.ldm" --format json | jq -e '.config.warm_start.model and .normalize == "l2"' \
+  > /dev/null || fail "--tune --warm-start: not warm-started with l2: $("$bin" export -m "$work/warm.ldm" --format json | jq -c .config)"
 ls "${TMPDIR:-/tmp}" | grep -q "^polymargin-[0-9]*-tune-" && \
   ls -d "${TMPDIR:-/tmp}"/polymargin-*-tune-* | while read -r d; do
     pid=${d#*polymargin-}; pid=${pid%%-*}; [ -d "/proc/$pid" ] || fail "left $d behind"; done
