@@ -1,5 +1,4 @@
 #include "cli/train_jobs.h"
-#include "cli/output.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -14,9 +13,11 @@
 #include <stdexcept>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "cli/train.h"
 #include "driver/mpi_job.h"
 #include "engine/errors.h"
+#include "engine/stop.h"
 #include "io/atomic_file.h"
 #include "io/output_path.h"
 
@@ -214,12 +215,7 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
       leads ? ""
             : "rank " + std::to_string(mpi->rank()) + " of " + std::to_string(mpi->size()) + ": ";
   MetricsFile metrics(peek_option(args, "metrics-json", ""));
-  try {
-    const int code = job(args, metrics);
-    if (code == kHelpShown) return kExitOk;
-    if (leads) metrics.finish(code, "ok");
-    return code;
-  } catch (const Interrupted& stop) {
+  const auto stopped = [&](const Interrupted& stop) {
     const int code = interrupted_exit_code(stop);
     const std::string message =
         (stop.signal == kStopAfterRows ? "stopped after --stop-after-rows"
@@ -231,6 +227,16 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
     err_printf("%s\n", message.c_str());
     if (leads) metrics.finish(code, "interrupted", message);
     return code;
+  };
+  try {
+    const int code = job(args, metrics);
+    if (code == kHelpShown) return kExitOk;
+    if (leads) metrics.finish(code, "ok");
+    return code;
+  } catch (const Interrupted& stop) {
+    return stopped(stop);
+  } catch (const engine::Stopped&) {  // a kernel solver, asked by the signal (no checkpoint)
+    return stopped(Interrupted{StopSignals::received(), ""});
   } catch (const io::OutputPathError& e) {
     // Refused before any work; not written where the refusal says it must not go.
     if (!e.involves("--metrics-json")) metrics.finish(exit_code_of(e), "error", rank + e.what());

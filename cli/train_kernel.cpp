@@ -335,10 +335,14 @@ struct KernelJob {
         start(Clock::now()) {
     start_report(metrics, algo, o);
   }
+  /// For the solvers: a signal received since the job began (they then throw engine::Stopped).
+  static bool stop_requested() { return StopSignals::received() != 0; }
+
   double max_memory;
   io::FileLock model_lock;
   tbb::global_control threads;
   Clock::time_point start;
+  StopSignals signals;  // SIGTERM, SIGINT, SIGHUP: the solver stops at its next sweep
 };
 
 // --metrics-json: the training data, once loaded.
@@ -468,6 +472,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
     if (vm.count(name) && vm.count(name + "-rel"))
       throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
   const KernelJob job(vm, o, metrics, algo);
+  config.stop = KernelJob::stop_requested;
 
   TrainingSet t = load_training_set(o, false, {});
   record_data(metrics, t);
@@ -497,6 +502,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   Clock::time_point phase = Clock::now();
   const Eigen::MatrixXd g = engine::gram_matrix(t.x, kernel.spec);
   const double gram_seconds = seconds_since(phase);
+  engine::poll(config.stop);
   phase = Clock::now();
   const engine::LdmDualOperator op = engine::ldm_dual_operator(g, t.y, config.lambda1);
   const double setup_seconds = seconds_since(phase);
@@ -610,6 +616,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
     throw UsageError("train: --algo tldm has its own intercepts b1, b2; --bias does not apply");
   check_config(config, {{"c", "--cost"}, {"omega", "--sor-omega"}});
   const KernelJob job(vm, o, metrics, algo);
+  config.stop = KernelJob::stop_requested;
 
   TrainingSet t = load_training_set(o, false, {});
   record_data(metrics, t);
@@ -630,6 +637,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   Clock::time_point phase = Clock::now();
   const Eigen::MatrixXd basis = tldm_basis(t, linear, q, kernel);
   const double gram_seconds = seconds_since(phase);
+  engine::poll(config.stop);
   phase = Clock::now();
   const engine::TldmResult result = engine::solve_tldm(basis, t.y, config);
   const double solve_seconds = seconds_since(phase);
@@ -742,6 +750,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   config.seed = o.seed;
   check_config(config);
   const KernelJob job(vm, o, metrics, algo);
+  config.stop = KernelJob::stop_requested;
 
   TrainingSet t = load_training_set(o, true, unlabelled);
   record_data(metrics, t);
@@ -758,6 +767,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   Clock::time_point phase = Clock::now();
   const Eigen::MatrixXd k = engine::gram_matrix(t.x, kernel.spec);
   const double gram_seconds = seconds_since(phase);
+  engine::poll(config.stop);
   phase = Clock::now();
   const engine::CmmResult result = engine::solve_cmm(k, t.y, config);
   const double solve_seconds = seconds_since(phase);

@@ -113,6 +113,7 @@ void solve_cmm_round(const Eigen::MatrixXd& k, const Eigen::VectorXd& y, const C
   SplitMix64 rng(derive_seed(config.seed, 0x636d6dull, supervised_only));
   d.converged = false;
   for (d.sweeps = 0; d.sweeps < config.max_sweeps;) {
+    poll(config.stop);
     ++d.sweeps;
     seeded_shuffle(coordinates.data(), coordinates.size(), rng);
     double largest = 0;

@@ -34,6 +34,8 @@
 #include <limits>
 #include <vector>
 
+#include "engine/stop.h"
+
 namespace polymargin::engine {
 
 struct CmmConfig {
@@ -49,6 +51,7 @@ struct CmmConfig {
   double tolerance = 1e-3;  // a round stops when no coordinate step exceeds this (× K_pp)
   int max_sweeps = 5000;   // per round
   std::uint64_t seed = 1;  // coordinate order
+  StopRequest stop;        // polled once a sweep: throws Stopped
 
   /// Throws UsageError naming the first invalid value.
   void validate() const;

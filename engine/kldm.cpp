@@ -140,6 +140,7 @@ KldmResult solve_kldm(const Eigen::MatrixXd& g, const Eigen::VectorXd& y, const 
   SplitMix64 rng(derive_seed(config.seed, 0x6b6c646dull));
   double* beta = r.beta.data();
   for (r.sweeps = 0; r.sweeps < config.max_sweeps;) {
+    poll(config.stop);
     ++r.sweeps;
     seeded_shuffle(active.data(), active_size, rng);
     double pg_max = -kInf, pg_min = kInf;

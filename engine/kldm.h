@@ -27,6 +27,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/stop.h"
+
 namespace polymargin::engine {
 
 /// Hyper-parameters, in the paper's units (eq. 8).
@@ -38,6 +40,7 @@ struct KldmConfig {
   int max_sweeps = 1000;    // outer iterations
   bool shrinking = true;
   std::uint64_t seed = 1;   // coordinate order
+  StopRequest stop;         // polled once a sweep: throws Stopped
 
   /// Throws UsageError naming the first invalid value.
   void validate() const;

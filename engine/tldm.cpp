@@ -50,12 +50,14 @@ void TldmConfig::validate() const {
 }
 
 BoxQpResult solve_box_qp_sor(const Eigen::MatrixXd& h, const Eigen::VectorXd& f, double upper,
-                             double omega, double tolerance, int max_sweeps) {
+                             double omega, double tolerance, int max_sweeps,
+                             const StopRequest& stop) {
   const Eigen::Index n = h.rows();
   BoxQpResult r;
   r.z = Eigen::VectorXd::Zero(n);
   Eigen::VectorXd grad = -f;  // Hz − f at z = 0
   for (r.sweeps = 0; r.sweeps < max_sweeps;) {
+    poll(stop);
     ++r.sweeps;
     double violation = 0;
     for (Eigen::Index i = 0; i < n; ++i) {
@@ -140,7 +142,7 @@ TldmResult solve_tldm(const Eigen::MatrixXd& basis, const Eigen::VectorXd& y,
         Eigen::VectorXd::Ones(far.rows()) + sign * (far * solved_q);
     TldmPlane& plane = result.plane[k];
     plane.solver = solve_box_qp_sor(hessian, f, config.c, config.omega, config.tolerance,
-                                    config.max_sweeps);
+                                    config.max_sweeps, config.stop);
     plane.dual = plane.solver.z;
     const Eigen::VectorXd v = solved_q - sign * (solved_far * plane.dual);
     if (!v.allFinite()) throw NumericalError("Twin LDM: non-finite plane weights");

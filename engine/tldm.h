@@ -23,6 +23,8 @@
 #include <Eigen/Dense>
 #include <cstdint>
 
+#include "engine/stop.h"
+
 namespace polymargin::engine {
 
 struct TldmConfig {
@@ -33,6 +35,7 @@ struct TldmConfig {
   double omega = 1.0;       // SOR relaxation factor, in (0, 2)
   double tolerance = 1e-4;  // stop when every projected gradient is at most this
   int max_sweeps = 5000;
+  StopRequest stop;  // polled once a sweep: throws Stopped
 
   /// Throws UsageError naming the first invalid value.
   void validate() const;
@@ -48,8 +51,10 @@ struct BoxQpResult {
 
 /// Projected SOR: z_i ← clip(z_i − ω (Hz − f)_i / H_ii, 0, upper), in index order, gradient kept
 /// up to date (O(n) per coordinate). H symmetric positive semi-definite with a positive diagonal.
+/// `stop` is polled once a sweep (throws Stopped).
 BoxQpResult solve_box_qp_sor(const Eigen::MatrixXd& h, const Eigen::VectorXd& f, double upper,
-                             double omega, double tolerance, int max_sweeps);
+                             double omega, double tolerance, int max_sweeps,
+                             const StopRequest& stop = {});
 
 struct TldmPlane {
   Eigen::VectorXd w;     // weights on the basis columns

@@ -88,4 +88,29 @@ for algo in kldm tldm cmm; do
   grep -q "being written by another job" "$work/err" || fail "$algo: locked model message: $(cat "$work/err")"
   cmp -s "$work/kldm.model" "$work/held.model" || fail "$algo: the locked model was changed"
 done
+
+# A signal stops a solver at its next sweep: no model, the stop in --metrics-json, 128 + signal.
+"$bin" gen --rows 1500 --features 30 --nnz 8 --seed 5 -o "$work/long.svm" > /dev/null
+for run in "kldm TERM 143 --tolerance 1e-12 --max-sweeps 1000000" \
+  "tldm INT 130 --tolerance 1e-15 --max-sweeps 10000000 -c 64" \
+  "cmm TERM 143 --tolerance 1e-15 --max-sweeps 10000000 --max-rounds 1000"; do
+  read -r algo sig code extra <<< "$run"
+  [ $algo = cmm ] && awk '{ if (NR % 3 == 0) $1 = 0; print }' "$work/long.svm" > "$work/long.$algo.svm" \
+    || cp "$work/long.svm" "$work/long.$algo.svm"
+  "$bin" train --algo $algo -d "$work/long.$algo.svm" -o "$work/stopped.model" $extra --threads 2 \
+    --metrics-json "$work/stopped.json" > /dev/null 2> "$work/err" &
+  pid=$!
+  for _ in $(seq 200); do grep -q "^kernel" "$work/err" && break; sleep 0.05; done
+  sleep 1
+  start=$(date +%s.%N)
+  kill -$sig $pid
+  rc=0
+  wait $pid || rc=$?
+  took=$(echo "$(date +%s.%N) - $start" | bc)
+  [ $rc -eq $code ] || fail "$algo: SIG$sig: exit $rc, expected $code: $(cat "$work/err")"
+  [ ! -e "$work/stopped.model" ] || fail "$algo: SIG$sig: a model was written"
+  [ "$(json_get "$work/stopped.json" "j['status'], j['exit_code']")" = "interrupted $code" ] \
+    || fail "$algo: SIG$sig: metrics $(cat "$work/stopped.json")"
+  [ "$(echo "$took < 5" | bc)" = 1 ] || fail "$algo: SIG$sig took $took s to stop"
+done
 echo "kernel_jobs: ok"

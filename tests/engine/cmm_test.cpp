@@ -172,5 +172,14 @@ TEST(Cmm, BadOptionsAreUsageErrors) {
   EXPECT_THROW(c.validate(), UsageError);
 }
 
+TEST(Cmm, AStopRequestEndsTheSolveAtASweep) {
+  const Problem p = make_problem(60, 5, 2);
+  CmmConfig c = tight();
+  int polls = 0;
+  c.stop = [&] { return ++polls == 4; };
+  EXPECT_THROW(solve_cmm(p.k, p.y, c), Stopped);
+  EXPECT_EQ(polls, 4);
+}
+
 }  // namespace
 }  // namespace polymargin::engine

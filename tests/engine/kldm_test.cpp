@@ -300,5 +300,17 @@ TEST(Kldm, BadOptionsAreUsageErrors) {
   EXPECT_NO_THROW(check_memory(1e9, 3e9, "kernel LDM"));
 }
 
+TEST(Kldm, AStopRequestEndsTheSolveAtASweep) {
+  const Problem p = make_problem(30, 3, 6, 0.8);
+  const Eigen::MatrixXd g = gram_matrix(p.x, rbf(1.0));
+  KldmConfig config;
+  config.tolerance = 1e-300;  // not reached: the stop ends it
+  config.max_sweeps = 1000;
+  int polls = 0;
+  config.stop = [&] { return ++polls == 3; };
+  EXPECT_THROW(solve_kldm(g, p.y, config), Stopped);
+  EXPECT_EQ(polls, 3);  // once a sweep: two sweeps ran
+}
+
 }  // namespace
 }  // namespace polymargin::engine

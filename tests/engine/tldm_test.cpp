@@ -170,5 +170,15 @@ TEST(Tldm, BadOptionsAndDataAreErrors) {
   EXPECT_THROW(solve_tldm(p.x, Eigen::VectorXd::Ones(10), TldmConfig{}), DataError);
 }
 
+TEST(Tldm, AStopRequestEndsTheSolveAtASweep) {
+  const Problem p = make_problem(30, 3, 2);
+  TldmConfig c;
+  c.tolerance = 1e-300;  // not reached: the stop ends it
+  int polls = 0;
+  c.stop = [&] { return ++polls == 3; };
+  EXPECT_THROW(solve_tldm(p.x, p.y, c), Stopped);
+  EXPECT_EQ(polls, 3);
+}
+
 }  // namespace
 }  // namespace polymargin::engine

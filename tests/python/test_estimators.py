@@ -246,6 +246,19 @@ def test_ctrl_c_stops_training_and_writes_nothing(a9a, tmp_path):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_ctrl_c_stops_the_kernel_learners_at_their_next_sweep(a9a):
+    # Each would solve for tens of seconds to this tolerance; the solvers poll the stop once a sweep.
+    X, y, _, _ = a9a
+    X, y = X[:1500], y[:1500]
+    unlabelled = np.where(y > 0, 1, 0)
+    unlabelled[::3] = -1
+    for est, labels in ((pm.KernelLDMClassifier(tolerance=1e-12, max_sweeps=1000000), y),
+                        (pm.TwinLDMClassifier(tolerance=1e-15, max_sweeps=10000000, cost=64), y),
+                        (pm.CMMClassifier(tolerance=1e-15, max_sweeps=10000000, max_rounds=1000),
+                         unlabelled)):
+        assert fit_interrupted(est, X, labels) < 5, type(est).__name__
+
+
 def test_ctrl_c_stops_a_tuning_search_at_once(a9a):
     # 375 cells (15 settings, 5 folds, 5 repeats) would take tens of seconds: Ctrl-C stops the
     # running cells and starts no other.
