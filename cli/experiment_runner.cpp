@@ -73,9 +73,11 @@ void for_each_batch(const std::vector<std::string>& inputs, int threads, const i
 
 namespace {
 std::string g_self_executable;  // set_self_executable's path; empty: /proc/self/exe
+std::string g_self_missing;     // set_self_executable_missing's message
 }  // namespace
 
 void set_self_executable(const std::string& path) { g_self_executable = path; }
+void set_self_executable_missing(const std::string& message) { g_self_missing = message; }
 
 std::string self_executable() {
   if (!g_self_executable.empty()) {
@@ -84,6 +86,7 @@ std::string self_executable() {
                     std::strerror(errno));
     return g_self_executable;
   }
+  if (!g_self_missing.empty()) throw IoError(g_self_missing);
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) throw IoError("cannot find this program's path (/proc/self/exe): " + ec.message());

@@ -37,6 +37,9 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& w
 /// Python module, is not polymargin). IoError when unknown.
 std::string self_executable();
 void set_self_executable(const std::string& path);
+/// For a host that is not polymargin: until set_self_executable names the program,
+/// self_executable() throws IoError with `message` (how to name it) instead of naming the host.
+void set_self_executable_missing(const std::string& message);
 
 /// Whether the --help text of a command lists the long flag --`name` (followed by a space, ']',
 /// '=' or the end of a line: --cost is not found in --cost-scale).

@@ -441,6 +441,10 @@ PYBIND11_MODULE(_core, m) {
         "Runs a polymargin command in this process; returns (exit code, stdout bytes).");
   m.def("set_program", &cli::experiment::set_self_executable, py::arg("path"),
         "The polymargin program that train --tune starts for its cells.");
+  // This process is Python: until set_program names it, a command that starts the program says how.
+  cli::experiment::set_self_executable_missing(
+      "no polymargin program found (tune=True runs it for its cells): set POLYMARGIN_BINARY to "
+      "its path, or put it on PATH");
   m.def("write_shards", &write_shards, py::arg("dir"), py::arg("indptr"), py::arg("indices"),
         py::arg("data"), py::arg("labels"), py::arg("block_rows") = 4096, py::arg("threads") = 0);
   py::class_<Model>(m, "Model")

@@ -4,6 +4,8 @@ import json
 import logging
 import os
 
+import numpy as np
+
 from . import _core
 
 logger = logging.getLogger("polymargin")
@@ -14,7 +16,7 @@ def _log(line):
 
 
 def _arg(value):
-    if isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_)):
         raise TypeError("a switch has no value")
     if isinstance(value, float):
         return repr(value)  # the shortest text that reads back as the same double
@@ -25,15 +27,23 @@ def _arg(value):
 _MULTI_VALUED = {"data", "validation", "unlabeled"}
 
 
-def flag_args(params):
-    """`--name value` for every parameter set (None: the command's default); True: `--name`."""
+def flag_args(params, switches=()):
+    """`--name value` for every parameter set (None: the command's default); a switch (a name in
+    `switches`) is True (`--name`) or False (left out), and only switches take True or False."""
     args = []
     for name, value in params.items():
-        if value is None or value is False:
+        if value is None:
             continue
         flag = "--" + name.replace("_", "-")
-        if value is True:
-            args.append(flag)
+        is_bool = isinstance(value, (bool, np.bool_))
+        if name in switches:
+            if not is_bool:
+                raise TypeError(f"{name} is a switch: True or False (got {value!r})")
+            if value:
+                args.append(flag)
+        elif is_bool:
+            hint = " (0: none, 1: a constant feature of 1)" if name == "bias" else ""
+            raise TypeError(f"{name} takes a value, as {flag} does, not {value!r}{hint}")
         elif isinstance(value, (list, tuple)):
             if name not in _MULTI_VALUED:  # one value: the rest would be read as data files
                 raise ValueError(

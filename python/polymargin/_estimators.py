@@ -9,7 +9,9 @@ matrix is feature j + 1 of LIBSVM's 1-based ids, as sklearn.datasets.load_svmlig
 them, so models trained in Python and by the command line score the same files.
 """
 
+import inspect
 import json
+import numbers
 import os
 import tempfile
 
@@ -55,10 +57,21 @@ def _engine_labels(classes):
 
 
 def _write_shards(directory, X, labels, threads):
+    if threads is not None and (isinstance(threads, (bool, np.bool_))
+                                or not isinstance(threads, numbers.Integral)):
+        raise TypeError(f"threads takes a whole number of threads (0: all cores), not {threads!r}")
+    # A count train refuses is refused by train, with its message: the writer uses every core.
+    usable = threads is not None and 0 <= threads <= 1024
     indptr, indices, data = _csr_parts(X)
     _core.write_shards(directory, indptr, indices, data,
                        np.ascontiguousarray(labels, dtype=np.float64),
-                       threads=0 if threads is None else int(threads))
+                       threads=int(threads) if usable else 0)
+
+
+def _stored_label(value):
+    """A label as a model file stores it (float32), as the text that wrote it read: the shortest
+    decimal that float32 reads back to it (0.1, not 0.100000001490116)."""
+    return float(str(np.float32(value)))
 
 
 def _keep(estimator, params):
@@ -102,7 +115,8 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         classes, encoded = np.unique(y[labelled], return_inverse=True)
         if len(classes) < 2:
-            raise ValueError(f"{type(self).__name__} needs rows of 2 classes; got "
+            unlabelled = " besides the unlabelled rows (y = -1)" if self._semi_supervised else ""
+            raise ValueError(f"{type(self).__name__} needs rows of 2 classes{unlabelled}; got "
                              f"{len(classes)} class")
         if self._binary_only and len(classes) > 2:
             raise ValueError(f"{type(self).__name__} is a binary classifier; got "
@@ -130,19 +144,24 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         args = ["--algo", self._algo] + list(paths) + ["-o", model]
         if data_name:
             args += ["--data-name", data_name]
-        args += _commands.flag_args(self.get_params(deep=False))
+        args += _commands.flag_args(self.get_params(deep=False), self._switches())
         self.train_report_ = _commands.run_json("train", args)
         with open(model, "rb") as f:
             self._set_model(f.read(), model)
+
+    @classmethod
+    def _switches(cls):
+        """The parameters that are switches of `train` (False by default)."""
+        return {name for name, p in inspect.signature(cls.__init__).parameters.items()
+                if p.default is False}
 
     def _describe_from_model(self):
         """n_features_in_ and classes_ as the model file has them (a model trained on files)."""
         info = self.model_info_
         self.n_features_in_ = int(info["features"])
-        if info["classes"]:
-            self.classes_ = np.asarray(info["classes"], dtype=np.float64)
-        else:
-            self.classes_ = np.asarray([info["labels"]["negative"], info["labels"]["positive"]])
+        stored = (info["classes"] if info["classes"]
+                  else [info["labels"]["negative"], info["labels"]["positive"]])
+        self.classes_ = np.asarray([_stored_label(c) for c in stored], dtype=np.float64)
         self._labels = self.classes_.astype(np.float32)
 
     def _set_model(self, blob, path):
@@ -170,6 +189,10 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
 
     def _rows(self, X):
         check_is_fitted(self, "model_")
+        if _is_path(X):
+            raise TypeError("predict, decision_function and score take a matrix; for a file, "
+                            "read it with sklearn.datasets.load_svmlight_file, or run "
+                            "polymargin.run('eval', ...)")
         X = self._validate_data(X, accept_sparse="csr", dtype=[np.float64, np.float32],
                                 reset=False)
         return _csr_parts(X)
@@ -179,6 +202,7 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         return self.classes_[np.clip(index, 0, len(self.classes_) - 1)]
 
     def _binary(self):
+        check_is_fitted(self, "model_")  # NotFittedError, which is also an AttributeError
         return len(self.classes_) == 2
 
     @available_if(_binary)

@@ -220,6 +220,68 @@ def test_bad_inputs_raise_clear_errors(a9a, tmp_path):
         pm.LDMClassifier().fit(str(bad), [1, -1])
 
 
+def test_switches_take_booleans_and_other_parameters_do_not(a9a):
+    X, y, _, _ = a9a
+    X, y = X[:300], y[:300]
+    # bias=False once trained with the default bias of 1, and bias=True swallowed the next flag.
+    for bad in (dict(bias=False), dict(bias=True), dict(scale=False), dict(normalize=np.True_)):
+        with pytest.raises(TypeError, match=f"{next(iter(bad))} takes a value"):
+            pm.LDMClassifier(**bad).fit(X, y)
+    # A numpy bool is a switch's True; 1 or "yes" would have been read as a data file.
+    shrinking = pm.KernelLDMClassifier(no_shrinking=True).fit(X, y)
+    assert pm.KernelLDMClassifier(no_shrinking=np.True_).fit(X, y).model_ == shrinking.model_
+    assert pm.KernelLDMClassifier(no_shrinking=np.False_).fit(X, y).model_ != shrinking.model_
+    for bad in (1, "yes"):
+        with pytest.raises(TypeError, match="no_shrinking is a switch"):
+            pm.KernelLDMClassifier(no_shrinking=bad).fit(X, y)
+    with pytest.raises(TypeError, match="threads takes a whole number"):
+        pm.LDMClassifier(threads="abc").fit(X, y)
+    with pytest.raises(ValueError, match="--threads"):  # train's own rule and message
+        pm.LDMClassifier(threads=2**31).fit(X, y)
+
+
+def test_labels_read_from_a_file_are_the_files_labels(tmp_path):
+    from sklearn.datasets import dump_svmlight_file, load_svmlight_file
+    X, y = make_classification(n_samples=300, n_features=6, random_state=3)
+    labels = np.where(y > 0, 0.2, 0.1)  # float32 stores neither exactly
+    dump_svmlight_file(X, labels, tmp_path / "d.svm", zero_based=False)
+    Xf, yf = load_svmlight_file(str(tmp_path / "d.svm"), n_features=6)
+    cli("train", tmp_path / "d.svm", "-o", tmp_path / "m.model")
+    for est in (pm.LDMClassifier().fit(str(tmp_path / "d.svm")), pm.load(tmp_path / "m.model")):
+        assert est.classes_.tolist() == [0.1, 0.2]
+        assert np.mean(est.predict(Xf) == yf) > 0.8
+
+
+def test_a_missing_program_is_named_when_tuning(tmp_path):
+    # A copy of the package away from the build tree, with no polymargin on PATH.
+    import shutil
+    import subprocess
+    import sys
+    shutil.copytree(os.path.dirname(pm.__file__), tmp_path / "polymargin")
+    env = {k: v for k, v in os.environ.items() if k != "POLYMARGIN_BINARY"}
+    env.update(PYTHONPATH=str(tmp_path), PATH="/usr/bin:/bin")
+    code = ("import numpy as np, polymargin as pm\n"
+            "X = np.random.default_rng(1).normal(size=(60, 3)); y = (X[:, 0] > 0).astype(int)\n"
+            "try:\n    pm.LDMClassifier(tune=True, tune_budget=2).fit(X, y)\n"
+            "except OSError as e:\n    print('OSError', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert "OSError no polymargin program found" in out.stdout, out.stdout + out.stderr
+    assert "POLYMARGIN_BINARY" in out.stdout
+
+
+def test_unfitted_and_path_arguments_say_so(a9a, tmp_path):
+    from sklearn.exceptions import NotFittedError
+    X, y, _, _ = a9a
+    with pytest.raises(NotFittedError):
+        pm.LDMClassifier().decision_function(X)
+    est = pm.LDMClassifier().fit(X[:300], y[:300])
+    with pytest.raises(TypeError, match="take a matrix"):
+        est.predict(str(tmp_path / "d.svm"))
+    with pytest.raises(ValueError, match="unlabelled rows"):
+        pm.CMMClassifier().fit(X[:300], np.where(y[:300] > 0, 1, -1))
+
+
 def fit_interrupted(est, X, y):
     """est.fit(X, y) with a SIGINT (Ctrl-C) 0.5 s in, which must raise KeyboardInterrupt; the
     seconds the fit took."""
