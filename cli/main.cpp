@@ -3,11 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <iostream>
 #include <new>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli/command.h"
@@ -94,10 +92,7 @@ int main(int argc, char** argv) {
     }
     if (!error.empty()) {
       std::cerr.flush();
-      // An error that every rank meets (a usage error, a missing file) is said once, by rank 0:
-      // another rank gives it a moment to say it and end the job first.
-      if (driver::mpi_job() && driver::mpi_job()->rank() != 0)
-        std::this_thread::sleep_for(std::chrono::seconds(1));
+      driver::defer_error_to_rank0();  // an error every rank meets is said once, by rank 0
       const std::string line = error_prefix + error + "\n";
       (void)!write(error_fd, line.data(), line.size());
       // A rank that failed alone ends the whole job: the others may be waiting for it.

@@ -460,10 +460,9 @@ void CpmRun::train() {
   loop.sync_windows = replicated() ? parallel.sync_windows : 0;
   parallel.sync_bytes = replicated() ? replicas.sync_bytes() : 0;
   loop.peers = &parallel.peers;
-  // Rows learnt: under MPI, this rank's part of each window times the ranks (near the run's).
+  // Rows learnt by the run (under MPI, the ranks' sum).
   loop.stop_requested = [&](std::uint64_t rows) {
-    return stop_requested(rows * static_cast<std::uint64_t>(parallel.peers.count),
-                          job.stop_after_rows);
+    return stop_requested(rows, job.stop_after_rows);
   };
   trained = driver::run_passes(shards, learner, loop,
                                {position.pass, position.batches, 0, position.rows}, job.resume);

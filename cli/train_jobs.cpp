@@ -239,15 +239,19 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
     return stopped(Interrupted{StopSignals::received(), ""});
   } catch (const io::OutputPathError& e) {
     // Refused before any work; not written where the refusal says it must not go.
+    driver::defer_error_to_rank0();
     if (!e.involves("--metrics-json")) metrics.finish(exit_code_of(e), "error", rank + e.what());
     throw;
   } catch (const Error& e) {
+    driver::defer_error_to_rank0();
     metrics.finish(exit_code_of(e), "error", rank + e.what());
     throw;
   } catch (const std::bad_alloc&) {
+    driver::defer_error_to_rank0();
     metrics.finish(kExitIo, "error", rank + "out of memory");
     throw;
   } catch (const std::exception& e) {
+    driver::defer_error_to_rank0();
     metrics.finish(kExitInternal, "error", rank + "internal error: " + e.what());
     throw;
   }

@@ -108,10 +108,10 @@ const std::vector<Grid>& grids() {
         {"cost", {"10", "1", "100"}}},
        {{"rbf-width"}, {"kernel"}, {"normalize"}, {"cost"}}},
       {"tldm",
-       {{"rbf-width", {"1", "0.25", "0.5", "2", "4"}},
+       {{"rbf-width", {"4", "0.25", "0.5", "1", "2"}},
         {"kernel", {"rbf", "linear"}},
         {"normalize", {"none", "l2"}},
-        {"cost", {"1", "0.125", "8", "64"}}},
+        {"cost", {"0.125", "0.015625", "1", "8", "64"}}},
        {{"rbf-width"}, {"kernel"}, {"normalize"}, {"cost"}}},
   };
   return all;
@@ -1181,6 +1181,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   const auto report = [&](int code, const std::string& error) {
     record = nullptr;
     if (final_started) return;
+    driver::defer_error_to_rank0();
     const driver::MpiJob* mpi = driver::mpi_job();
     const std::string rank =
         !mpi || mpi->rank() == 0

@@ -1,5 +1,6 @@
 #include "driver/epoch_loop.h"
 
+#include <array>
 #include <vector>
 
 #include "engine/errors.h"
@@ -42,11 +43,26 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
     schedule.written();
   };
   const bool replicated = options.sync_windows > 0;
+  // With several processes each counts the rows of its own part of the windows; the run's
+  // position (for --stop-after-rows, the checkpoint and the reports) is their sum, taken at every
+  // poll, which all processes reach together. A resumed run's counts are the run's: rank 0
+  // carries them.
+  const bool shared = options.peers && !options.peers->alone();
+  Position job;  // the run's position at the last poll
+  const auto take_position = [&](const Position& at) {
+    job = at;
+    if (!shared) return;
+    std::array<double, 2> rows = {static_cast<double>(at.pass_rows), static_cast<double>(at.rows)};
+    options.peers->sum(rows);
+    job.pass_rows = static_cast<std::uint64_t>(rows[0]);
+    job.rows = static_cast<std::uint64_t>(rows[1]);
+  };
   // Between windows (at syncs when replicated): a stop request saves (with checkpoints) and ends
   // the run; with several processes, the first process's non-zero reason is everybody's.
   const auto stop_if_requested = [&](const Position& at) {
-    int reason = options.stop_requested ? options.stop_requested(at.rows) : 0;
-    if (options.peers && !options.peers->alone()) {
+    take_position(at);
+    int reason = options.stop_requested ? options.stop_requested(job.rows) : 0;
+    if (shared) {
       std::vector<double> reasons(static_cast<std::size_t>(options.peers->count), 0.0);
       reasons[static_cast<std::size_t>(options.peers->index)] = reason;
       options.peers->sum(reasons);
@@ -55,12 +71,13 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
         if (reason == 0) reason = static_cast<int>(r);
     }
     if (reason == 0) return;
-    if (options.checkpoints) save(at, false);
-    learner.stop(reason, at);
+    if (options.checkpoints) save(job, false);
+    learner.stop(reason, job);
   };
 
   const Clock::time_point train_start = Clock::now();
   Position at = start;
+  if (shared && options.peers->index != 0) at.pass_rows = at.rows = 0;
   if (!learner.done()) stop_if_requested(at);
   io::ReadOptions read = options.read;
   // The disk counter at a pass's start: the previous pass's end (one read of it a pass).
@@ -109,7 +126,7 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
                 synced = at.windows;
               }
               stop_if_requested(at);
-              if (options.checkpoints && schedule.due()) save(at, false);
+              if (options.checkpoints && schedule.due()) save(job, false);
             });
         result.learn_seconds += stats.sink_seconds;
         result.wait_seconds += stats.wait_seconds;
@@ -130,7 +147,7 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
     }
     if (!cut && options.checkpoints && schedule.per_pass() && pass_windows > 0 &&
         (!known || pass_ends.due(at.pass + 1, expected)))
-      save(at, true);
+      save(shared ? job : at, true);  // a replicated pass ends with a poll
     learner.pass_end(at, seconds_since(pass_start));
     if (cut) break;  // the pass the run ended in stays in `at`
   }

@@ -111,7 +111,7 @@ struct LoopOptions {
   /// each ending in a write of the whole state).
   std::uint64_t expected_passes = 0;
   /// Polled before the first window and after each: a non-zero reason stops the run (given the
-  /// rows learnt in all passes).
+  /// rows the run learnt in all passes: with several processes, their sum).
   std::function<int(std::uint64_t rows)> stop_requested;
   /// A data-parallel run (docs/design.md, workers and ranks): the learner's replicas are averaged
   /// (Learner::sync) after every `sync_windows` windows of a pass and at its end. Stop requests

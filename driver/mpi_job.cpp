@@ -1,11 +1,14 @@
 #include "driver/mpi_job.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #ifdef POLYMARGIN_HAVE_MPI
 #include <mpi.h>
@@ -82,6 +85,12 @@ void MpiJob::abort(int code) { std::_Exit(code); }
 #endif
 
 MpiJob* mpi_job() { return joined ? &*joined : nullptr; }
+
+void defer_error_to_rank0() {
+  static std::once_flag waited;
+  if (joined && joined->rank() != 0)
+    std::call_once(waited, [] { std::this_thread::sleep_for(std::chrono::seconds(1)); });
+}
 
 MpiJob& join_mpi_job() {
   if (!joined) joined.emplace();

@@ -36,6 +36,10 @@ class MpiJob {
 
 /// The job joined by join_mpi_job(), if any.
 MpiJob* mpi_job();
+/// Called by a rank about to report an error (print it, write --metrics-json): a rank other than
+/// 0 first waits a second, once, so that an error every rank meets (the options, a missing file)
+/// is reported by rank 0, whose abort ends the others first. Nothing outside an MPI job.
+void defer_error_to_rank0();
 /// Joins once (launched_as_rank() must be true).
 MpiJob& join_mpi_job();
 /// Leaves the job cleanly (MPI_Finalize) if one was joined.

@@ -91,9 +91,10 @@ done
 
 # A signal stops a solver at its next sweep: no model, the stop in --metrics-json, 128 + signal.
 "$bin" gen --rows 1500 --features 30 --nnz 8 --seed 5 -o "$work/long.svm" > /dev/null
-for run in "kldm TERM 143 --tolerance 1e-12 --max-sweeps 1000000" \
-  "tldm INT 130 --tolerance 1e-15 --max-sweeps 10000000 -c 64" \
-  "cmm TERM 143 --tolerance 1e-15 --max-sweeps 10000000 --max-rounds 1000"; do
+# (A tolerance no solve reaches: each would sweep for hours.)
+for run in "kldm TERM 143 --tolerance 1e-300 --max-sweeps 100000000" \
+  "tldm INT 130 --tolerance 1e-300 --max-sweeps 100000000" \
+  "cmm TERM 143 --tolerance 1e-300 --max-sweeps 100000000 --max-rounds 1000"; do
   read -r algo sig code extra <<< "$run"
   [ $algo = cmm ] && awk '{ if (NR % 3 == 0) $1 = 0; print }' "$work/long.svm" > "$work/long.$algo.svm" \
     || cp "$work/long.svm" "$work/long.$algo.svm"
@@ -111,6 +112,6 @@ for run in "kldm TERM 143 --tolerance 1e-12 --max-sweeps 1000000" \
   [ ! -e "$work/stopped.model" ] || fail "$algo: SIG$sig: a model was written"
   [ "$(json_get "$work/stopped.json" "j['status'], j['exit_code']")" = "interrupted $code" ] \
     || fail "$algo: SIG$sig: metrics $(cat "$work/stopped.json")"
-  [ "$(echo "$took < 5" | bc)" = 1 ] || fail "$algo: SIG$sig took $took s to stop"
+  [ "$(echo "$took < 20" | bc)" = 1 ] || fail "$algo: SIG$sig took $took s to stop"
 done
 echo "kernel_jobs: ok"

@@ -120,6 +120,17 @@ rc=0
 mpi 3 train -d no-such.shards -o none.bin > /dev/null 2> none.err || rc=$?
 [ "$rc" = 4 ] && [ "$(grep -c "error:" none.err)" = 1 ] && grep -q "^rank 0 of 3: error: .*no-such.shards" none.err \
   || fail "an error of every rank: exit $rc, said other than once by rank 0: $(cat none.err)"
+rc=0
+mpi 3 train -d a9a.shards -o none.bin --bogus --metrics-json none.json > /dev/null 2>&1 || rc=$?
+jq -e '.exit_code == 2 and (.error | startswith("train: unrecognised option"))' none.json > /dev/null \
+  || fail "an error of every rank: recorded other than by rank 0: $(cat none.json)"
+# --stop-after-rows counts the rows of every rank, whatever their shares (3 ranks of 4-block
+# windows: 2, 1 and 1 blocks), and the stop reports the job's rows.
+rc=0
+mpi 3 train --algo cpm -d a9a.shards -o st.bin --epochs 8 --window-blocks 4 --checkpoint st.ckpt \
+  --stop-after-rows 70000 --metrics-json st.json > /dev/null 2> st.err || rc=$?
+[ "$rc" = 6 ] && jq -e '.interrupted.rows >= 70000 and .interrupted.rows < 70000 + 32561' st.json > /dev/null \
+  || fail "cpm -np 3 --stop-after-rows 70000: exit $rc: $(jq -c .interrupted st.json 2> /dev/null) $(cat st.err)"
 
 # --- 5. a rank that fails ends the job ---------------------------------------------------------------
 # Bad data that one rank alone reads: a byte of the last block's payload flipped (the shard file's

@@ -309,16 +309,16 @@ def test_ctrl_c_stops_training_and_writes_nothing(a9a, tmp_path):
 
 
 def test_ctrl_c_stops_the_kernel_learners_at_their_next_sweep(a9a):
-    # Each would solve for tens of seconds to this tolerance; the solvers poll the stop once a sweep.
+    # Each would sweep for hours toward a tolerance it never reaches; the solvers poll the stop
+    # once a sweep.
     X, y, _, _ = a9a
     X, y = X[:1500], y[:1500]
     unlabelled = np.where(y > 0, 1, 0)
     unlabelled[::3] = -1
-    for est, labels in ((pm.KernelLDMClassifier(tolerance=1e-12, max_sweeps=1000000), y),
-                        (pm.TwinLDMClassifier(tolerance=1e-15, max_sweeps=10000000, cost=64), y),
-                        (pm.CMMClassifier(tolerance=1e-15, max_sweeps=10000000, max_rounds=1000),
-                         unlabelled)):
-        assert fit_interrupted(est, X, labels) < 5, type(est).__name__
+    never = dict(tolerance=1e-300, max_sweeps=100000000)
+    for est, labels in ((pm.KernelLDMClassifier(**never), y), (pm.TwinLDMClassifier(**never), y),
+                        (pm.CMMClassifier(**never, max_rounds=1000), unlabelled)):
+        assert fit_interrupted(est, X, labels) < 15, type(est).__name__
 
 
 def test_ctrl_c_stops_a_tuning_search_at_once(a9a):
