@@ -739,7 +739,7 @@ int run_experiment(const std::vector<std::string>& args) {
       for (const std::string& f : d.data) inputs.push_back({"data (" + d.name + ")", f});
       for (const std::string& f : d.test) inputs.push_back({"test (" + d.name + ")", f});
     }
-    io::check_outputs(inputs, {{"-o", out, true, ""}});
+    io::check_outputs(inputs, {{"-o", out, true, "", true}});
   }
   if (!only.empty()) {
     std::vector<std::string> names = split_list(only, ',');

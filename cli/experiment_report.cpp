@@ -96,7 +96,9 @@ std::string html_cell(const std::string& text) {
 
 Table accuracy_table(const Report& report) {
   Table t;
-  t.title = "Test accuracy (mean ± std over " + std::to_string(report.repeats) + " repeats)";
+  t.title = report.repeats == 1
+                ? std::string("Test accuracy (one repeat)")
+                : "Test accuracy (mean ± std over " + std::to_string(report.repeats) + " repeats)";
   const int baseline = method_index(report, report.baseline);
   t.note = report.split_description + "; best in bold" +
            (baseline >= 0 ? "; • / ◦: significantly better / worse than " + report.baseline +
@@ -107,7 +109,8 @@ Table accuracy_table(const Report& report) {
   t.csv.push_back({"dataset", "method", "accuracy_mean", "accuracy_std", "repeats_ok", "repeats",
                    "p_value_vs_baseline", "mark", "best"});
   t.json = nlohmann::json::array();
-  std::vector<std::vector<double>> means(report.methods.size());  // data sets where all finished
+  // Each method's mean on each data set run (NaN: failed there), for the average row.
+  std::vector<std::vector<double>> means(report.methods.size());
   std::vector<int> wins(report.methods.size()), ties(report.methods.size()),
       losses(report.methods.size());
   for (const ReportDataset& d : report.datasets) {
@@ -120,6 +123,7 @@ Table accuracy_table(const Report& report) {
       t.json.push_back({{"dataset", d.name}, {"status", d.status}});
       continue;
     }
+    for (auto& m : means) m.push_back(NAN);  // set below where the method finished
     double best = -1;
     for (std::size_t m = 0; m < report.methods.size(); ++m)
       if (usable(report, d, m)) {
@@ -145,8 +149,12 @@ Table accuracy_table(const Report& report) {
       const double mean = engine::mean(s.accuracy), sd = engine::sample_std(s.accuracy);
       std::string mark;
       double p = NAN;
-      if (baseline >= 0 && static_cast<int>(m) != baseline && usable(report, d, baseline)) {
-        const engine::PairedTTest test = versus_baseline(d, m, baseline);
+      // No test on fewer than two pairs (one repeat): neither a p-value nor a tie.
+      const engine::PairedTTest test =
+          baseline >= 0 && static_cast<int>(m) != baseline && usable(report, d, baseline)
+              ? versus_baseline(d, m, baseline)
+              : engine::PairedTTest{};
+      if (test.n >= 2) {
         p = test.p_value;
         if (test.significant()) {
           mark = test.mean_difference > 0 ? "•" : "◦";
@@ -156,20 +164,21 @@ Table accuracy_table(const Report& report) {
         }
       }
       const bool is_best = mean == best;
-      std::string cell = fixed(mean, 4) + " ± " + fixed(sd, 4);
+      const bool spread = s.accuracy.size() >= 2;  // one value has no standard deviation
+      std::string cell = fixed(mean, 4) + (spread ? " ± " + fixed(sd, 4) : "");
       if (is_best) cell = "**" + cell + "**";
       if (!mark.empty()) cell += " " + mark;
       if (static_cast<int>(s.accuracy.size()) < s.total)
         cell += " (" + std::to_string(s.accuracy.size()) + "/" + std::to_string(s.total) + ")";
       row.push_back(cell);
-      means[m].push_back(mean);
-      t.csv.push_back({d.name, report.methods[m].name, fixed(mean, 6), fixed(sd, 6),
+      means[m].back() = mean;
+      t.csv.push_back({d.name, report.methods[m].name, fixed(mean, 6), spread ? fixed(sd, 6) : "",
                        std::to_string(s.accuracy.size()), std::to_string(s.total),
                        std::isnan(p) ? "" : fixed(p, 6), mark, is_best ? "1" : "0"});
       nlohmann::json j = {{"dataset", d.name},
                           {"method", report.methods[m].name},
                           {"accuracy_mean", mean},
-                          {"accuracy_std", sd},
+                          {"accuracy_std", spread ? nlohmann::json(sd) : nlohmann::json()},
                           {"accuracies", s.accuracy},
                           {"repeats_ok", s.accuracy.size()},
                           {"repeats", s.total},
@@ -182,9 +191,25 @@ Table accuracy_table(const Report& report) {
     }
     t.rows.push_back(std::move(row));
   }
-  std::vector<std::string> average = {"average", "", ""};
+  // The average over the data sets where every method that ran finished: a method that failed on
+  // a set is not averaged over easier ones than the others.
+  const std::size_t sets = means.empty() ? 0 : means[0].size();
+  std::vector<bool> common(sets, true);
   for (std::size_t m = 0; m < report.methods.size(); ++m)
-    average.push_back(means[m].empty() ? "" : fixed(engine::mean(means[m]), 4));
+    if (report.methods[m].status == "ok")
+      for (std::size_t k = 0; k < sets; ++k) common[k] = common[k] && !std::isnan(means[m][k]);
+  const auto shared = static_cast<std::size_t>(std::count(common.begin(), common.end(), true));
+  std::vector<std::string> average = {shared == sets ? "average"
+                                                     : "average (the " + std::to_string(shared) +
+                                                           " of " + std::to_string(sets) +
+                                                           " sets every method finished)",
+                                      "", ""};
+  for (std::size_t m = 0; m < report.methods.size(); ++m) {
+    std::vector<double> kept;
+    for (std::size_t k = 0; k < sets; ++k)
+      if (common[k] && report.methods[m].status == "ok") kept.push_back(means[m][k]);
+    average.push_back(kept.empty() ? "" : fixed(engine::mean(kept), 4));
+  }
   t.rows.push_back(std::move(average));
   if (baseline >= 0) {
     std::vector<std::string> wtl = {"win/tie/loss vs " + report.baseline, "", ""};

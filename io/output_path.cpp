@@ -94,7 +94,7 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Outpu
       if (!target.has_filename()) target = target.parent_path();  // "out.shards/"
       const fs::path dir = target.parent_path();
       std::error_code ec;
-      if (!fs::is_directory(dir, ec))
+      if (!out.makes_parents && !fs::is_directory(dir, ec))
         throw IoError("cannot write " + out.path + " (" + out.option + "): directory " +
                       dir.string() + " does not exist");
     }

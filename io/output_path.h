@@ -48,12 +48,13 @@ struct OutputPath {
   std::string path;
   bool directory = false;    // a directory replaced whole (a shard directory)
   std::string may_be_input;  // the option of an input this output may be (--checkpoint: --resume)
+  bool makes_parents = false;  // a directory made with its missing parents (experiment -o)
 };
 
 /// Applies the policy above to a command's paths before any work: UsageError (exit 2) naming
 /// both options for an output that is an input or another output, or for a file output that is a
-/// directory; IoError (exit 4) when an output's directory does not exist. Also sweeps the
-/// temporaries that dead processes left beside each output (io/temporaries.h).
+/// directory; IoError (exit 4) when an output's directory does not exist (unless it makes it). Also
+/// sweeps the temporaries that dead processes left beside each output (io/temporaries.h).
 void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<OutputPath>& outputs);
 
 /// The descriptor that `path` names when it is one of the process's own streams (/dev/stdout 1,

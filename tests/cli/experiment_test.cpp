@@ -491,6 +491,44 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
   EXPECT_FALSE(fs::exists(out)) << "a refused run left the directory it made";
 }
 
+TEST(Experiment, TheAverageIsOverCommonSetsAndOneRepeatHasNoSpreadOrTest) {
+  TempDir dir;
+  for (const auto& [name, rows] : {std::pair{"small", "200"}, std::pair{"large", "2000"}}) {
+    const Outcome gen =
+        run(std::string("gen --like kdda --rows ") + rows + " --features 50 --nnz 8 --seed 5 -o '" +
+            (dir.path() / (std::string(name) + ".svm")).string() + "'");
+    ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  }
+  // The kernel LDM fits the small set only (its m² matrices: 1 MB against 96 MB).
+  write(dir.path() / "gaps.conf",
+        "repeats = 1\nfolds = 2\n[dataset small]\ndata = " + (dir.path() / "small.svm").string() +
+            "\n[dataset large]\ndata = " + (dir.path() / "large.svm").string() +
+            "\n[method svm]\nalgo = svm\nepochs = 2\nthreads = 1\n"
+            "[method k]\nalgo = kldm\nmax-memory = 10M\nthreads = 1\n");
+  const fs::path out = dir.path() / "out";
+  const Outcome r =
+      run("experiment '" + (dir.path() / "gaps.conf").string() + "' -o '" + out.string() + "'");
+  EXPECT_NE(r.exit_code, 0) << r.output;  // the failed cells' exit code
+  const std::string table = read(out / "accuracy.md");
+  EXPECT_NE(table.find("| average (the 1 of 2 sets every method finished) |"), std::string::npos)
+      << table;
+  const json accuracy = json::parse(read(out / "accuracy.json"));
+  double svm_small = -1;
+  for (const json& row : accuracy) {
+    if (row.value("status", "") == "failed") continue;
+    ASSERT_TRUE(row.contains("accuracy_std")) << row;
+    EXPECT_TRUE(row["accuracy_std"].is_null()) << row;         // one repeat: no spread
+    EXPECT_FALSE(row.contains("p_value_vs_baseline")) << row;  // nor a test
+    if (row["dataset"] == "small" && row["method"] == "svm") svm_small = row["accuracy_mean"];
+  }
+  ASSERT_GE(svm_small, 0);
+  // The svm's average is its small-set accuracy, not the mean over both sets.
+  char text[32];
+  std::snprintf(text, sizeof text, "| %.4f |", svm_small);
+  EXPECT_NE(table.find(text), std::string::npos) << table;
+  EXPECT_EQ(table.find(" ± "), std::string::npos) << table;
+}
+
 TEST(Experiment, ASecondRunInTheSameDirectoryIsRefusedAndRemovesNothing) {
   TempDir dir;
   const fs::path out = dir.path() / "out";
@@ -509,10 +547,12 @@ TEST(Experiment, ASecondRunInTheSameDirectoryIsRefusedAndRemovesNothing) {
   write(dir.path() / "value.conf",
         "repeats = 1\nfolds = 2\n[dataset a]\ndata = data/a9a.t.zst\n"
         "[method svm]\nalgo = svm\nepochs = true\nthreads = 1\n");
+  // (Into a directory whose parents do not exist yet: made.)
   const Outcome r = run("experiment '" + (dir.path() / "value.conf").string() + "' -o '" +
-                        (dir.path() / "out2").string() + "'");
+                        (dir.path() / "new" / "out2").string() + "'");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("'true'"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir.path() / "new" / "out2" / "results.json")) << r.output;
 }
 
 TEST(Experiment, AnOptionalMissingDataSetIsReportedAndSkipped) {
