@@ -35,6 +35,7 @@
 #include "io/atomic_file.h"
 #include "io/file_lock.h"
 #include "io/output_path.h"
+#include "io/temporaries.h"
 
 namespace polymargin::cli {
 namespace {
@@ -100,7 +101,8 @@ class Experiment {
         jobs_(jobs),
         threads_(threads),
         self_(self_executable()),
-        cache_(out_ + "/cells") {}
+        cache_(out_ + "/cells"),
+        work_(out_ + "/work") {}
 
   void check_methods();
   void prepare_datasets();
@@ -135,6 +137,8 @@ class Experiment {
   int jobs_, threads_;
   std::string self_;
   CellCache cache_;
+  // DIR/work, the children's working directories: removed at the end, and by a signal's exit.
+  io::TemporaryPath work_;
   std::vector<PreparedDataset> datasets_;
   std::vector<PreparedMethod> methods_;
   // Progress over the whole run.

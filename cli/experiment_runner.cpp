@@ -281,7 +281,19 @@ SplitFiles make_split(const std::vector<std::string>& data, const std::vector<st
   const std::vector<std::string> split_paths = io::split_output_paths(prefix, split_options);
   files.test = test.empty() ? std::vector<std::string>{split_paths[1]} : test;
 
-  // The stamp is written last: files without it, or with another stamp, are made again.
+  // The stamp is written last: files without it, or with another stamp, are made again, and so
+  // are files one of which is missing or has changed size since (a deleted or edited split).
+  std::vector<std::string> made = files.folds;
+  if (test.empty()) made.push_back(split_paths[1]);
+  const auto sizes = [&] {
+    nlohmann::json bytes = nlohmann::json::array();
+    for (const std::string& path : made) {
+      std::error_code ec;
+      const std::uintmax_t size = fs::file_size(path, ec);
+      bytes.push_back(ec ? nlohmann::json() : nlohmann::json(size));
+    }
+    return bytes;
+  };
   const std::string stamp_path = prefix + ".stamp.json";
   nlohmann::json stamp = {{"data", data},           {"test", test},
                           {"test_fraction", test_fraction}, {"split_seed", split_seed},
@@ -291,7 +303,8 @@ SplitFiles make_split(const std::vector<std::string>& data, const std::vector<st
     if (in) {
       try {
         const nlohmann::json old = nlohmann::json::parse(in);
-        if (old.value("inputs", nlohmann::json()) == stamp) {
+        if (old.value("inputs", nlohmann::json()) == stamp &&
+            old.value("bytes", nlohmann::json()) == sizes()) {
           files.train_rows = old["train_rows"];
           files.test_rows = old["test_rows"];
           if (summary) {
@@ -349,7 +362,8 @@ SplitFiles make_split(const std::vector<std::string>& data, const std::vector<st
                                                        {"train_rows", files.train_rows},
                                                        {"test_rows", files.test_rows},
                                                        {"rows", rows},
-                                                       {"max_index", max_index}}
+                                                       {"max_index", max_index},
+                                                       {"bytes", sizes()}}
                                             .dump(1));
   return files;
 }

@@ -45,6 +45,7 @@ FileLock::FileLock(const std::string& path, const std::string& what) {
     ::close(fd_);  // unlinked or replaced between open and flock: try again
     fd_ = -1;
   }
+  registered_ = TemporaryPath(lock_path_);
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd_, 0) == 0) {
     [[maybe_unused]] const ssize_t written = ::pwrite(fd_, pid.data(), pid.size(), 0);

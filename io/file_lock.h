@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "io/temporaries.h"
+
 namespace polymargin::io {
 
 class FileLock {
@@ -25,6 +27,7 @@ class FileLock {
  private:
   std::string lock_path_;
   int fd_ = -1;
+  TemporaryPath registered_;  // a signal's exit removes the lock file too
 };
 
 }  // namespace polymargin::io

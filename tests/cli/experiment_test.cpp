@@ -406,6 +406,31 @@ TEST(Experiment, ResumesAfterAKillWithoutRecomputingFinishedCells) {
   for (const auto& [path, time] : finished) EXPECT_EQ(fs::last_write_time(path), time) << path;
 }
 
+TEST(Experiment, ASignalRemovesTheWorkDirectoryAndTheLock) {
+  TempDir dir;
+  const fs::path config = small_config(dir.path());
+  const fs::path out = dir.path() / "out", cells = out / "cells";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::freopen("/dev/null", "w", stderr);
+    ::freopen("/dev/null", "w", stdout);
+    ::execl(kBinary.c_str(), kBinary.c_str(), "experiment", config.c_str(), "-o", out.c_str(),
+            "--jobs", "1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (count_files(cells, ".json") < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;  // the shell's 143
+  EXPECT_FALSE(fs::exists(out / "work"));
+  EXPECT_FALSE(fs::exists(out / "experiment.lock"));
+  EXPECT_TRUE(fs::exists(cells));  // the finished cells stay, for the next run
+}
+
 TEST(Experiment, AChangedInputIsRecomputedAndOnlyIt) {
   TempDir dir;
   const fs::path config = small_config(dir.path());
@@ -421,6 +446,19 @@ TEST(Experiment, AChangedInputIsRecomputedAndOnlyIt) {
   EXPECT_EQ(results["run"]["cells_computed"], 14);
   EXPECT_EQ(results["run"]["cells_from_cache"], 14);
   EXPECT_EQ(results["datasets"][1]["rows"], 2999);
+
+  // A split file deleted (or changed) since is made again, and the run goes on from the cache.
+  std::vector<fs::path> tests;
+  for (const auto& e : fs::recursive_directory_iterator(out / "splits"))
+    if (e.path().filename() == "r0.test.svm" &&
+        e.path().parent_path().filename().string().starts_with("one"))
+      tests.push_back(e.path());
+  ASSERT_FALSE(tests.empty());
+  fs::remove(tests[0]);
+  const Outcome third = run("experiment '" + config.string() + "' -o '" + out.string() + "'");
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_TRUE(fs::exists(tests[0]));
+  EXPECT_EQ(json::parse(read(out / "results.json"))["run"]["cells_computed"], 0) << third.output;
 }
 
 TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
