@@ -368,12 +368,9 @@ fs::path small_config(const fs::path& dir) {
   return config;
 }
 
-TEST(Experiment, ResumesAfterAKillWithoutRecomputingFinishedCells) {
-  TempDir dir;
-  const fs::path config = small_config(dir.path());
-  const fs::path out = dir.path() / "out", cells = out / "cells";
+// `experiment CONFIG -o OUT --jobs 1` started in the background, quiet; its pid (< 0: no fork).
+pid_t start_experiment(const fs::path& config, const fs::path& out) {
   const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
   if (pid == 0) {
     ::freopen("/dev/null", "w", stderr);
     ::freopen("/dev/null", "w", stdout);
@@ -381,10 +378,23 @@ TEST(Experiment, ResumesAfterAKillWithoutRecomputingFinishedCells) {
             "--jobs", "1", static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  // Kill it once a few cells are cached, long before the 28 it plans.
+  return pid;
+}
+
+// Waits (at most a minute) until `cells` holds `n` finished cells.
+void wait_for_cells(const fs::path& cells, std::size_t n) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (count_files(cells, ".json") < 4 && std::chrono::steady_clock::now() < deadline)
+  while (count_files(cells, ".json") < n && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+TEST(Experiment, ResumesAfterAKillWithoutRecomputingFinishedCells) {
+  TempDir dir;
+  const fs::path config = small_config(dir.path());
+  const fs::path out = dir.path() / "out", cells = out / "cells";
+  const pid_t pid = start_experiment(config, out);
+  ASSERT_GE(pid, 0);
+  wait_for_cells(cells, 4);  // a few of the 28 it plans
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -410,18 +420,9 @@ TEST(Experiment, ASignalRemovesTheWorkDirectoryAndTheLock) {
   TempDir dir;
   const fs::path config = small_config(dir.path());
   const fs::path out = dir.path() / "out", cells = out / "cells";
-  const pid_t pid = ::fork();
+  const pid_t pid = start_experiment(config, out);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::freopen("/dev/null", "w", stderr);
-    ::freopen("/dev/null", "w", stdout);
-    ::execl(kBinary.c_str(), kBinary.c_str(), "experiment", config.c_str(), "-o", out.c_str(),
-            "--jobs", "1", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (count_files(cells, ".json") < 2 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_for_cells(cells, 2);
   ::kill(pid, SIGTERM);
   int status = 0;
   ::waitpid(pid, &status, 0);
