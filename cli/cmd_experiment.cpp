@@ -168,9 +168,11 @@ void Experiment::check_methods() {
           throw UsageError(where + ": LIBLINEAR takes cost, bias, solver and epsilon (got '" + k +
                            "')");
       p.program = find_in_path("liblinear-train");
-      if (p.program.empty() || find_in_path("liblinear-predict").empty())
+      if (p.program.empty() || find_in_path("liblinear-predict").empty()) {
         p.status = "liblinear-train/liblinear-predict not found in PATH (Debian package "
                    "liblinear-tools)";
+        err_printf("experiment: method %s not run: %s\n", m.name.c_str(), p.status.c_str());
+      }
     } else {
       const auto& algos = train_algorithms();
       if (std::none_of(algos.begin(), algos.end(), [&](const Command& a) { return a.name == m.algo; }))

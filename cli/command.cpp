@@ -73,6 +73,7 @@ void store_config_file(const std::string& command, const std::string& path,
   std::map<std::string, std::uint64_t> first_line;             // of each key
   std::vector<std::pair<std::uint64_t, std::string>> entries;  // line number, the line
   for (std::uint64_t number = 1; std::getline(in, line); ++number) {
+    if (number == 1) drop_byte_order_mark(line);
     const std::size_t first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos || line[first] == '#' || line[first] == '[') {
       kept += "\n";

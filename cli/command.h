@@ -61,4 +61,9 @@ void report_sigbus_as_io_error();
 /// (its affinity mask: `taskset`, a cpuset, or a rank that mpirun bound), as the reader counts them.
 int resolve_threads(int requested);
 
+/// A config file's first line without the UTF-8 byte order mark that some editors write.
+inline void drop_byte_order_mark(std::string& first_line) {
+  if (first_line.starts_with("\xEF\xBB\xBF")) first_line.erase(0, 3);
+}
+
 }  // namespace polymargin::cli

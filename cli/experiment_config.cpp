@@ -1,11 +1,13 @@
 #include "cli/experiment_config.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "cli/command.h"
 #include "engine/errors.h"
 
 namespace polymargin::cli::experiment {
@@ -48,11 +50,18 @@ bool parse_power(const std::string& text, double& base, int& exponent) {
   }
 }
 
-std::string power_value(double base, int exponent) {
-  std::ostringstream out;
-  out.precision(17);
-  out << std::pow(base, exponent);
-  return out.str();
+// B^E as the shortest text that reads back to it (10^-1: "0.1"); UsageError when it is not a
+// positive finite double.
+std::string power_value(double base, int exponent, const std::string& where) {
+  const auto shortest = [](double x) {
+    char text[32];
+    return std::string(text, std::to_chars(text, text + sizeof text, x).ptr);
+  };
+  const double value = std::pow(base, exponent);
+  if (!std::isnormal(value))  // 0, a denormal or infinity
+    throw UsageError(where + ": " + shortest(base) + "^" + std::to_string(exponent) +
+                     " is out of a double's range");
+  return shortest(value);
 }
 
 }  // namespace
@@ -80,9 +89,9 @@ std::vector<std::string> parse_value_list(const std::string& text, const std::st
           from > to)
         throw UsageError(where + ": a range is written B^FROM..B^TO with FROM ≤ TO (got '" + item +
                          "')");
-      for (int e = from; e <= to; ++e) values.push_back(power_value(base, e));
+      for (int e = from; e <= to; ++e) values.push_back(power_value(base, e, where));
     } else if (parse_power(item, base, from)) {
-      values.push_back(power_value(base, from));
+      values.push_back(power_value(base, from, where));
     } else {
       values.push_back(item);
     }
@@ -195,8 +204,13 @@ void check_sections(ExperimentConfig& config, const std::string& path, int line_
   if (config.baseline.empty() && has_method("svm")) config.baseline = "svm";
   if (!config.baseline.empty() && !has_method(config.baseline))
     fail(0, "baseline '" + config.baseline + "' is not a [method] of this config");
-  for (const std::string& name : config.margin_methods)
+  for (const std::string& name : config.margin_methods) {
     if (!has_method(name)) fail(0, "margin-plot names '" + name + "', which is not a [method]");
+    for (const MethodSpec& m : config.methods)
+      if (m.name == name && !m.external.empty())
+        fail(0, "margin-plot names '" + name + "', an external method: margins are drawn for " +
+                    "polymargin's learners only");
+  }
 }
 
 ExperimentConfig parse_config(const std::string& text, const std::string& path,
@@ -211,6 +225,7 @@ ExperimentConfig parse_config(const std::string& text, const std::string& path,
   std::set<std::string> keys_seen;
   while (std::getline(in, raw)) {
     ++line_number;
+    if (line_number == 1) drop_byte_order_mark(raw);
     const std::string where = path + ":" + std::to_string(line_number);
     const std::string line = trim(raw.substr(0, raw.find('#')));
     if (line.empty()) continue;

@@ -47,7 +47,9 @@ std::vector<std::pair<std::string, std::string>> config_entries(
   std::vector<std::pair<std::string, std::string>> entries;
   if (config.empty()) return entries;
   std::ifstream in(config);  // unreadable: the full parse reports it
-  for (std::string line; std::getline(in, line);) {
+  bool first = true;
+  for (std::string line; std::getline(in, line); first = false) {
+    if (first) drop_byte_order_mark(line);
     line = line.substr(0, line.find('#'));
     const auto eq = line.find('=');
     if (eq != std::string::npos)

@@ -188,6 +188,9 @@ TEST(ExperimentConfig, ErrorsNameFileAndLine) {
   EXPECT_NE(message("[dataset a]\ndata = x\n[method m]\nalgo = ldm\nlambda1 = 2^-1..2^-3\n")
                 .find("FROM ≤ TO"),
             std::string::npos);
+  EXPECT_NE(message("margin-plot = l\n[dataset a]\ndata = x\n[method l]\nexternal = liblinear\n")
+                .find("an external method"),
+            std::string::npos);
   EXPECT_NE(message("baseline = none\n[dataset a]\ndata = x\n[method m]\nalgo = ldm\n")
                 .find("baseline 'none'"),
             std::string::npos);
@@ -197,6 +200,17 @@ TEST(ExperimentConfig, ErrorsNameFileAndLine) {
   EXPECT_NE(message(one_fold).find("bad.conf:2: folds must be at least 2"), std::string::npos)
       << message(one_fold);
   EXPECT_EQ(parse_config(one_fold, "bad.conf", {.folds = 3}).folds, 3);
+  EXPECT_NE(message("[dataset a]\ndata = x\n[method m]\nalgo = ldm\ncost = 2^-1080..2^-1070\n")
+                .find("bad.conf:5: cost: 2^-1080 is out of a double's range"),
+            std::string::npos);
+  // Powers are written as the shortest text that reads back to them.
+  EXPECT_EQ(parse_value_list("10^-2..10^1", "x"),
+            (std::vector<std::string>{"0.01", "0.1", "1", "10"}));
+  // An editor's byte order mark before the first key is not part of it.
+  EXPECT_EQ(parse_config("\xEF\xBB\xBFtitle = t\n[dataset a]\ndata = x\n[method m]\nalgo = ldm\n",
+                         "bom.conf")
+                .title,
+            "t");
   EXPECT_NE(message("repeats = 0\n[dataset a]\ndata = x\n[method m]\nalgo = ldm\n")
                 .find("bad.conf:1: repeats must be at least 1"),
             std::string::npos);
@@ -619,6 +633,8 @@ TEST(Experiment, AMissingLiblinearIsReportedNotReplaced) {
   const Outcome r = run("experiment '" + config.string() + "' -o '" + out.string() + "'",
                         "PATH=/nonexistent");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("experiment: method svml not run: liblinear-train"), std::string::npos)
+      << r.output;  // said on the console too
   const json results = json::parse(read(out / "results.json"));
   ASSERT_EQ(results["methods"].size(), 2u);
   EXPECT_EQ(results["methods"][0]["status"], "ok");

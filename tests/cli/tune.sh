@@ -125,6 +125,9 @@ jq -e '(.tune.settings | length) == 3 and .tune.stopped_by_budget' "$work/budget
   || fail "--tune-budget 3 ran $(jq '.tune.settings | length' "$work/budget.json") settings"
 [ ! -e "$work/ck" ] && [ ! -e "$work/ck.tune" ] || fail "checkpoint or tuning cells left behind"
 # The tuning's keys from --config as from flags: the same search and model; without tune, refused.
+printf '\xef\xbb\xbfepochs = 3\n' > "$work/bom.conf"  # an editor's byte order mark
+"$bin" train -d "$work/threshold.svm" -o "$work/bom.model" --config "$work/bom.conf" > /dev/null 2>&1 \
+  || fail "--config with a byte order mark"
 printf 'tune = true\ntune-budget = 3\nalgo = ldm\n' > "$work/tune.conf"
 "$bin" train -d "$work/threshold.svm" -o "$work/budget.conf.model" --config "$work/tune.conf" --json \
   > "$work/budget.conf.json" 2> /dev/null || fail "--config with tune = true"
