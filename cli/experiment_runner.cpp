@@ -24,6 +24,7 @@
 #include "io/atomic_file.h"
 #include "io/shards.h"
 #include "io/split.h"
+#include "io/temporaries.h"
 #include "io/text_reader.h"
 #include "io/text_writer.h"
 
@@ -317,6 +318,12 @@ SplitFiles make_split(const std::vector<std::string>& data, const std::vector<st
       }
     }
   }
+
+  // Made again: first the leftovers of a killed run's writes of these files
+  // (r2.test.svm.tmp-PID-N).
+  for (const std::string& path : made) io::sweep_dead_temporaries(path);
+  io::sweep_dead_temporaries(stamp_path);
+  if (test.empty()) io::sweep_dead_temporaries(split_paths[0]);
 
   std::uint64_t max_index = 0;
   const auto note_indices = [&](const CsrView& rows) {

@@ -470,9 +470,13 @@ TEST(Experiment, AChangedInputIsRecomputedAndOnlyIt) {
       tests.push_back(e.path());
   ASSERT_FALSE(tests.empty());
   fs::remove(tests[0]);
+  // ... and a killed run's leftover beside it is swept then.
+  const fs::path leftover = tests[0].string() + ".tmp-999999-0";
+  write(leftover, "a partial split");
   const Outcome third = run("experiment '" + config.string() + "' -o '" + out.string() + "'");
   ASSERT_EQ(third.exit_code, 0) << third.output;
   EXPECT_TRUE(fs::exists(tests[0]));
+  EXPECT_FALSE(fs::exists(leftover));
   EXPECT_EQ(json::parse(read(out / "results.json"))["run"]["cells_computed"], 0) << third.output;
 }
 
