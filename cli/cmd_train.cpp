@@ -82,16 +82,7 @@ WarmStart load_warm_start(const std::string& path, const std::string& algo,
   warm.path = path;
   warm.model = io::load_model(path);  // DataError for a model of another kind
   const engine::LinearModel& m = warm.model;
-  if (m.algorithm != algo)
-    throw DataError(path, 0, 0,
-                    "--warm-start: an " + m.algorithm + " model cannot start a --algo " + algo +
-                        " run");
-  if (static_cast<float>(m.labels.negative) != static_cast<float>(labels.negative) ||
-      static_cast<float>(m.labels.positive) != static_cast<float>(labels.positive))
-    throw DataError(path, 0, 0,
-                    "--warm-start: the model's labels " + number(m.labels.negative) + " / " +
-                        number(m.labels.positive) + " are not the data's " +
-                        number(labels.negative) + " / " + number(labels.positive));
+  check_warm_model(m, path, algo, labels);
   if (m.index_base != manifest.index_base)
     throw DataError(path, 0, 0,
                     "--warm-start: the model has index base " + std::to_string(m.index_base) +

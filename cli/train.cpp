@@ -156,6 +156,20 @@ void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::stri
                      "another name");
 }
 
+void check_warm_model(const engine::LinearModel& m, const std::string& path,
+                      const std::string& algo, const engine::LabelMap& labels) {
+  if (m.algorithm != algo)
+    throw DataError(
+        path, 0, 0,
+        "--warm-start: an " + m.algorithm + " model cannot start a --algo " + algo + " run");
+  if (static_cast<float>(m.labels.negative) != static_cast<float>(labels.negative) ||
+      static_cast<float>(m.labels.positive) != static_cast<float>(labels.positive))
+    throw DataError(path, 0, 0,
+                    "--warm-start: the model's labels " + number(m.labels.negative) + " / " +
+                        number(m.labels.positive) + " are not the data's " +
+                        number(labels.negative) + " / " + number(labels.positive));
+}
+
 bool metrics_may_replace(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec) || io::writes_in_place(path)) return true;

@@ -14,6 +14,7 @@
 #include "cli/progress.h"
 #include "engine/classifier.h"
 #include "engine/errors.h"
+#include "engine/linear_model.h"
 #include "io/shards.h"
 
 namespace polymargin::cli {
@@ -56,6 +57,10 @@ std::string number(double x);
 /// Exactly two distinct labels, else a DataError naming `data` and the labels found; the larger
 /// becomes +1 (so ±1, 0/1 and any other pair work).
 engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& data);
+/// A --warm-start model (at `path`) for a run of `algo` on data of `labels`: DataError naming the
+/// file when it is another learner's or has other labels.
+void check_warm_model(const engine::LinearModel& model, const std::string& path,
+                      const std::string& algo, const engine::LabelMap& labels);
 
 /// io::check_outputs for `train`, before any work: the data, --validation, --unlabeled,
 /// --warm-start, --resume and --config files are inputs; -o, --checkpoint (which may be the

@@ -928,16 +928,13 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   // The outputs against the inputs, as train checks them, but before the search, not after it.
   check_train_paths(t.inputs, t.output, t.checkpoint, t.metrics_json);
 
-  // --warm-start: the final run starts from this model, so it must be one of this learner's, and
-  // the final run must have its bias and normalisation: the search keeps those (a setting the final
-  // run would refuse is no choice). Refused now, not after the search.
+  // --warm-start: the final run starts from this model, so it must be one of this learner's
+  // (checked with the data's labels, below), and the final run must have its bias and
+  // normalisation: the search keeps those (a setting the final run would refuse is no choice).
+  // Refused now, not after the search.
   std::optional<engine::LinearModel> warm_model;
   if (!t.warm_start.empty() && (algo == "ldm" || algo == "svm")) {
     warm_model = io::load_model(t.warm_start);  // DataError for a file of another kind
-    if (warm_model->algorithm != algo)
-      throw DataError(t.warm_start, 0, 0,
-                      "--warm-start: an " + warm_model->algorithm +
-                          " model cannot start a --algo " + algo + " run");
     const std::pair<std::string, std::string> kept[] = {
         {"bias", number(warm_model->bias_value)},
         {"normalize", warm_model->normalize_l2 ? "l2" : "none"}};
@@ -1004,13 +1001,7 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   // What every cell would refuse, said once about the user's data rather than a fold's.
   if (algo != "cpm") {
     const engine::LabelMap labels = binary_labels(counts, data_name(t.data));
-    if (warm_model &&
-        (static_cast<float>(warm_model->labels.negative) != static_cast<float>(labels.negative) ||
-         static_cast<float>(warm_model->labels.positive) != static_cast<float>(labels.positive)))
-      throw DataError(t.warm_start, 0, 0,
-                      "--warm-start: the model's labels " + number(warm_model->labels.negative) +
-                          " / " + number(warm_model->labels.positive) + " are not the data's " +
-                          number(labels.negative) + " / " + number(labels.positive));
+    if (warm_model) check_warm_model(*warm_model, t.warm_start, algo, labels);
   }
   if (t.repeats == 0) t.repeats = default_repeats(algo, rows);
   const Folds folds =
