@@ -206,14 +206,18 @@ nlohmann::json DataParallel::model_record() const {
           {"sync_windows", sync_windows}};
 }
 
+std::string rank_prefix() {
+  const driver::MpiJob* mpi = driver::mpi_job();
+  if (!mpi || mpi->rank() == 0) return "";
+  return "rank " + std::to_string(mpi->rank()) + " of " + std::to_string(mpi->size()) + ": ";
+}
+
 int run_train_job(const std::vector<std::string>& args, TrainJob job) {
   // Of an MPI job's ranks, rank 0 reports; another rank only when it fails (it then ends the job
   // before rank 0 can: on a shared path its record is the job's), its error named with its rank.
   const driver::MpiJob* mpi = driver::mpi_job();
   const bool leads = !mpi || mpi->rank() == 0;
-  const std::string rank =
-      leads ? ""
-            : "rank " + std::to_string(mpi->rank()) + " of " + std::to_string(mpi->size()) + ": ";
+  const std::string rank = rank_prefix();
   MetricsFile metrics(peek_option(args, "metrics-json", ""));
   const auto stopped = [&](const Interrupted& stop) {
     const int code = interrupted_exit_code(stop);

@@ -154,6 +154,8 @@ using TrainJob = int (*)(const std::vector<std::string>& args, MetricsFile& metr
 /// Runs `job` with the outcome recorded in --metrics-json whatever it is: on Interrupted it says
 /// so on stderr and returns interrupted_exit_code; errors are recorded and rethrown.
 int run_train_job(const std::vector<std::string>& args, TrainJob job);
+/// "rank r of R: " on a rank other than 0 of an MPI job (the start of its error's record), else "".
+std::string rank_prefix();
 
 /// "0123456789abcdef".
 std::string hex64(std::uint64_t x);

@@ -1173,12 +1173,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
     record = nullptr;
     if (final_started) return;
     driver::defer_error_to_rank0();
-    const driver::MpiJob* mpi = driver::mpi_job();
-    const std::string rank =
-        !mpi || mpi->rank() == 0
-            ? ""
-            : "rank " + std::to_string(mpi->rank()) + " of " + std::to_string(mpi->size()) + ": ";
-    tune_metrics(args, algo).finish(code, "error", rank + error);
+    tune_metrics(args, algo).finish(code, "error", rank_prefix() + error);
   };
   try {
     return tune_then_train(args, algo, run, final_started);
