@@ -144,7 +144,16 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         args = ["--algo", self._algo] + list(paths) + ["-o", model]
         if data_name:
             args += ["--data-name", data_name]
-        args += _commands.flag_args(self.get_params(deep=False), self._switches())
+        params = self.get_params(deep=False)
+        warm = params.pop("warm_start", False)
+        if not isinstance(warm, (bool, np.bool_)):
+            raise TypeError(f"warm_start is a switch: True or False (got {warm!r})")
+        if warm and "model_" in self.__dict__:  # train --warm-start from the fitted model
+            start = os.path.join(tmp, "warm-start.pmm")
+            with open(start, "wb") as f:
+                f.write(self.model_)
+            args += ["--warm-start", start]
+        args += _commands.flag_args(params, self._switches() - {"warm_start"})
         self.train_report_ = _commands.run_json("train", args)
         with open(model, "rb") as f:
             self._set_model(f.read(), model)
@@ -266,7 +275,10 @@ class _Linear(_Polymargin):
 
 
 class LDMClassifier(_Linear):
-    """The Large margin Distribution Machine, by averaged SGD (`polymargin train --algo ldm`)."""
+    """The Large margin Distribution Machine, by averaged SGD (`polymargin train --algo ldm`).
+
+    warm_start=True: a fit after the first starts from the fitted model (`train --warm-start`),
+    as for LinearSVMClassifier."""
 
     _algo = "ldm"
 
@@ -274,7 +286,7 @@ class LDMClassifier(_Linear):
                  epochs=None, avg_start_epochs=None, eta0=None, bias=None, scale=None,
                  normalize=None, seed=None, threads=None, window_blocks=None, pairing=None,
                  workers=None, sync_rows=None, tune=False, tune_folds=None, tune_repeats=None,
-                 tune_rows=None, tune_budget=None):
+                 tune_rows=None, tune_budget=None, warm_start=False):
         _keep(self, locals())
 
 
@@ -286,7 +298,7 @@ class LinearSVMClassifier(_Linear):
     def __init__(self, *, cost=None, epochs=None, avg_start_epochs=None, eta0=None, bias=None,
                  scale=None, normalize=None, seed=None, threads=None, window_blocks=None,
                  workers=None, sync_rows=None, tune=False, tune_folds=None, tune_repeats=None,
-                 tune_rows=None, tune_budget=None):
+                 tune_rows=None, tune_budget=None, warm_start=False):
         _keep(self, locals())
 
 

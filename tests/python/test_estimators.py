@@ -52,6 +52,36 @@ def test_options_reach_the_command(a9a, a9a_files, tmp_path):
     assert other.model_ != est.model_
 
 
+@pytest.mark.parametrize("algo", ["ldm", "svm"])
+def test_warm_start_continues_from_the_fitted_model(algo, a9a, a9a_files, tmp_path):
+    X, y, Xt, yt = a9a
+    est = STREAMED[algo](seed=3, epochs=2).fit(X, y, data_name=a9a_files[0])
+    est.save(tmp_path / "first.model")
+    cold = STREAMED[algo](seed=3, epochs=2).fit(Xt, yt, data_name=a9a_files[1]).model_
+    # A second fit with warm_start=True is `train --warm-start` from the first fit's model.
+    est.set_params(warm_start=True).fit(Xt, yt, data_name=a9a_files[1])
+    cli_model = tmp_path / "cli.model"
+    cli("train", "--algo", algo, a9a_files[1], "-o", cli_model, "--seed", 3, "--epochs", 2,
+        "--warm-start", tmp_path / "first.model")
+    # The same model but for the warm start's path (a temporary file here, recorded as "model").
+    cli_est = pm.load(cli_model)
+    warm, cli_warm = est.model_info_["config"].pop("warm_start"), \
+        cli_est.model_info_["config"].pop("warm_start")
+    assert warm.pop("model") != cli_warm.pop("model")
+    assert warm == cli_warm
+    assert est.model_info_ == cli_est.model_info_
+    assert np.array_equal(est.decision_function(Xt), cli_est.decision_function(Xt))
+    assert est.model_ != cold
+    # The first fit of a warm_start estimator is a cold one.
+    assert STREAMED[algo](seed=3, epochs=2, warm_start=True).fit(
+        Xt, yt, data_name=a9a_files[1]).model_ == cold
+    with pytest.raises(TypeError, match="warm_start is a switch"):
+        STREAMED[algo](warm_start="yes").fit(X, y)
+    # Other classes than the model's: train's refusal.
+    with pytest.raises(ValueError, match="warm"):
+        est.fit(X, np.where(y > 0, 2.0, 3.0))
+
+
 def test_eval_and_load_agree_with_python(a9a, a9a_files, tmp_path):
     X, y, Xt, yt = a9a
     est = pm.LDMClassifier().fit(X, y)
