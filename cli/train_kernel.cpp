@@ -61,7 +61,7 @@ struct CommonOptions {
 };
 
 void add_common_options(po::options_description& opts, CommonOptions& o, const std::string& kernels,
-                        double default_bias, double default_width) {
+                        double default_bias, double default_width, bool bias_applies = true) {
   opts.add_options()("data,d", po::value(&o.inputs)->multitoken(),
                      "training data: LIBSVM text (plain, gzip, bzip2, zstd; several files) or a "
                      "shard directory; held in memory (regular-scale data)")(
@@ -75,7 +75,9 @@ void add_common_options(po::options_description& opts, CommonOptions& o, const s
       "(0: 1)")("degree", po::value(&o.degree)->default_value(3), "poly: degree")(
       "coef0", po::value(&o.coef0)->default_value(0), "poly: c0")(
       "bias", po::value(&o.bias)->default_value(default_bias),
-      "value B of a constant (regularised) bias feature: adds B² to the kernel; 0: none")(
+      bias_applies
+          ? "value B of a constant (regularised) bias feature: adds B² to the kernel; 0: none"
+          : "not for this learner, which has intercepts of its own (only 0)")(
       "scale", po::value(&o.scale)->default_value("maxabs"),
       "maxabs: divide each feature by its max |value| (the papers' [0,1] protocol) | none")(
       "normalize", po::value(&o.normalize)->default_value("none"),
@@ -248,6 +250,11 @@ ResolvedKernel resolve_kernel(const CommonOptions& o, const engine::RowSet& x) {
                         "all training rows are identical: δ = 0, no RBF width can be derived "
                         "(give --gamma)");
       r.spec.gamma = engine::rbf_gamma_for_width(o.rbf_width * r.mean_distance);
+      if (!(r.spec.gamma > 0 && std::isfinite(r.spec.gamma)))
+        throw UsageError("train: --rbf-width " + number(o.rbf_width) +
+                         " gives σ = " + number(o.rbf_width * r.mean_distance) +
+                         " (δ = " + number(r.mean_distance) + "), whose γ = 1/(2σ²) = " +
+                         number(r.spec.gamma) + " is not a positive finite number");
     }
   } else if (r.spec.type == engine::KernelType::kPolynomial) {
     r.spec.gamma = o.gamma > 0 ? o.gamma : 1.0;
@@ -403,7 +410,7 @@ void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& s
   summary["setup_seconds"] = phases.setup;
   summary["solve_seconds"] = phases.solve;
   summary["save_seconds"] = save_seconds;
-  summary["validation_seconds"] = validation_seconds;
+  if (validated) summary["validation_seconds"] = validation_seconds;
   summary["total_seconds"] = seconds_since(start);
   summary["model_path"] = o.output;
 
@@ -411,6 +418,7 @@ void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& s
                        {"setup", phases.setup}, {"solve", phases.solve},
                        {"save", save_seconds},  {"validation", validation_seconds},
                        {"total", summary["total_seconds"]}};
+  if (!validated) report["seconds"].erase("validation");  // a phase that did not run has no key
   report["objective"] = summary["objective"];
   report["converged"] = summary["converged"];
   report["train"] = metrics_json(engine::binary_metrics(train_scores, train_signs));
@@ -539,7 +547,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   summary["support_vectors"] = model.vectors.size();
   summary["objective"] = result.primal_objective;
   summary["dual_objective"] = result.dual_objective;
-  summary["memory_bytes"] = engine::kldm_peak_bytes(t.y.size());
+  summary["memory_bytes"] = static_cast<std::uint64_t>(engine::kldm_peak_bytes(t.y.size()));
   save_and_report(model, summary, result.scores, t.y,
                   {t.open_seconds, gram_seconds, setup_seconds, solve_seconds}, job.start, o,
                   t.validation, metrics);
@@ -593,7 +601,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   // The defaults: width 4·δ and C = 1/8, the setting within 2 points of the best on the most of
   // 19 UCI sets (docs/accuracy.md, "The Twin LDM's defaults").
   add_common_options(opts, o, "linear (planes in feature space, eqs. 9-12) | rbf (eqs. 13-16)", 0,
-                     4);
+                     4, /*bias_applies=*/false);
   opts.add_options()("cost,c", po::value(&config.c)->default_value(0.125),
                      "c1 = c2, weight of the slacks (the paper's grid: 2^-8 … 2^8)")(
       "lambda1", po::value(&config.lambda1)->default_value(1),
@@ -698,7 +706,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
       engine::tldm_primal_objective(basis, t.y, result.plane[1].w, result.plane[1].b, 1, config)};
   summary["plane_objectives"] = {objectives[0], objectives[1]};
   summary["objective"] = objectives[0] + objectives[1];
-  summary["memory_bytes"] = engine::tldm_peak_bytes(l, q);
+  summary["memory_bytes"] = static_cast<std::uint64_t>(engine::tldm_peak_bytes(l, q));
   save_and_report(model, summary, scores, t.y, {t.open_seconds, gram_seconds, 0.0, solve_seconds},
                   job.start, o, t.validation, metrics);
   return kExitOk;
@@ -723,7 +731,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
       "c2", po::value(&config.c2)->default_value(1),
       "C2, weight of the unlabelled symmetric hinge loss (variant rmm: of the compactness)")(
       "c3", po::value(&config.c3)->default_value(1),
-      "C3, weight of the compactness [|f| − ε]_+ on every row (variant cmm)")(
+      "C3, weight of the compactness [|f| − ε]_+ on every row (variant cmm; rmm takes C2)")(
       "epsilon", po::value(&config.epsilon)->default_value(1), "ε, half-width of the compact tube")(
       "delta", po::value(&config.delta)->default_value(-0.3, "-0.3"),
       "δ ∈ (-1, 0], the ramp threshold of the CCCP split of the symmetric hinge")(
@@ -732,9 +740,10 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
       "hinge (semi-supervised relative margin machine), one convex problem")(
       "balance-mean", po::value(&config.balance_mean),
       "r of the class-balance constraint mean_unlabelled f = r kept in every CCCP round (default: "
-      "the mean label of the labelled rows)")(
-      "no-balance", po::bool_switch(&no_balance), "drop the class-balance constraint")(
-      "max-rounds", po::value(&config.max_rounds)->default_value(30), "at most this many CCCP rounds")(
+      "the mean label of the labelled rows)")("no-balance", po::bool_switch(&no_balance),
+                                              "drop the class-balance constraint")(
+      "max-rounds", po::value(&config.max_rounds)->default_value(30),
+      "at most this many CCCP rounds")(
       "tolerance", po::value(&config.tolerance)->default_value(1e-3),
       "a round stops when no coordinate step moves the dual by more than this")(
       "max-sweeps", po::value(&config.max_sweeps)->default_value(5000),
@@ -750,6 +759,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   if (variant != "cmm" && variant != "rmm")
     throw UsageError("train: --variant must be cmm or rmm (got '" + variant + "')");
   config.rmm_variant = variant == "rmm";
+  if (config.rmm_variant) config.c3 = config.c2;  // the variant's C3, as recorded and printed
   config.balance = !no_balance;
   config.seed = o.seed;
   check_config(config);

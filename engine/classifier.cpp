@@ -26,9 +26,9 @@ nlohmann::json Classifier::info_json() const {
   return j;
 }
 
-nlohmann::json Classifier::maxabs_json(const std::vector<float>& maxabs) {
+nlohmann::json Classifier::maxabs_json(const std::vector<float>& maxabs) const {
   nlohmann::json s = nlohmann::json::object();
-  for (std::size_t f = 0; f < maxabs.size(); ++f)
+  for (std::size_t f = static_cast<std::size_t>(index_base); f < maxabs.size(); ++f)
     if (maxabs[f] != 1.0f) s[std::to_string(f)] = maxabs[f];
   return s;
 }

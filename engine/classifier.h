@@ -75,8 +75,9 @@ class Classifier : public ModelInfo {
   /// The ModelInfo fields as JSON / text lines, for to_json() and to_text() of derived models.
   nlohmann::json info_json() const;
   std::string info_text() const;
-  /// A scaled model's divisors max|x_f| other than 1, by feature id (an absent id: 1).
-  static nlohmann::json maxabs_json(const std::vector<float>& maxabs);
+  /// A scaled model's divisors max|x_f| other than 1, by feature id from index_base (an absent
+  /// id: 1; 0: no training row had the feature).
+  nlohmann::json maxabs_json(const std::vector<float>& maxabs) const;
 };
 
 }  // namespace polymargin::engine

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/errors.h"
+#include "engine/limits.h"
 #include "engine/random.h"
 
 namespace polymargin::engine {
@@ -32,11 +33,12 @@ bool has_copies(const CmmConfig& c, bool supervised_only) {
 }  // namespace
 
 void CmmConfig::validate() const {
-  if (!(c1 > 0) || !std::isfinite(c1)) throw ConfigError("c1", "must be > 0 (got " + num(c1) + ")");
-  if (!(c2 >= 0) || !std::isfinite(c2))
-    throw ConfigError("c2", "must be ≥ 0 (got " + num(c2) + ")");
-  if (!(c3 >= 0) || !std::isfinite(c3))
-    throw ConfigError("c3", "must be ≥ 0 (got " + num(c3) + ")");
+  if (!cost_in_range(c1))
+    throw ConfigError("c1", "must be a positive number in [1e-30, 1e30] (got " + num(c1) + ")");
+  if (c2 != 0 && !cost_in_range(c2))
+    throw ConfigError("c2", "must be 0 or in [1e-30, 1e30] (got " + num(c2) + ")");
+  if (c3 != 0 && !cost_in_range(c3))
+    throw ConfigError("c3", "must be 0 or in [1e-30, 1e30] (got " + num(c3) + ")");
   if (!(epsilon >= 0) || !std::isfinite(epsilon))
     throw ConfigError("epsilon", "must be ≥ 0 (got " + num(epsilon) + ")");
   if (!(delta > -1 && delta <= 0))

@@ -21,7 +21,8 @@ std::string decision_name(KernelModel::Decision decision) {
 double KernelModel::score(const CsrView& rows, std::size_t r, std::vector<double>& dense,
                           std::uint64_t* ignored) const {
   // The row as the learner saw it: features beyond the model dropped, values divided by their
-  // training max |value| in float (the reader's arithmetic), then widened.
+  // training max |value| in float (the reader's arithmetic), then widened. Under that scaling a
+  // feature no training row had is dropped too (it has no max |value|): ignored, as beyond.
   const std::uint32_t b = rows.offsets[r], e = rows.offsets[r + 1];
   double norm2 = 0;
   std::uint64_t skipped = 0;
@@ -32,6 +33,7 @@ double KernelModel::score(const CsrView& rows, std::size_t r, std::vector<double
       continue;
     }
     const float v = maxabs_scaled(rows.value(k), maxabs, f);
+    if (!maxabs.empty() && maxabs[f] == 0 && rows.value(k) != 0) ++skipped;
     dense[f] = v;
     norm2 += static_cast<double>(v) * v;
   }
@@ -122,9 +124,9 @@ std::string KernelModel::to_text() const {
       << "scaled " << (maxabs.empty() ? "no" : "yes") << "\n"
       << (normalize_l2 ? "normalize l2\n" : "");
   char buf[64];
-  if (!maxabs.empty()) {  // the divisors other than 1, feature:max|x|
+  if (!maxabs.empty()) {  // the divisors other than 1, feature:max|x| (0: no training row had it)
     out << "maxabs";
-    for (std::size_t f = 0; f < maxabs.size(); ++f)
+    for (std::size_t f = static_cast<std::size_t>(index_base); f < maxabs.size(); ++f)
       if (maxabs[f] != 1.0f) {
         std::snprintf(buf, sizeof buf, " %zu:%.9g", f, static_cast<double>(maxabs[f]));
         out << buf;
@@ -152,8 +154,10 @@ std::string KernelModel::to_text() const {
       std::snprintf(buf, sizeof buf, "%s%.17g", x ? " " : "", coefficients[x][i]);
       out << buf;
     }
-    for (std::uint32_t k = v.offsets[i]; k < v.offsets[i + 1]; ++k)
-      out << " " << v.indices[k] << ":" << v.value(k);
+    for (std::uint32_t k = v.offsets[i]; k < v.offsets[i + 1]; ++k) {
+      std::snprintf(buf, sizeof buf, " %u:%.9g", v.indices[k], static_cast<double>(v.value(k)));
+      out << buf;  // a float's every digit
+    }
     out << "\n";
   }
   return out.str();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/errors.h"
+#include "engine/limits.h"
 #include "engine/random.h"
 
 namespace polymargin::engine {
@@ -34,7 +35,8 @@ void KldmConfig::validate() const {
     throw ConfigError("lambda1", "must be ≥ 0 (got " + num(lambda1) + ")");
   if (!(lambda2 >= 0) || !std::isfinite(lambda2))
     throw ConfigError("lambda2", "must be ≥ 0 (got " + num(lambda2) + ")");
-  if (!(c > 0) || !std::isfinite(c)) throw ConfigError("c", "must be > 0 (got " + num(c) + ")");
+  if (!cost_in_range(c))
+    throw ConfigError("c", "must be a positive number in [1e-30, 1e30] (got " + num(c) + ")");
   if (!(tolerance > 0) || !std::isfinite(tolerance))
     throw ConfigError("tolerance", "must be > 0 (got " + num(tolerance) + ")");
   if (max_sweeps < 1)

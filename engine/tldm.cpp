@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/errors.h"
+#include "engine/limits.h"
 
 namespace polymargin::engine {
 
@@ -34,7 +35,8 @@ Eigen::LLT<Eigen::MatrixXd> factor(const Eigen::MatrixXd& m, const char* name) {
 }  // namespace
 
 void TldmConfig::validate() const {
-  if (!(c > 0) || !std::isfinite(c)) throw ConfigError("c", "must be > 0 (got " + num(c) + ")");
+  if (!cost_in_range(c))
+    throw ConfigError("c", "must be a positive number in [1e-30, 1e30] (got " + num(c) + ")");
   if (!(lambda1 >= 0) || !std::isfinite(lambda1))
     throw ConfigError("lambda1", "must be ≥ 0 (got " + num(lambda1) + ")");
   if (!(lambda2 >= 0) || !std::isfinite(lambda2))

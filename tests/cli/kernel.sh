@@ -82,7 +82,15 @@ cmp -s "$tmp/s.pred" "$tmp/t1.pred" || fail "text and shard training gave differ
 # Errors: clear message, documented exit code, no model file left behind.
 expect_exit 2 "kernel must be linear, rbf or poly" -- \
   "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --kernel sigmoid
-expect_exit 2 "cost must be > 0" -- "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" -c 0
+expect_exit 2 "cost must be a positive number in" -- "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" -c 0
+# C beyond [1e-30, 1e30] is refused before any work, as for the linear learners.
+expect_exit 2 "cost must be a positive number in" -- "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" -c 1e31
+expect_exit 2 "cost must be a positive number in" -- "$bin" train --algo tldm -d "$train" -o "$tmp/x.model" -c 1e300
+expect_exit 2 "c1 must be a positive number in" -- \
+  "$bin" train --algo cmm -d "$tmp/semi.svm" -o "$tmp/x.model" --c1 1e31
+expect_exit 2 "c3 must be 0 or in" -- "$bin" train --algo cmm -d "$tmp/semi.svm" -o "$tmp/x.model" --c3 1e-31
+expect_exit 2 "rbf-width 1e+300 gives" -- \
+  "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --rbf-width 1e300
 expect_exit 2 "rbf-width must be > 0" -- \
   "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --rbf-width -1
 expect_exit 2 "exclude each other" -- \
@@ -103,6 +111,18 @@ awk '{ $1 = ($1 > 0 ? 1 : 0); print }' "$train" > "$tmp/oneclass.svm"
 expect_exit 3 "two class labels besides 0" -- \
   "$bin" train --algo cmm -d "$tmp/oneclass.svm" -o "$tmp/x.model"
 [ ! -e "$tmp/x.model" ] || fail "a failed train left a model file behind"
+# The rmm variant's C3 is C2: the model records the value it used.
+"$bin" train --algo cmm -d "$tmp/semi.svm" -o "$tmp/rmm.model" --variant rmm --c2 5 --c3 7 \
+  > /dev/null 2>&1 || fail "train cmm rmm"
+"$bin" export -m "$tmp/rmm.model" --format json > "$tmp/rmm.json"
+grep -q '"c3": *5' "$tmp/rmm.json" || fail "rmm records another c3"
+# A feature no training row had: under maxabs scaling dropped from a kernel model's rows, and
+# counted as ignored.
+printf '1 1:0.5 2:1 5:2\n-1 1:-0.5 2:-1 5:-1\n1 1:0.4 2:0.9 5:1\n-1 1:-0.3 2:-0.8\n' > "$tmp/gap.svm"
+printf '1 1:0.5 2:1 3:7 5:2\n-1 1:-0.5 3:-2 4:1\n' > "$tmp/gaptest.svm"
+"$bin" train --algo kldm -d "$tmp/gap.svm" -o "$tmp/gap.model" > /dev/null 2>&1 || fail "train gap"
+"$bin" eval -m "$tmp/gap.model" -d "$tmp/gaptest.svm" --json > "$tmp/gap.json"
+grep -q '"ignored_nonzeros": 3' "$tmp/gap.json" || fail "unseen features not counted as ignored"
 # Into a file first: grep -q stops reading at its match, and with pipefail the help's later
 # writes to the closed pipe (SIGPIPE) would fail the check.
 "$bin" train --algo kldm --help > "$tmp/help.txt"
