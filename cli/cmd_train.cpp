@@ -656,6 +656,12 @@ int LinearRun::conclude() {
                        {"finish", finish_seconds},     {"final_pass", eval_seconds},
                        {"save", save_seconds},         {"validation", validation_seconds},
                        {"total", total_seconds}};
+  // A phase that did not run has no key.
+  if (no_final_pass) {
+    summary.erase("eval_seconds");
+    report["seconds"].erase("final_pass");
+  }
+  if (!validated) report["seconds"].erase("validation");
   report["checkpoints_written"] = trained.checkpoints_written;
   report["data_parallel"] = parallel.report();
   report["objective"] = objective;

@@ -612,6 +612,7 @@ int CpmRun::conclude() {
                        {"learn", learn_seconds},   {"read_wait", wait_seconds},
                        {"save", save_seconds},     {"validation", validation_seconds},
                        {"total", total_seconds}};
+  if (!validated) report["seconds"].erase("validation");  // a phase that did not run has no key
   report["checkpoints_written"] = trained.checkpoints_written;
   report["data_parallel"] = parallel.report();
   if (validated) report["validation"] = validated->metrics;

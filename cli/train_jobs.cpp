@@ -219,6 +219,7 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
   const bool leads = !mpi || mpi->rank() == 0;
   const std::string rank = rank_prefix();
   MetricsFile metrics(peek_option(args, "metrics-json", ""));
+  metrics.json()["command"] = "train";  // also for a run refused before its options are read
   const auto stopped = [&](const Interrupted& stop) {
     const int code = interrupted_exit_code(stop);
     const std::string message =

@@ -50,7 +50,14 @@ jq -r .error "$work/bad.json" | grep "bad.svm:2" > /dev/null || fail "error not 
 [ ! -e "$work/bad.model" ] || fail "a failed run wrote a model"
 expect 2 "--scale must be" train -d "$work/a.svm" -o "$work/x.model" --scale bogus \
   --metrics-json "$work/usage.json"
-[ "$(jq .exit_code "$work/usage.json")" = 2 ] || fail "usage-error metrics"
+[ "$(jq .exit_code "$work/usage.json")" = 2 ] && [ "$(jq -r .command "$work/usage.json")" = train ] ||
+  fail "usage-error metrics: $(cat "$work/usage.json")"
+# A phase that did not run has no key: no final pass, no validation.
+"$bin" train -d "$work/a.svm" -o "$work/n.model" --epochs 1 --no-final-pass --json \
+  --metrics-json "$work/n.json" > "$work/n.out" 2> /dev/null
+jq -e '.seconds | has("final_pass") or has("validation") | not' "$work/n.json" > /dev/null &&
+  jq -e 'has("eval_seconds") | not' "$work/n.out" > /dev/null ||
+  fail "keys of phases not run: $(jq -c .seconds "$work/n.json")"
 expect 6 "checkpoint written" train -d "$work/a.svm" -o "$work/x.model" --checkpoint "$work/ck" \
   --stop-after-rows 8000 --metrics-json "$work/stop.json"
 jq -e '.status == "interrupted" and .exit_code == 6 and .interrupted.rows == 8000' \
@@ -109,7 +116,7 @@ expect 3 "labels -1 / 1 are not the data's 0 / 1" train -d "$work/a01.svm" -o "$
 # a.model has the default bias (1 since issue 20).
 expect 2 "trained with --bias 1, this run has --bias 0" train -d "$work/a.svm" -o "$work/x.model" \
   --warm-start "$work/a.model" --bias 0
-expect 3 "holds a 'checkpoint' model, not a linear one" train -d "$work/a.svm" -o "$work/x.model" \
+expect 3 "is a training checkpoint, not a model" train -d "$work/a.svm" -o "$work/x.model" \
   --warm-start "$work/ck"
 expect 4 "cannot open model file" train -d "$work/a.svm" -o "$work/x.model" \
   --warm-start "$work/missing.model"
