@@ -61,6 +61,10 @@ LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOp
   // the run; with several processes, the first process's non-zero reason is everybody's.
   const auto stop_if_requested = [&](const Position& at) {
     take_position(at);
+    // After the run's last step there is nothing left to stop: the run ends as without a request
+    // (the same on every process: done() is decided at syncs, the position summed).
+    if (learner.done() || (job.pass + 1 >= options.passes && job.pass_rows >= rows_per_pass))
+      return;
     int reason = options.stop_requested ? options.stop_requested(job.rows) : 0;
     if (shared) {
       std::vector<double> reasons(static_cast<std::size_t>(options.peers->count), 0.0);

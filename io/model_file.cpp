@@ -365,11 +365,20 @@ engine::LinearModel linear_from(const ModelContainer& file, const std::string& p
   return model;
 }
 
+// A training checkpoint given where a model is expected: said so, with what to do with it.
+void refuse_checkpoint(const std::string& path, const std::string& kind) {
+  if (kind == "checkpoint" || kind == "cpm_checkpoint")
+    corrupt(path,
+            "is a training checkpoint, not a model: finish its run with `train ... --resume " +
+                path + "` (the options of the interrupted run), which writes the model");
+}
+
 }  // namespace
 
 engine::LinearModel load_model(const std::string& path) {
   const ModelContainer file = read_model_container(path);
   const std::string kind = model_kind(file, path);
+  refuse_checkpoint(path, kind);
   if (kind != "linear") corrupt(path, "holds a '" + kind + "' model, not a linear one");
   return linear_from(file, path);
 }
@@ -381,6 +390,7 @@ std::unique_ptr<engine::Classifier> load_classifier(const std::string& path) {
   if (kind == "linear") return std::make_unique<engine::LinearModel>(linear_from(file, path));
   if (kind == "cpm") return std::make_unique<engine::CpmModel>(cpm_from(file, path));
   if (kind == "kernel") return std::make_unique<engine::KernelModel>(kernel_model_from(file, path));
+  refuse_checkpoint(path, kind);
   corrupt(path, "holds a model of kind '" + kind + "', which this build does not know");
 }
 

@@ -31,8 +31,8 @@ for algo in ldm svm; do
   [ ! -e "$work/ck" ] || fail "$algo: checkpoint left after a completed run"
 
   # Stops at: the first window, mid-epoch 1, the end of epoch 1 (6000), mid-epoch 3 (averaging
-  # from 12000), the end of the last epoch; then chained stops on one checkpoint.
-  for stop in 500 3500 6000 14000 24000; do
+  # from 12000); then chained stops on one checkpoint.
+  for stop in 500 3500 6000 14000; do
     expect 6 "checkpoint written to $work/ck" train --algo $algo "${common[@]}" -o "$work/m" \
       --checkpoint "$work/ck" --stop-after-rows $stop
     [ -s "$work/ck" ] || fail "$algo: no checkpoint after --stop-after-rows $stop"
@@ -43,6 +43,12 @@ for algo in ldm svm; do
     cmp -s "$work/ref.$algo" "$work/m" || fail "$algo: stopped at $stop and resumed: other model"
     rm -f "$work/m" "$work/ck"
   done
+  # A stop requested at the last epoch's end finds nothing left to stop: the model is written.
+  "$bin" train --algo $algo "${common[@]}" -o "$work/m" --checkpoint "$work/ck" \
+    --stop-after-rows 24000 > /dev/null 2>&1 || fail "$algo: a stop at the run's end stopped it"
+  cmp -s "$work/ref.$algo" "$work/m" || fail "$algo: stop at the end: other model"
+  [ ! -e "$work/ck" ] || fail "$algo: checkpoint left after a completed run"
+  rm -f "$work/m"
   for stop in 2500 9000 13500 19000; do  # each run continues the last one's checkpoint
     resume=()
     [ -e "$work/ck" ] && resume=(--resume "$work/ck")
@@ -64,6 +70,11 @@ expect 2 "c 10.0 -> 1.0" train "${common[@]}" -c 1 -o "$work/m" --resume "$work/
 expect 3 "other training data" train -d "$work/other.shards" --seed 3 "${opts[@]}" -o "$work/m" \
   --resume "$work/ck"
 expect 3 "not a training checkpoint" train "${common[@]}" -o "$work/m" --resume "$work/ref.ldm"
+# ... and a checkpoint where a model is expected.
+for cmd in eval predict; do
+  expect 3 "is a training checkpoint, not a model" $cmd -m "$work/ck" -d "$work/d.shards"
+done
+expect 3 "is a training checkpoint, not a model" export -m "$work/ck"
 cp "$work/ck" "$work/bad.ck"
 printf '\x55' | dd of="$work/bad.ck" bs=1 seek=5000 conv=notrunc 2> /dev/null
 expect 3 "checksum mismatch" train "${common[@]}" -o "$work/m" --resume "$work/bad.ck"
