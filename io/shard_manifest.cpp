@@ -1,9 +1,12 @@
 #include "io/shard_manifest.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -90,6 +93,39 @@ class Fields {
   std::string path_;
 };
 
+// The manifest's own checksum: over its fields as compact JSON, in the file's order, without the
+// checksum itself, so that a changed value (a label count, the index base, max_index: nothing
+// else pins them) is caught, and a change of layout or spacing is not.
+std::uint64_t manifest_checksum(Json j) {
+  j.erase("manifest_checksum");
+  const std::string text = j.dump();
+  return checksum(text.data(), text.size());
+}
+
+// The fields a manifest has; any other is a damaged name (or a newer build's field).
+constexpr std::array kManifestFields = {"format",
+                                        "format_version",
+                                        "codec",
+                                        "zstd_level",
+                                        "block_rows",
+                                        "rows",
+                                        "nnz",
+                                        "max_index",
+                                        "index_base",
+                                        "features",
+                                        "has_values",
+                                        "label_counts",
+                                        "text_bytes",
+                                        "bad_lines_skipped",
+                                        "bad_lines",
+                                        "created_utc",
+                                        "convert_seconds",
+                                        "sources",
+                                        "total_blocks",
+                                        "shards",
+                                        "block_index_checksum",
+                                        "manifest_checksum"};
+
 }  // namespace
 
 bool stat_source(const std::string& path, SourceInfo& info) {
@@ -166,6 +202,7 @@ std::string manifest_json(const Manifest& m) {
                       {"content_checksum", hex(s.content_checksum)}});
   j["shards"] = shards;
   j["block_index_checksum"] = hex(combined_index_checksum(m.shards));
+  j["manifest_checksum"] = hex(manifest_checksum(j));
   return j.dump(2) + "\n";
 }
 
@@ -196,6 +233,10 @@ Manifest read_manifest(const std::string& dir) {
   }
   if (!j.is_object()) throw DataError(path, 0, 0, "manifest unparseable (not a JSON object)");
   const Fields f(j, path);
+  for (const auto& [key, value] : j.items())
+    if (std::find(kManifestFields.begin(), kManifestFields.end(), key) == kManifestFields.end())
+      f.fail("unknown field '" + key + "'");
+
   Manifest m;
   m.format_version = f.get<std::uint32_t>("format_version");
   if (m.format_version != kShardFormatVersion)
@@ -262,6 +303,11 @@ Manifest read_manifest(const std::string& dir) {
   if (m.block_rows == 0) f.fail("block_rows must be positive");
   if (f.get_hex(j, "block_index_checksum") != combined_index_checksum(m.shards))
     f.fail("block index checksum mismatch");
+  // Last, what no check above can see: a changed value that keeps the manifest consistent (a
+  // label count's label, the index base, max_index). Manifests written before the checksum was
+  // added have none.
+  if (j.contains("manifest_checksum") && f.get_hex(j, "manifest_checksum") != manifest_checksum(j))
+    f.fail("manifest checksum mismatch: a field was changed after convert wrote it");
   return m;
 }
 
@@ -301,28 +347,83 @@ void write_maxabs(const std::string& path, const std::vector<std::span<const flo
   file.commit();
 }
 
-std::vector<float> read_maxabs(const std::string& path, std::uint64_t expected_count) {
-  const MappedFile file(path);
-  const std::size_t expected_bytes =
+namespace {
+
+// Reads `size` bytes at `offset` of fd into `into`; DataError when the file ends first.
+void read_at(int fd, const std::string& path, void* into, std::size_t size, std::uint64_t offset) {
+  auto* at = static_cast<char*>(into);
+  while (size > 0) {
+    const ssize_t n = ::pread(fd, at, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw IoError("cannot read " + path + ": " + std::strerror(errno));
+    if (n == 0) throw DataError(path, 0, 0, "truncated while reading (re-run convert)");
+    at += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+}
+
+// feature_maxabs.bin read through its checksum a piece at a time: into `out` when given, else
+// only checked (verify), so that memory stays a buffer's whatever the largest feature id (the
+// file is sparse: ids near 2^32 make gigabytes of holes).
+void scan_maxabs(const std::string& path, std::uint64_t expected_count, std::vector<float>* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      throw DataError(path, 0, 0, "missing: the shard directory is incomplete (re-run convert)");
+    throw IoError("cannot open " + path + ": " + std::strerror(errno));
+  }
+  const std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) {
+    ::close(*f);
+    delete f;
+  });
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw IoError("cannot examine " + path + ": " + std::strerror(errno));
+  const std::uint64_t expected_bytes =
       sizeof(MaxabsHeader) + expected_count * sizeof(float) + sizeof(std::uint64_t);
-  if (file.size() != expected_bytes)
+  if (static_cast<std::uint64_t>(st.st_size) != expected_bytes)
     throw DataError(path, 0, 0,
-                    "size " + std::to_string(file.size()) + " bytes, expected " +
+                    "size " + std::to_string(st.st_size) + " bytes, expected " +
                         std::to_string(expected_bytes) + " (truncated or foreign; re-run convert)");
   MaxabsHeader header;
-  std::memcpy(&header, file.data(), sizeof header);
-  std::uint64_t stored;
-  std::memcpy(&stored, file.data() + expected_bytes - sizeof stored, sizeof stored);
+  read_at(fd, path, &header, sizeof header, 0);
   if (std::memcmp(header.magic, kMaxabsMagic, sizeof header.magic) != 0 ||
       header.format_version != kShardFormatVersion || header.count != expected_count)
     throw DataError(path, 0, 0, "not a feature_maxabs file of this format (re-run convert)");
-  if (checksum(file.data(), expected_bytes - sizeof stored) != stored)
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                       &XXH3_freeState);
+  if (!state) throw std::bad_alloc();
+  XXH3_64bits_reset(state.get());
+  XXH3_64bits_update(state.get(), &header, sizeof header);
+  constexpr std::uint64_t kPiece = std::uint64_t{1} << 20;  // floats a read: 4 MiB
+  std::vector<float> buffer;
+  if (out) {
+    out->resize(expected_count);
+  } else {
+    buffer.resize(std::min(expected_count, kPiece));
+  }
+  for (std::uint64_t first = 0; first < expected_count; first += kPiece) {
+    const std::uint64_t count = std::min(kPiece, expected_count - first);
+    float* into = out ? out->data() + first : buffer.data();
+    read_at(fd, path, into, count * sizeof(float), sizeof header + first * sizeof(float));
+    XXH3_64bits_update(state.get(), into, count * sizeof(float));
+  }
+  std::uint64_t stored;
+  read_at(fd, path, &stored, sizeof stored, expected_bytes - sizeof stored);
+  if (XXH3_64bits_digest(state.get()) != stored)
     throw DataError(path, 0, 0, "checksum mismatch: the file is corrupt (re-run convert)");
-  std::vector<float> maxabs(expected_count);
-  // An empty data set has no maxima, and an empty vector's data() may be null, which memcpy refuses.
-  if (expected_count > 0)
-    std::memcpy(maxabs.data(), file.data() + sizeof header, expected_count * sizeof(float));
+}
+
+}  // namespace
+
+std::vector<float> read_maxabs(const std::string& path, std::uint64_t expected_count) {
+  std::vector<float> maxabs;
+  scan_maxabs(path, expected_count, &maxabs);
   return maxabs;
+}
+
+void check_maxabs(const std::string& path, std::uint64_t expected_count) {
+  scan_maxabs(path, expected_count, nullptr);
 }
 
 }  // namespace shard

@@ -40,5 +40,7 @@ void write_maxabs(const std::string& path, const std::vector<std::span<const flo
 /// Reads feature_maxabs.bin; throws DataError when it is short, foreign, of another size than
 /// `expected_count` entries or fails its checksum.
 std::vector<float> read_maxabs(const std::string& path, std::uint64_t expected_count);
+/// The same checks without keeping the values (a buffer's memory, whatever the count).
+void check_maxabs(const std::string& path, std::uint64_t expected_count);
 
 }  // namespace polymargin::io::shard

@@ -37,6 +37,7 @@
 #include "engine/errors.h"
 #include "engine/sparse.h"
 #include "io/atomic_file.h"
+#include "io/output_path.h"
 #include "io/shard_format.h"
 #include "io/shard_manifest.h"
 #include "io/shards.h"
@@ -244,7 +245,8 @@ struct ShardWriter::Impl {
   MaxabsTable maxabs;
 
   Impl(const std::string& out_dir, const ConvertOptions& opts, int requested_threads)
-      : dir(normalize_dir(out_dir)),
+      // Through a symbolic link, the directory it points to is replaced, as a file's would be.
+      : dir(normalize_dir(rename_target(normalize_dir(out_dir)))),
         temp_dir(dir + ".tmp-" + std::to_string(::getpid())),
         options(opts),
         threads(requested_threads > 0 ? requested_threads : tbb::info::default_concurrency()),

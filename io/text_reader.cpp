@@ -314,7 +314,14 @@ class Collector {
     if (stats_.rows == 0) {
       std::string name;
       for (const std::string& n : names_) name += (name.empty() ? "" : ", ") + n;
-      throw DataError(name, 0, 0, "no data rows");
+      if (stats_.bad_lines == 0) throw DataError(name, 0, 0, "no data rows");
+      // Every data line was skipped under --max-bad-lines: say so, and why the first was.
+      throw DataError(name, 0, 0,
+                      "no data rows: all " + std::to_string(stats_.bad_lines) +
+                          " data lines were skipped as bad (--max-bad-lines)" +
+                          (stats_.bad_line_messages.empty()
+                               ? std::string()
+                               : ", the first: " + stats_.bad_line_messages.front()));
     }
     stats_.any_index = stats_.nnz > 0;
     if (options_.index_base == IndexBase::kAuto)

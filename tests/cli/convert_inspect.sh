@@ -79,10 +79,27 @@ flip_byte "$corrupt/shard-00001.pms" 200
 expect_exit 3 'shard-00001\.pms: block 0 \(global block 1\): checksum mismatch' \
   "$bin" inspect "$corrupt" --verify
 
-# The manifest's counts are not under the blocks' checksums: --verify checks them against the rows.
-edited=$work/edited.shards
-cp -r "$work/a9a.zstd.shards" "$edited"
-sed -i 's/"1": 7841/"7": 7841/' "$edited/manifest.json"
+# The manifest's values are under its own checksum: a changed label (one bit: "1" -> "0"), index
+# base or max_index is refused by every command that opens the directory, before any work.
+for edit in 's/"1": 7841/"0": 7841/' 's/"index_base": 1/"index_base": 0/' \
+  's/"max_index": 123/"max_index": 4294967295/'; do
+  edited=$work/edited.shards
+  rm -rf "$edited" && cp -r "$work/a9a.zstd.shards" "$edited"
+  sed -i "$edit" "$edited/manifest.json"
+  ! cmp -s "$edited/manifest.json" "$work/a9a.zstd.shards/manifest.json" || fail "no edit: $edit"
+  expect_exit 3 'manifest.json: manifest checksum mismatch' "$bin" inspect "$edited"
+  expect_exit 3 'manifest checksum mismatch' "$bin" train -d "$edited" -o "$work/edited.model"
+  [ ! -e "$work/edited.model" ] || fail "a model from an edited manifest"
+done
+# A damaged field name is refused as unknown (the checksum's own name included).
+rm -rf "$edited" && cp -r "$work/a9a.zstd.shards" "$edited"
+sed -i 's/"manifest_checksum"/"manifest_checksun"/' "$edited/manifest.json"
+expect_exit 3 "unknown field 'manifest_checksun'" "$bin" inspect "$edited"
+# A manifest without the checksum (written before it existed): --verify still checks the label
+# counts against the rows.
+rm -rf "$edited" && cp -r "$work/a9a.zstd.shards" "$edited"
+sed -i -e '/"manifest_checksum"/d' -e 's/"block_index_checksum": \("[0-9a-f]*"\),/"block_index_checksum": \1/' \
+  -e 's/"1": 7841/"7": 7841/' "$edited/manifest.json"
 grep -q '"7": 7841' "$edited/manifest.json" || fail "the label count to edit is not in the manifest"
 expect_exit 3 'manifest.json: its label counts do not match the blocks' "$bin" inspect "$edited" --verify
 
@@ -142,6 +159,10 @@ grep -q '^skipped 12 malformed lines, the first:$' "$work/bad.out" || fail "12 b
 [ "$(grep -c '^  .*bad12.svm:[0-9]*:5: bad feature value' "$work/bad.out")" = 10 ] || fail "not ten named: $(cat "$work/bad.out")"
 expect_exit 3 'bad.svm:5:6: .*more than max_bad_lines = 2' \
   "$bin" convert "$work/bad.svm" -o "$work/bad2.shards" --max-bad-lines 2
+# Every line skipped: the error says so, and why the first was.
+head -n 12 "$work/bad12.svm" > "$work/allbad.svm"
+expect_exit 3 'no data rows: all 12 data lines were skipped as bad \(--max-bad-lines\), the first: .*allbad.svm:1:5: bad feature value' \
+  "$bin" convert "$work/allbad.svm" -o "$work/allbad.shards" --max-bad-lines 20
 
 # Usage and I/O errors.
 expect_exit 2 'codec' "$bin" convert "$data" -o "$work/x.shards" --codec lz4
@@ -154,5 +175,22 @@ echo "1 1:1" > "$work/plain.svm"
 expect_exit 3 'not a shard directory but a file' "$bin" inspect "$work/plain.svm"
 [ ! -e "$work/x.shards" ] || fail "a failed convert left $work/x.shards"
 ls "$work" | grep -q 'tmp-' && fail "temporary directories left: $(ls "$work")"
+
+# A shard directory missing its scaling table is incomplete data (3), not an I/O error.
+"$bin" convert "$data" -o "$work/nomax.shards" > /dev/null
+rm "$work/nomax.shards/feature_maxabs.bin"
+expect_exit 3 'feature_maxabs.bin: missing: the shard directory is incomplete' \
+  "$bin" inspect "$work/nomax.shards" --verify
+expect_exit 3 'feature_maxabs.bin: missing' "$bin" train -d "$work/nomax.shards" -o "$work/nomax.model"
+
+# An output that is a symbolic link to a shard directory: the directory it points to is replaced,
+# the link kept (as for a file).
+printf '1 1:1\n-1 2:1\n' > "$work/two.svm"
+"$bin" convert "$work/two.svm" -o "$work/real.shards" > /dev/null
+ln -s real.shards "$work/link.shards"
+"$bin" convert "$data" -o "$work/link.shards" > /dev/null || fail "convert through a link"
+[ -L "$work/link.shards" ] || fail "the link was replaced by a directory"
+"$bin" inspect "$work/real.shards" > "$work/real.txt"
+grep -q 'rows *32561' "$work/real.txt" || fail "the link's target was not replaced"
 
 echo "convert_inspect: all checks passed"

@@ -123,13 +123,20 @@ TEST_P(ShardCorruption, TruncatedShardIsRefusedAtOpen) {
   const std::string bytes = slurp(shard(0));
   spit(shard(0), bytes.substr(0, bytes.size() - 1));
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "truncated")) << "cut by 1 byte";
-  // Even when the manifest is edited to the new size, the missing trailer gives it away.
+  // The manifest edited to the new size: its own checksum gives it away.
   spit(shard(0), bytes.substr(0, bytes.size() / 2));
   std::string manifest = slurp(fs::path(dir_) / "manifest.json");
   const std::string from = "\"bytes\": " + std::to_string(bytes.size());
   ASSERT_NE(manifest.find(from), std::string::npos);
   manifest.replace(manifest.find(from), from.size(),
                    "\"bytes\": " + std::to_string(bytes.size() / 2));
+  spit(fs::path(dir_) / "manifest.json", manifest);
+  EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "manifest checksum mismatch"));
+  // And in a manifest without that checksum (written before it existed), the missing trailer.
+  const std::string key = ",\n  \"manifest_checksum\"";
+  ASSERT_NE(manifest.find(key), std::string::npos);
+  manifest.erase(manifest.find(key),
+                 manifest.find('\n', manifest.find(key) + 2) - manifest.find(key));
   spit(fs::path(dir_) / "manifest.json", manifest);
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "truncated"));
 }
