@@ -77,7 +77,9 @@ int run_gen(const std::vector<std::string>& args) {
       "statistics to imitate: kdda (KDD Cup 2010 algebra)");
   add("rows", po::value<std::uint64_t>(), "rows (kdda: 8407752)");
   add("features", po::value<std::uint64_t>(), "features (kdda: 20216830)");
-  add("nnz", po::value<double>(), "mean non-zeros a row (kdda: 36)");
+  add("nnz", po::value<double>(),
+      "mean non-zeros a row (kdda: 36); features are drawn by frequency (Zipf) and a row keeps "
+      "each once, so a mean near --features is not reached (the summary says the mean made)");
   add("model", po::value<std::string>()->default_value("linear"),
       "planted rule: linear | polytope (negatives inside a K-face polytope)");
   add("faces", po::value<int>(), "polytope faces K (default 5)");

@@ -1,8 +1,11 @@
 // polymargin: one binary, many subcommands. Errors from the library arrive here as typed
 // exceptions and leave as a one-line message and a documented exit code.
 #include <fcntl.h>
+#include <tbb/global_control.h>
+#include <tbb/info.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <new>
 #include <string>
@@ -10,6 +13,7 @@
 
 #include "cli/command.h"
 #include "cli/signals.h"
+#include "cli/train.h"
 #include "driver/mpi_job.h"
 #include "engine/errors.h"
 
@@ -71,6 +75,17 @@ int main(int argc, char** argv) {
     }
   }
   const std::vector<std::string> args(argv + 2, argv + argc);
+  // `--threads N` above the core count is the user's to ask: oneTBB's default limit (the cores)
+  // would refuse the extra workers with a warning on stderr. The limit is raised to N here; an
+  // invalid value is left to the command's own parse, which refuses it.
+  std::size_t workers = static_cast<std::size_t>(tbb::info::default_concurrency());
+  try {
+    const long requested = std::stol(cli::peek_option(args, "threads", "0"));
+    if (requested > 0 && requested <= 1024)
+      workers = std::max(workers, static_cast<std::size_t>(requested));
+  } catch (const std::exception&) {
+  }
+  const tbb::global_control thread_limit(tbb::global_control::max_allowed_parallelism, workers);
   for (const auto& c : cli::commands()) {
     if (c.name != name) continue;
     std::string error;
