@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "engine/errors.h"
 #include "io/split.h"
 #include "io/text_reader.h"
@@ -55,12 +56,23 @@ int run_split(const std::vector<std::string>& args) {
   io::TextOptions text;
   text.threads = resolve_threads(vm["threads"].as<int>());
   io::Splitter splitter(vm["output"].as<std::string>(), split);
-  io::read_libsvm_text(vm["input"].as<std::vector<std::string>>(), text,
-                       [&](const CsrView& rows) { splitter.append(rows); });
+  const io::TextStats stats =
+      io::read_libsvm_text(vm["input"].as<std::vector<std::string>>(), text,
+                           [&](const CsrView& rows) { splitter.append(rows); });
   const io::SplitCounts counts = splitter.finish();
+  // The parts keep the ids as written, but text does not say its base: a part of a 0-based source
+  // without an index 0 would read as 1-based, and its model would refuse another part's index 0.
+  const bool zero_based = stats.resolved_base == io::IndexBase::kZero;
+  if (zero_based)
+    err_printf(
+        "note: the input is 0-based (index 0 occurs); a part without index 0 reads as 1-based: "
+        "convert the parts with --index-base 0 and train on those shards\n");
 
   if (vm.count("json")) {
-    nlohmann::json j = {{"rows", counts.rows}, {"seed", split.seed}, {"outputs", counts.outputs}};
+    nlohmann::json j = {{"rows", counts.rows},
+                        {"seed", split.seed},
+                        {"index_base", zero_based ? 0 : 1},
+                        {"outputs", counts.outputs}};
     if (split.folds > 0) {
       j["fold_rows"] = counts.fold_rows;
     } else {

@@ -115,4 +115,13 @@ expect_usage "folds" split "$work/a.svm" --folds 1 -o "$work/bad"
 expect_usage "exclude" split "$work/a.svm" --folds 3 --test-fraction 0.1 -o "$work/bad"
 ls "$work" | grep -q '^bad\.\(svm\|train\|fold\)' && fail "a refused command left an output file"
 
+# A 0-based source: its parts keep the ids, and split says how to keep the base (and records it).
+{ echo "1 0:1 3:1"; for i in $(seq 1 200); do echo "$((i % 2 * 2 - 1)) 2:1 3:$i"; done; } > "$work/zb.svm"
+"$bin" split "$work/zb.svm" -o "$work/zb" --seed 2 --json > "$work/zb.json" 2> "$work/zb.err" ||
+  fail "split of a 0-based file"
+grep -q '"index_base": 0' "$work/zb.json" || fail "split --json lacks index_base 0: $(cat "$work/zb.json")"
+grep -q 'convert the parts with --index-base 0' "$work/zb.err" || fail "no note on the 0-based source"
+"$bin" split "$work/a.svm" -o "$work/ob" --json > "$work/ob.json" 2> "$work/ob.err" || fail "split"
+grep -q '"index_base": 1' "$work/ob.json" && [ ! -s "$work/ob.err" ] || fail "a 1-based source: $(cat "$work/ob.err")"
+
 echo "gen_split: ok"
