@@ -580,13 +580,7 @@ void LinearRun::finish() {
   const Clock::time_point commit_start = Clock::now();
   written->commit();
   save_seconds += seconds_since(commit_start);
-  if (!checkpoint.empty()) {  // its run is complete; a checkpoint that cannot go is only noted
-    std::error_code error;
-    std::filesystem::remove(checkpoint, error);
-    if (error)
-      err_printf("warning: cannot remove the checkpoint %s: %s\n", checkpoint.c_str(),
-                   error.message().c_str());
-  }
+  remove_finished_checkpoint(checkpoint);
   report["model_checksum"] = model_file_checksum(output);
 }
 

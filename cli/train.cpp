@@ -146,7 +146,15 @@ void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::stri
                                   "overwritten; choose another name",
                               {"--metrics-json"});
   std::error_code ec;
-  if (checkpoint.empty() || !std::filesystem::is_regular_file(checkpoint, ec)) return;
+  if (checkpoint.empty()) return;
+  // A checkpoint is rewritten, renamed into place and removed at the end: a device or a FIFO
+  // (which outputs otherwise may be) would be removed, /dev/null itself.
+  const auto status = std::filesystem::status(checkpoint, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw UsageError("train: --checkpoint " + checkpoint +
+                     " is not a regular file (a device, a FIFO or a directory): a checkpoint "
+                     "is a file that is replaced and removed; give a file's path");
+  if (!std::filesystem::is_regular_file(status)) return;
   const std::string kind = io::model_file_kind(checkpoint);
   if (kind != "checkpoint" && kind != "cpm_checkpoint")
     throw UsageError("train: --checkpoint " + checkpoint + " exists and is not a checkpoint (" +

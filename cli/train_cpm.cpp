@@ -508,13 +508,7 @@ void CpmRun::save() {
                          trainer.release_weights(side);
                      });
   save_seconds = seconds_since(save_start);  // the model built, written and synced
-  if (!job.checkpoint.empty()) {  // its run is complete; a checkpoint that cannot go is only noted
-    std::error_code error;
-    std::filesystem::remove(job.checkpoint, error);
-    if (error)
-      err_printf("warning: cannot remove the checkpoint %s: %s\n",
-                   job.checkpoint.c_str(), error.message().c_str());
-  }
+  remove_finished_checkpoint(job.checkpoint);
   report["model_checksum"] = model_file_checksum(output);
 }
 

@@ -288,6 +288,16 @@ void TrainRun::open_data(const std::string& algorithm) {
   if (m.rows == 0) throw DataError(data, 0, 0, "no training rows");
 }
 
+void remove_finished_checkpoint(const std::string& path) {
+  std::error_code error;
+  if (path.empty() || !std::filesystem::is_regular_file(std::filesystem::status(path, error)))
+    return;
+  std::filesystem::remove(path, error);
+  if (error)
+    err_printf("warning: cannot remove the checkpoint %s: %s\n", path.c_str(),
+               error.message().c_str());
+}
+
 std::string hex64(std::uint64_t x) {
   char text[24];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));

@@ -157,6 +157,10 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job);
 /// "rank r of R: " on a rank other than 0 of an MPI job (the start of its error's record), else "".
 std::string rank_prefix();
 
+/// Removes the checkpoint of a run whose model is written (none: nothing); only a regular file
+/// (never a device or FIFO), and one that cannot go is only noted on stderr.
+void remove_finished_checkpoint(const std::string& path);
+
 /// "0123456789abcdef".
 std::string hex64(std::uint64_t x);
 /// The data's identity as a checkpoint records it: a resumed run must see the same rows in the

@@ -84,6 +84,10 @@ expect 2 "needs --checkpoint" train "${common[@]}" -o "$work/m" --checkpoint-eve
 expect 2 "--checkpoint-every must be" train "${common[@]}" -o "$work/m" --checkpoint "$work/c2" \
   --checkpoint-every 10x
 expect 2 "must be different files" train "${common[@]}" -o "$work/m" --checkpoint "$work/m"
+# A checkpoint is replaced and removed: a FIFO (or a device) is refused, and left as it was.
+mkfifo "$work/ck.fifo"
+expect 2 "is not a regular file" train "${common[@]}" -o "$work/m" --checkpoint "$work/ck.fifo"
+[ -p "$work/ck.fifo" ] || fail "the FIFO given as --checkpoint is gone"
 [ ! -e "$work/m" ] || fail "a refused run wrote a model"
 "$bin" train "${common[@]}" -o "$work/m" --resume "$work/ck" > /dev/null 2>&1
 cmp -s "$work/ref.ldm" "$work/m" || fail "the refusals spoilt the checkpoint"
