@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <new>
 #include <string>
@@ -104,6 +107,19 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       error = std::string("internal error: ") + e.what();
       code = cli::kExitInternal;
+    }
+    // What went to standard output must have arrived: a full disk or a closed descriptor under
+    // `> file` is an I/O error (4), not a silent loss with exit 0.
+    errno = 0;
+    std::cout.flush();
+    const bool flushed = std::fflush(stdout) == 0;
+    if (!std::cout || !flushed || std::ferror(stdout)) {
+      const int cause = errno;
+      if (error.empty()) {
+        error = "error: cannot write standard output" +
+                (cause ? std::string(": ") + std::strerror(cause) : std::string());
+        code = cli::kExitIo;
+      }
     }
     if (!error.empty()) {
       std::cerr.flush();

@@ -99,4 +99,15 @@ grep -q '"ignored_nonzeros": 1' "$tmp/wide.json" || fail "ignored features not c
 "$bin" export -m "$tmp/cfg.model" --format text | grep -v '^config' > "$tmp/cfg.txt"
 "$bin" export -m "$tmp/flags.model" --format text | grep -v '^config' > "$tmp/flags.txt"
 cmp -s "$tmp/cfg.txt" "$tmp/flags.txt" || fail "config file and flags trained different models"
+# Standard output that cannot take the output (a full disk under `> file`): exit 4, said.
+if [ -w /dev/full ]; then
+  for cmd in "predict -m $tmp/ldm.model -d data/a9a.t.zst" "eval -m $tmp/ldm.model -d data/a9a.t.zst --json" \
+    "export -m $tmp/ldm.model --format json"; do
+    rc=0
+    # shellcheck disable=SC2086
+    "$bin" $cmd > /dev/full 2> "$tmp/full.err" || rc=$?
+    [ "$rc" = 4 ] && grep -q "cannot write standard output" "$tmp/full.err" ||
+      fail "$cmd > /dev/full: exit $rc, $(cat "$tmp/full.err")"
+  done
+fi
 echo "eval/predict/export: all checks passed"
