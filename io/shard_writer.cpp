@@ -574,8 +574,20 @@ struct ShardWriter::Impl {
   }
   void replace_dir() {
     std::error_code ec;
-    const std::string old = dir + ".old-" + std::to_string(::getpid());
+    // Moved aside under a temporary's name (the pid, then 1), which a later run sweeps.
+    const std::string old = temp_dir + "-1";
     const bool replacing = fs::exists(dir);
+    // An old directory is exchanged with the new one in one step where the file system can
+    // (renameat2): `dir` is never missing, and the old data then lies under the temporary's name,
+    // which the next run sweeps if this one is killed before removing it.
+    if (replacing &&
+        ::renameat2(AT_FDCWD, temp_dir.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
+      if (options.durable)
+        fsync_path(fs::path(dir).parent_path().empty() ? "."
+                                                       : fs::path(dir).parent_path().string());
+      fs::remove_all(temp_dir, ec);
+      return;
+    }
     if (replacing) {
       fs::remove_all(old, ec);
       fs::rename(dir, old, ec);
