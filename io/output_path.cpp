@@ -94,7 +94,11 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Outpu
       if (!target.has_filename()) target = target.parent_path();  // "out.shards/"
       const fs::path dir = target.parent_path();
       std::error_code ec;
-      if (!out.makes_parents && !fs::is_directory(dir, ec))
+      const fs::file_status parent = fs::status(dir, ec);
+      if (fs::exists(parent) && !fs::is_directory(parent))
+        throw IoError("cannot write " + out.path + " (" + out.option + "): " + dir.string() +
+                      " is not a directory");
+      if (!out.makes_parents && !fs::is_directory(parent))
         throw IoError("cannot write " + out.path + " (" + out.option + "): directory " +
                       dir.string() + " does not exist");
     }

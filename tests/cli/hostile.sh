@@ -148,7 +148,7 @@ cmp -s exp/results.json exp.data.orig && cmp -s exp/accuracy.md exp.conf.orig ||
 printf 'repeats = 1\nfolds = 2\n[dataset d]\ndata = in.svm\n[method svm]\nalgo = svm\ncost =\n' > empty.conf
 expect 2 "empty.conf:7: cost: no value" experiment empty.conf -o e
 printf 'repeats = 1\nfolds = 2\n[dataset d]\ndata = in.svm\n[method svm]\nalgo = svm\n' > fine.conf
-expect 4 "cannot create -o in.svm/x: Not a directory" experiment fine.conf -o in.svm/x
+expect 4 "in.svm is not a directory" experiment fine.conf -o in.svm/x
 # Rows without features train (the bias alone) for the linear learners and the CPM.
 printf '1\n-1\n1\n-1\n' > nofeat.svm
 for algo in ldm svm cpm; do
@@ -265,6 +265,8 @@ cat in.svm > data.fifo &
 # --- 12. a metrics file that cannot be written is refused before the run ---------------------------
 expect 4 "does not exist" train -d in.svm -o x.model --metrics-json nodir/r.json
 [ ! -e x.model ] || fail "train ran although --metrics-json could not be written"
+# An output under a file: said as such, not as a missing directory.
+expect 4 "in.svm is not a directory" predict -m m.model -d in.svm -o in.svm/p
 
 # --- 13. --config: a directory, a typo ---------------------------------------------------------------
 mkdir confdir
