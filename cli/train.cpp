@@ -145,6 +145,7 @@ void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::stri
                                   " exists and is not an earlier run's metrics: it would be "
                                   "overwritten; choose another name",
                               {"--metrics-json"});
+  if (!metrics_json.empty()) io::check_writable(metrics_json, "--metrics-json");
   std::error_code ec;
   if (checkpoint.empty()) return;
   // A checkpoint is rewritten, renamed into place and removed at the end: a device or a FIFO

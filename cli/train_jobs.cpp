@@ -79,7 +79,11 @@ void MetricsFile::finish(int exit_code, const std::string& status, const std::st
   try {
     io::write_file_atomically(path_, json_.dump(2) + "\n");
   } catch (const Error& e) {
-    err_printf("warning: --metrics-json: %s\n", e.what());
+    // An earlier run's file must not go on saying what this run did not (its "ok"): removed.
+    std::error_code ec;
+    const bool removed = !io::writes_in_place(path_) && std::filesystem::remove(path_, ec);
+    err_printf("warning: --metrics-json: %s%s\n", e.what(),
+               removed ? " (the earlier run's metrics file was removed)" : "");
   }
 }
 

@@ -1,5 +1,6 @@
 #include "io/output_path.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,6 +71,19 @@ bool writes_in_place(const std::string& path) {
   if (stream_descriptor(path) >= 0) return true;
   const std::optional<struct stat> s = stat_of(path);
   return s && !S_ISREG(s->st_mode) && !S_ISDIR(s->st_mode);
+}
+
+void check_writable(const std::string& path, const std::string& option) {
+  if (path.empty() || path == "-" || writes_in_place(path)) return;
+  // A probe under the name pattern of this process's temporaries (swept if it is killed here).
+  const std::string probe = rename_target(path) + ".tmp-" + std::to_string(::getpid()) + "-999999";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno != EEXIST)
+    throw IoError("cannot write " + path + " (" + option + "): " + std::strerror(errno));
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
 }
 
 std::string rename_target(const std::string& path) {

@@ -65,6 +65,10 @@ int stream_descriptor(const std::string& path);
 /// path that is neither a regular file nor a directory.
 bool writes_in_place(const std::string& path);
 
+/// IoError unless a file can be created beside `path` (what writing it atomically needs): a
+/// read-only or unwritable directory is found before any work. Nothing for a stream or device.
+void check_writable(const std::string& path, const std::string& option);
+
 /// Where a write of `path` renames its temporary file to: `path` itself, or, when `path` is a
 /// symbolic link (a chain of them), the file it finally points to, which need not exist yet.
 std::string rename_target(const std::string& path);

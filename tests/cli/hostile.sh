@@ -8,7 +8,7 @@ set -euo pipefail
 
 bin=$(realpath "${1:?usage: $0 POLYMARGIN_BINARY}")
 work=$(mktemp -d "${TMPDIR:-/tmp}/pm_hostile.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+trap 'umount "$work/rofs" 2> /dev/null; rm -rf "$work"' EXIT
 # shellcheck source=tests/cli/common.bash
 source "$(dirname "$0")/common.bash"
 cd "$work"
@@ -265,6 +265,18 @@ cat in.svm > data.fifo &
 # --- 12. a metrics file that cannot be written is refused before the run ---------------------------
 expect 4 "does not exist" train -d in.svm -o x.model --metrics-json nodir/r.json
 [ ! -e x.model ] || fail "train ran although --metrics-json could not be written"
+# A metrics directory that cannot be written (a read-only file system, where mounting one is
+# allowed): refused before the run, exit 4.
+mkdir rofs
+if mount -t tmpfs -o size=1m tmpfs rofs 2> /dev/null; then
+  "$bin" train -d in.svm -o ro.model --metrics-json rofs/run.json --epochs 1 > /dev/null 2>&1 ||
+    fail "train with metrics on the tmpfs"
+  mount -o remount,ro rofs
+  expect 4 "cannot write rofs/run.json (--metrics-json): Read-only file system" \
+    train -d in.svm -o ro2.model --metrics-json rofs/run.json --epochs 1
+  [ ! -e ro2.model ] || fail "train ran although --metrics-json could not be written"
+  umount rofs
+fi
 # An output under a file: said as such, not as a missing directory.
 expect 4 "in.svm is not a directory" predict -m m.model -d in.svm -o in.svm/p
 
