@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "engine/errors.h"
@@ -199,9 +200,22 @@ std::string gib(std::uint64_t bytes) {
 
 void check_fits(std::uint64_t need, const std::string& what, const std::string& remedy) {
   const std::uint64_t available = io::available_memory();
-  if (available == 0 || need <= available) return;
-  throw MemoryError("train: " + what + " needs " + gib(need) + " but only " + gib(available) +
-                    " are available: " + remedy);
+  if (available != 0 && need > available)
+    throw MemoryError("train: " + what + " needs " + gib(need) + " but only " + gib(available) +
+                      " are available: " + remedy);
+  check_cgroup_fits(need, what, remedy);
+}
+
+void check_cgroup_fits(std::uint64_t need, const std::string& what, const std::string& remedy) {
+  // A memory cgroup's hard limit kills the process (OOM) instead of refusing it: what the run
+  // holds beyond its arrays is measured against it at what a small run takes (kRunFloorBytes),
+  // not the margin of kRunOverheadBytes kept against the machine's other users.
+  const std::optional<std::uint64_t> room = io::cgroup_memory_room();
+  if (!room) return;
+  const std::uint64_t arrays = need > kRunOverheadBytes ? need - kRunOverheadBytes : 0;
+  if (arrays + kRunFloorBytes <= *room) return;
+  throw MemoryError("train: " + what + " needs " + gib(arrays + kRunFloorBytes) +
+                    " but the memory cgroup leaves only " + gib(*room) + ": " + remedy);
 }
 
 void EpochProgress::batch(int epoch, std::uint64_t rows_done_in_epoch) {

@@ -92,11 +92,17 @@ void check_config(const Config& config, const FlagNames& names = {}) {
 
 /// What besides its weights a training run holds: reader windows, decode buffers, the process.
 inline constexpr std::uint64_t kRunOverheadBytes = std::uint64_t{256} << 20;
+/// What a small run holds besides its arrays (a9a: 15-20 MiB peak): checked against a memory
+/// cgroup's hard limit.
+inline constexpr std::uint64_t kRunFloorBytes = std::uint64_t{32} << 20;
 /// "1.25 GiB".
 std::string gib(std::uint64_t bytes);
 /// MemoryError unless `need` bytes fit in the memory available (io::available_memory: MemAvailable,
 /// or the cgroup's limit): "train: WHAT needs N GiB but only M GiB are available: REMEDY".
 void check_fits(std::uint64_t need, const std::string& what, const std::string& remedy);
+/// The part of check_fits against the process's memory cgroup (need counted with
+/// kRunOverheadBytes, which is replaced by kRunFloorBytes there).
+void check_cgroup_fits(std::uint64_t need, const std::string& what, const std::string& remedy);
 
 /// Epoch progress: on a terminal a line rewritten at most four times a second (epoch, share,
 /// rows/s, ETA); elsewhere nothing until the per-epoch log line.

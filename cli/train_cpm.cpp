@@ -256,7 +256,15 @@ void CpmRun::size() {
   };
   const std::uint64_t need_double = bytes_of(config, engine::CpmPrecision::kDouble, scale_bytes);
   const std::uint64_t need_float = bytes_of(config, engine::CpmPrecision::kFloat, scale_bytes);
-  const auto fits = [&](std::uint64_t need) { return available == 0 || need <= available; };
+  // Against a memory cgroup's hard limit the run's own part is counted at kRunFloorBytes
+  // (check_cgroup_fits).
+  const std::optional<std::uint64_t> room = io::cgroup_memory_room();
+  const auto fits_cgroup = [&](std::uint64_t need) {
+    return !room || need - std::min(need, kOverheadBytes) + kRunFloorBytes <= *room;
+  };
+  const auto fits = [&](std::uint64_t need) {
+    return (available == 0 || need <= available) && fits_cgroup(need);
+  };
   // A resumed run keeps the precision its checkpoint was written in, whatever memory says now.
   if (precision == "auto" && resumed && resumed->config.contains("precision") &&
       resumed->config["precision"].is_string())
@@ -316,7 +324,10 @@ void CpmRun::size() {
                       " weight slots per side, + ASSIGN history" +
                       (workers > 1 ? ", x " + std::to_string(workers) + " workers" : "") +
                       (scale_bytes ? ", + the max |x| table " + gib(scale_bytes) : "") +
-                      " + 256 MiB) but only " + gib(available) + " are available: " + remedy);
+                      " + 256 MiB) but only " +
+                      (fits_cgroup(need) ? gib(available) + " are available"
+                                         : gib(*room) + " are left by the memory cgroup") +
+                      ": " + remedy);
   }
 }
 

@@ -85,8 +85,8 @@ void add_common_options(po::options_description& opts, CommonOptions& o, const s
       "| none")(
       "max-memory", po::value(&o.max_memory_text)->default_value("auto"),
       "refuse to train when the m² matrices would need more than this many bytes (suffixes K, "
-      "M, G; auto: half of the RAM)")("seed", po::value(&o.seed)->default_value(1),
-                                      "seed of the coordinate order and δ's sample")(
+      "M, G; auto: half of the RAM, or less in a memory cgroup: what it leaves)")(
+      "seed", po::value(&o.seed)->default_value(1), "seed of the coordinate order and δ's sample")(
       "threads", po::value(&o.threads)->default_value(0),
       "threads for the kernel matrix and the factorisation (0: all cores); the model does not "
       "depend on it")("json", po::bool_switch(&o.json), "print the summary as JSON on stdout")(
@@ -100,7 +100,13 @@ void add_common_options(po::options_description& opts, CommonOptions& o, const s
 }
 
 double parse_bytes(const std::string& text) {
-  if (text == "auto") return engine::default_memory_limit();
+  if (text == "auto") {  // half the RAM, or what a memory cgroup leaves beyond a run's floor
+    double limit = engine::default_memory_limit();
+    if (const std::optional<std::uint64_t> room = io::cgroup_memory_room())
+      limit =
+          std::min(limit, static_cast<double>(*room > kRunFloorBytes ? *room - kRunFloorBytes : 0));
+    return limit;
+  }
   std::size_t used = 0;
   double value = -1;
   try {

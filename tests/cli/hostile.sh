@@ -8,7 +8,7 @@ set -euo pipefail
 
 bin=$(realpath "${1:?usage: $0 POLYMARGIN_BINARY}")
 work=$(mktemp -d "${TMPDIR:-/tmp}/pm_hostile.XXXXXX")
-trap 'umount "$work/rofs" 2> /dev/null; rm -rf "$work"' EXIT
+trap 'umount "$work/rofs" 2> /dev/null || true; rm -rf "$work"' EXIT
 # shellcheck source=tests/cli/common.bash
 source "$(dirname "$0")/common.bash"
 cd "$work"
