@@ -68,4 +68,12 @@ for codec in raw zstd; do
     '.disk_read_bytes_per_epoch | length == 3 and all(. <= $most)' "$work/cached.json" \
     > /dev/null || fail "$codec: a cached run read from disk: $(cat "$work/cached.json")"
 done
+# Weights that the cgroup cannot hold (feature ids up to 3e6: 57 MiB of W and A in 48 MiB) are
+# refused before allocating (exit 7, naming the cgroup), not killed by it.
+printf '1 1:1 3000000:1\n-1 2:1\n' > "$work/wide.svm"
+"$bin" convert "$work/wide.svm" -o "$work/wide.shards" > /dev/null
+rc=0
+cgroup_run "$bin" train -d "$work/wide.shards" -o "$work/wide.model" 2> "$work/wide.err" || rc=$?
+[ "$rc" -eq 7 ] && grep -q "the memory cgroup leaves only" "$work/wide.err" ||
+  fail "weights beyond the cgroup: exit $rc, $(cat "$work/wide.err")"
 echo "out_of_core: ok"
