@@ -211,11 +211,18 @@ void check_cgroup_fits(std::uint64_t need, const std::string& what, const std::s
   // holds beyond its arrays is measured against it at what a small run takes (kRunFloorBytes),
   // not the margin of kRunOverheadBytes kept against the machine's other users.
   const std::optional<std::uint64_t> room = io::cgroup_memory_room();
-  if (!room) return;
-  const std::uint64_t arrays = need > kRunOverheadBytes ? need - kRunOverheadBytes : 0;
-  if (arrays + kRunFloorBytes <= *room) return;
-  throw MemoryError("train: " + what + " needs " + gib(arrays + kRunFloorBytes) +
+  if (!room || fits_cgroup(need, *room)) return;
+  throw MemoryError("train: " + what + " needs " +
+                    gib(need - std::min(need, kRunOverheadBytes) + kRunFloorBytes) +
                     " but the memory cgroup leaves only " + gib(*room) + ": " + remedy);
+}
+
+std::uint64_t cgroup_arrays_room(std::uint64_t room) {
+  return room > kRunFloorBytes ? room - kRunFloorBytes : 0;
+}
+
+bool fits_cgroup(std::uint64_t need, std::uint64_t room) {
+  return need - std::min(need, kRunOverheadBytes) <= cgroup_arrays_room(room);
 }
 
 void EpochProgress::batch(int epoch, std::uint64_t rows_done_in_epoch) {

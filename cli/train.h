@@ -103,6 +103,12 @@ void check_fits(std::uint64_t need, const std::string& what, const std::string& 
 /// The part of check_fits against the process's memory cgroup (need counted with
 /// kRunOverheadBytes, which is replaced by kRunFloorBytes there).
 void check_cgroup_fits(std::uint64_t need, const std::string& what, const std::string& remedy);
+/// What a memory cgroup that leaves `room` bytes lets a run's arrays take: room less
+/// kRunFloorBytes (0 when less is left).
+std::uint64_t cgroup_arrays_room(std::uint64_t room);
+/// Whether a run needing `need` bytes (its arrays + kRunOverheadBytes, as check_fits counts them)
+/// fits in a memory cgroup that leaves `room` bytes.
+bool fits_cgroup(std::uint64_t need, std::uint64_t room);
 
 /// Epoch progress: on a terminal a line rewritten at most four times a second (epoch, share,
 /// rows/s, ETA); elsewhere nothing until the per-epoch log line.

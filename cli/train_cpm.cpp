@@ -259,11 +259,9 @@ void CpmRun::size() {
   // Against a memory cgroup's hard limit the run's own part is counted at kRunFloorBytes
   // (check_cgroup_fits).
   const std::optional<std::uint64_t> room = io::cgroup_memory_room();
-  const auto fits_cgroup = [&](std::uint64_t need) {
-    return !room || need - std::min(need, kOverheadBytes) + kRunFloorBytes <= *room;
-  };
+  const auto within_cgroup = [&](std::uint64_t need) { return !room || fits_cgroup(need, *room); };
   const auto fits = [&](std::uint64_t need) {
-    return (available == 0 || need <= available) && fits_cgroup(need);
+    return (available == 0 || need <= available) && within_cgroup(need);
   };
   // A resumed run keeps the precision its checkpoint was written in, whatever memory says now.
   if (precision == "auto" && resumed && resumed->config.contains("precision") &&
@@ -325,8 +323,8 @@ void CpmRun::size() {
                       (workers > 1 ? ", x " + std::to_string(workers) + " workers" : "") +
                       (scale_bytes ? ", + the max |x| table " + gib(scale_bytes) : "") +
                       " + 256 MiB) but only " +
-                      (fits_cgroup(need) ? gib(available) + " are available"
-                                         : gib(*room) + " are left by the memory cgroup") +
+                      (within_cgroup(need) ? gib(available) + " are available"
+                                           : gib(*room) + " are left by the memory cgroup") +
                       ": " + remedy);
   }
 }

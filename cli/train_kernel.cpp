@@ -103,8 +103,7 @@ double parse_bytes(const std::string& text) {
   if (text == "auto") {  // half the RAM, or what a memory cgroup leaves beyond a run's floor
     double limit = engine::default_memory_limit();
     if (const std::optional<std::uint64_t> room = io::cgroup_memory_room())
-      limit =
-          std::min(limit, static_cast<double>(*room > kRunFloorBytes ? *room - kRunFloorBytes : 0));
+      limit = std::min(limit, static_cast<double>(cgroup_arrays_room(*room)));
     return limit;
   }
   std::size_t used = 0;

@@ -12,12 +12,6 @@ namespace polymargin::engine {
 
 namespace {
 
-std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
 double hinge(double z) { return z < 1 ? 1 - z : 0; }
 
 // One coordinate of the round's dual: which variable, of which row.
@@ -34,23 +28,25 @@ bool has_copies(const CmmConfig& c, bool supervised_only) {
 
 void CmmConfig::validate() const {
   if (!cost_in_range(c1))
-    throw ConfigError("c1", "must be a positive number in [1e-30, 1e30] (got " + num(c1) + ")");
+    throw ConfigError(
+        "c1", "must be a positive number in [1e-30, 1e30] (got " + message_number(c1) + ")");
   if (c2 != 0 && !cost_in_range(c2))
-    throw ConfigError("c2", "must be 0 or in [1e-30, 1e30] (got " + num(c2) + ")");
+    throw ConfigError("c2", "must be 0 or in [1e-30, 1e30] (got " + message_number(c2) + ")");
   if (c3 != 0 && !cost_in_range(c3))
-    throw ConfigError("c3", "must be 0 or in [1e-30, 1e30] (got " + num(c3) + ")");
+    throw ConfigError("c3", "must be 0 or in [1e-30, 1e30] (got " + message_number(c3) + ")");
   if (!(epsilon >= 0) || !std::isfinite(epsilon))
-    throw ConfigError("epsilon", "must be ≥ 0 (got " + num(epsilon) + ")");
+    throw ConfigError("epsilon", "must be ≥ 0 (got " + message_number(epsilon) + ")");
   if (!(delta > -1 && delta <= 0))
-    throw ConfigError("delta", "must be in (-1, 0] (got " + num(delta) + ")");
+    throw ConfigError("delta", "must be in (-1, 0] (got " + message_number(delta) + ")");
   if (max_rounds < 1)
     throw ConfigError("max_rounds", "must be at least 1 (got " + std::to_string(max_rounds) + ")");
   if (!(tolerance > 0) || !std::isfinite(tolerance))
-    throw ConfigError("tolerance", "must be > 0 (got " + num(tolerance) + ")");
+    throw ConfigError("tolerance", "must be > 0 (got " + message_number(tolerance) + ")");
   if (max_sweeps < 1)
     throw ConfigError("max_sweeps", "must be at least 1 (got " + std::to_string(max_sweeps) + ")");
   if (!std::isnan(balance_mean) && !(balance_mean > -1 && balance_mean < 1))
-    throw ConfigError("balance_mean", "must be in (-1, 1) (got " + num(balance_mean) + ")");
+    throw ConfigError("balance_mean",
+                      "must be in (-1, 1) (got " + message_number(balance_mean) + ")");
 }
 
 double cmm_balance_target(const Eigen::VectorXd& y, const CmmConfig& config) {

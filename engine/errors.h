@@ -3,10 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
 namespace polymargin {
+
+/// A number as error messages write it (printf's %g: 0.001, 1e+30, inf).
+inline std::string message_number(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
+}
 
 /// Base of every polymargin error.
 class Error : public std::runtime_error {

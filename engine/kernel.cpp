@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 
 #include "engine/errors.h"
@@ -23,12 +22,6 @@ constexpr std::size_t kTile = 128;
 void scatter(const CsrView& rows, std::size_t i, double* dense, bool clear) {
   for (std::uint32_t k = rows.offsets[i]; k < rows.offsets[i + 1]; ++k)
     dense[rows.indices[k]] = clear ? 0.0 : rows.value(k);
-}
-
-std::string format_number(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", x);
-  return text;
 }
 
 }  // namespace
@@ -83,7 +76,7 @@ nlohmann::json KernelSpec::json() const {
 
 void KernelSpec::validate() const {
   if (type != KernelType::kLinear && !(gamma > 0 && std::isfinite(gamma)))
-    throw ConfigError("gamma", "must be positive and finite (got " + format_number(gamma) + ")");
+    throw ConfigError("gamma", "must be positive and finite (got " + message_number(gamma) + ")");
   if (type == KernelType::kPolynomial && (degree < 1 || degree > 20))
     throw ConfigError("degree", "must be in 1..20 (got " + std::to_string(degree) + ")");
   if (!std::isfinite(coef0)) throw ConfigError("coef0", "must be finite");

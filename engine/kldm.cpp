@@ -22,23 +22,18 @@ namespace {
 // on the thread count.
 constexpr Eigen::Index kSolveBlock = 64;
 
-std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
 }  // namespace
 
 void KldmConfig::validate() const {
   if (!(lambda1 >= 0) || !std::isfinite(lambda1))
-    throw ConfigError("lambda1", "must be ≥ 0 (got " + num(lambda1) + ")");
+    throw ConfigError("lambda1", "must be ≥ 0 (got " + message_number(lambda1) + ")");
   if (!(lambda2 >= 0) || !std::isfinite(lambda2))
-    throw ConfigError("lambda2", "must be ≥ 0 (got " + num(lambda2) + ")");
+    throw ConfigError("lambda2", "must be ≥ 0 (got " + message_number(lambda2) + ")");
   if (!cost_in_range(c))
-    throw ConfigError("c", "must be a positive number in [1e-30, 1e30] (got " + num(c) + ")");
+    throw ConfigError("c",
+                      "must be a positive number in [1e-30, 1e30] (got " + message_number(c) + ")");
   if (!(tolerance > 0) || !std::isfinite(tolerance))
-    throw ConfigError("tolerance", "must be > 0 (got " + num(tolerance) + ")");
+    throw ConfigError("tolerance", "must be > 0 (got " + message_number(tolerance) + ")");
   if (max_sweeps < 1)
     throw ConfigError("max_sweeps", "must be at least 1 (got " + std::to_string(max_sweeps) + ")");
 }
@@ -86,7 +81,8 @@ LdmDualOperator ldm_dual_operator(const Eigen::MatrixXd& g, const Eigen::VectorX
     const double denominator = 1.0 - v.dot(zu);
     if (!(denominator > 0) || !std::isfinite(denominator))
       throw NumericalError("kernel LDM: the Sherman–Morrison denominator 1 − vᵀB⁻¹u is " +
-                           num(denominator) + " (should be > 0); G is not a kernel matrix");
+                           message_number(denominator) +
+                           " (should be > 0); G is not a kernel matrix");
     tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, m, 16),
                       [&](const tbb::blocked_range<Eigen::Index>& range) {
                         for (Eigen::Index j = range.begin(); j != range.end(); ++j) {

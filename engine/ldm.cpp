@@ -35,31 +35,25 @@ std::uint32_t random_below(std::uint64_t& state, std::uint32_t n) {
   return static_cast<std::uint32_t>(product >> 64);
 }
 
-std::string format_double(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
 }  // namespace
 
 void LdmConfig::validate() const {
   auto fail = [](const char* field, const std::string& rule) { throw ConfigError(field, rule); };
   if (!cost_in_range(c))
-    fail("c", "must be a positive number in [1e-30, 1e30] (got " + format_double(c) +
+    fail("c", "must be a positive number in [1e-30, 1e30] (got " + message_number(c) +
                   "): beyond, the step sizes and the default lambdas underflow or overflow");
   if (lambda1 && (!(*lambda1 >= 0) || !std::isfinite(*lambda1)))
-    fail("lambda1", "must be ≥ 0 (got " + format_double(*lambda1) + ")");
+    fail("lambda1", "must be ≥ 0 (got " + message_number(*lambda1) + ")");
   if (lambda2 && (!(*lambda2 >= 0) || !std::isfinite(*lambda2)))
-    fail("lambda2", "must be ≥ 0 (got " + format_double(*lambda2) + ")");
+    fail("lambda2", "must be ≥ 0 (got " + message_number(*lambda2) + ")");
   if (epochs < 1) fail("epochs", "must be ≥ 1 (got " + std::to_string(epochs) + ")");
   if (avg_start_epochs < 0 || avg_start_epochs >= epochs)
     fail("avg_start_epochs", "must be in [0, epochs) so that averaging happens (got " +
                                  std::to_string(avg_start_epochs) + " with " +
                                  std::to_string(epochs) + " epochs)");
-  if (!std::isfinite(eta0)) fail("eta0", "must be finite (got " + format_double(eta0) + ")");
+  if (!std::isfinite(eta0)) fail("eta0", "must be finite (got " + message_number(eta0) + ")");
   if (!(bias >= 0) || !std::isfinite(bias))
-    fail("bias", "must be ≥ 0 (got " + format_double(bias) + "; 0 = no bias)");
+    fail("bias", "must be ≥ 0 (got " + message_number(bias) + "; 0 = no bias)");
   if (!(renorm_threshold > 1)) fail("renorm_threshold", "must be > 1");
 }
 

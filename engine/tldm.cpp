@@ -12,12 +12,6 @@ namespace polymargin::engine {
 
 namespace {
 
-std::string num(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
 Eigen::MatrixXd select_rows(const Eigen::MatrixXd& m, const std::vector<Eigen::Index>& rows) {
   Eigen::MatrixXd out(static_cast<Eigen::Index>(rows.size()), m.cols());
   for (std::size_t r = 0; r < rows.size(); ++r) out.row(static_cast<Eigen::Index>(r)) = m.row(rows[r]);
@@ -36,17 +30,18 @@ Eigen::LLT<Eigen::MatrixXd> factor(const Eigen::MatrixXd& m, const char* name) {
 
 void TldmConfig::validate() const {
   if (!cost_in_range(c))
-    throw ConfigError("c", "must be a positive number in [1e-30, 1e30] (got " + num(c) + ")");
+    throw ConfigError("c",
+                      "must be a positive number in [1e-30, 1e30] (got " + message_number(c) + ")");
   if (!(lambda1 >= 0) || !std::isfinite(lambda1))
-    throw ConfigError("lambda1", "must be ≥ 0 (got " + num(lambda1) + ")");
+    throw ConfigError("lambda1", "must be ≥ 0 (got " + message_number(lambda1) + ")");
   if (!(lambda2 >= 0) || !std::isfinite(lambda2))
-    throw ConfigError("lambda2", "must be ≥ 0 (got " + num(lambda2) + ")");
+    throw ConfigError("lambda2", "must be ≥ 0 (got " + message_number(lambda2) + ")");
   if (!(epsilon > 0) || !std::isfinite(epsilon))
-    throw ConfigError("epsilon", "must be > 0 (got " + num(epsilon) + ")");
+    throw ConfigError("epsilon", "must be > 0 (got " + message_number(epsilon) + ")");
   if (!(omega > 0 && omega < 2))
-    throw ConfigError("omega", "must be in (0, 2) (got " + num(omega) + ")");
+    throw ConfigError("omega", "must be in (0, 2) (got " + message_number(omega) + ")");
   if (!(tolerance > 0) || !std::isfinite(tolerance))
-    throw ConfigError("tolerance", "must be > 0 (got " + num(tolerance) + ")");
+    throw ConfigError("tolerance", "must be > 0 (got " + message_number(tolerance) + ")");
   if (max_sweeps < 1)
     throw ConfigError("max_sweeps", "must be at least 1 (got " + std::to_string(max_sweeps) + ")");
 }

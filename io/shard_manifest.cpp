@@ -1,8 +1,6 @@
 #include "io/shard_manifest.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -349,44 +347,22 @@ void write_maxabs(const std::string& path, const std::vector<std::span<const flo
 
 namespace {
 
-// Reads `size` bytes at `offset` of fd into `into`; DataError when the file ends first.
-void read_at(int fd, const std::string& path, void* into, std::size_t size, std::uint64_t offset) {
-  auto* at = static_cast<char*>(into);
-  while (size > 0) {
-    const ssize_t n = ::pread(fd, at, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw IoError("cannot read " + path + ": " + std::strerror(errno));
-    if (n == 0) throw DataError(path, 0, 0, "truncated while reading (re-run convert)");
-    at += n;
-    size -= static_cast<std::size_t>(n);
-    offset += static_cast<std::uint64_t>(n);
-  }
-}
-
-// feature_maxabs.bin read through its checksum a piece at a time: into `out` when given, else
-// only checked (verify), so that memory stays a buffer's whatever the largest feature id (the
-// file is sparse: ids near 2^32 make gigabytes of holes).
+// feature_maxabs.bin read through its checksum a piece at a time (pread, the mapping left
+// untouched): into `out` when given, else only checked (verify), so that memory stays a buffer's
+// whatever the largest feature id (the file is sparse: ids near 2^32 make gigabytes of holes).
 void scan_maxabs(const std::string& path, std::uint64_t expected_count, std::vector<float>* out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT)
-      throw DataError(path, 0, 0, "missing: the shard directory is incomplete (re-run convert)");
-    throw IoError("cannot open " + path + ": " + std::strerror(errno));
-  }
-  const std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) {
-    ::close(*f);
-    delete f;
-  });
-  struct stat st;
-  if (::fstat(fd, &st) != 0) throw IoError("cannot examine " + path + ": " + std::strerror(errno));
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) && !ec)
+    throw DataError(path, 0, 0, "missing: the shard directory is incomplete (re-run convert)");
+  const MappedFile file(path);
   const std::uint64_t expected_bytes =
       sizeof(MaxabsHeader) + expected_count * sizeof(float) + sizeof(std::uint64_t);
-  if (static_cast<std::uint64_t>(st.st_size) != expected_bytes)
+  if (file.size() != expected_bytes)
     throw DataError(path, 0, 0,
-                    "size " + std::to_string(st.st_size) + " bytes, expected " +
+                    "size " + std::to_string(file.size()) + " bytes, expected " +
                         std::to_string(expected_bytes) + " (truncated or foreign; re-run convert)");
   MaxabsHeader header;
-  read_at(fd, path, &header, sizeof header, 0);
+  file.read(0, sizeof header, &header, path);
   if (std::memcmp(header.magic, kMaxabsMagic, sizeof header.magic) != 0 ||
       header.format_version != kShardFormatVersion || header.count != expected_count)
     throw DataError(path, 0, 0, "not a feature_maxabs file of this format (re-run convert)");
@@ -405,11 +381,11 @@ void scan_maxabs(const std::string& path, std::uint64_t expected_count, std::vec
   for (std::uint64_t first = 0; first < expected_count; first += kPiece) {
     const std::uint64_t count = std::min(kPiece, expected_count - first);
     float* into = out ? out->data() + first : buffer.data();
-    read_at(fd, path, into, count * sizeof(float), sizeof header + first * sizeof(float));
+    file.read(sizeof header + first * sizeof(float), count * sizeof(float), into, path);
     XXH3_64bits_update(state.get(), into, count * sizeof(float));
   }
   std::uint64_t stored;
-  read_at(fd, path, &stored, sizeof stored, expected_bytes - sizeof stored);
+  file.read(expected_bytes - sizeof stored, sizeof stored, &stored, path);
   if (XXH3_64bits_digest(state.get()) != stored)
     throw DataError(path, 0, 0, "checksum mismatch: the file is corrupt (re-run convert)");
 }
