@@ -32,6 +32,26 @@ void print_usage(std::ostream& out) {
          "not fit in memory\n";
 }
 
+// What went to standard output must have arrived: a full disk or a closed descriptor under
+// `> file` is an I/O error (4), not a silent loss with exit 0. "" when it did.
+std::string stdout_error() {
+  errno = 0;
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  if (std::cout && flushed && !std::ferror(stdout)) return "";
+  const int cause = errno;
+  return "error: cannot write standard output" +
+         (cause ? std::string(": ") + std::strerror(cause) : std::string());
+}
+
+// The exit of a command that only prints (usage, version): 4 if that could not be written.
+int printed(int code) {
+  const std::string error = stdout_error();
+  if (error.empty()) return code;
+  std::cerr << error << "\n";
+  return polymargin::cli::kExitIo;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,11 +63,11 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") {
     print_usage(std::cout);
-    return cli::kExitOk;
+    return printed(cli::kExitOk);
   }
   if (name == "--version") {
     std::cout << "polymargin 0.1.0\n";
-    return cli::kExitOk;
+    return printed(cli::kExitOk);
   }
   // Before MPI starts its threads: they inherit the mask that leaves the stop signals to ours.
   cli::start_signal_thread();
@@ -108,18 +128,9 @@ int main(int argc, char** argv) {
       error = std::string("internal error: ") + e.what();
       code = cli::kExitInternal;
     }
-    // What went to standard output must have arrived: a full disk or a closed descriptor under
-    // `> file` is an I/O error (4), not a silent loss with exit 0.
-    errno = 0;
-    std::cout.flush();
-    const bool flushed = std::fflush(stdout) == 0;
-    if (!std::cout || !flushed || std::ferror(stdout)) {
-      const int cause = errno;
-      if (error.empty()) {
-        error = "error: cannot write standard output" +
-                (cause ? std::string(": ") + std::strerror(cause) : std::string());
-        code = cli::kExitIo;
-      }
+    if (error.empty()) {
+      error = stdout_error();
+      if (!error.empty()) code = cli::kExitIo;
     }
     if (!error.empty()) {
       std::cerr.flush();

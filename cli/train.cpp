@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/errors.h"
+#include "io/memory.h"
 #include "io/model_file.h"
 #include "io/output_path.h"
 
@@ -199,7 +200,7 @@ std::string gib(std::uint64_t bytes) {
 }
 
 void check_fits(std::uint64_t need, const std::string& what, const std::string& remedy) {
-  const std::uint64_t available = io::available_memory();
+  const std::uint64_t available = io::mem_available();
   if (available != 0 && need > available)
     throw MemoryError("train: " + what + " needs " + gib(need) + " but only " + gib(available) +
                       " are available: " + remedy);

@@ -97,8 +97,9 @@ inline constexpr std::uint64_t kRunOverheadBytes = std::uint64_t{256} << 20;
 inline constexpr std::uint64_t kRunFloorBytes = std::uint64_t{32} << 20;
 /// "1.25 GiB".
 std::string gib(std::uint64_t bytes);
-/// MemoryError unless `need` bytes fit in the memory available (io::available_memory: MemAvailable,
-/// or the cgroup's limit): "train: WHAT needs N GiB but only M GiB are available: REMEDY".
+/// MemoryError unless `need` bytes fit in the memory available (io::mem_available) and in what the
+/// process's memory cgroup leaves (check_cgroup_fits): "train: WHAT needs N GiB but only M GiB are
+/// available: REMEDY".
 void check_fits(std::uint64_t need, const std::string& what, const std::string& remedy);
 /// The part of check_fits against the process's memory cgroup (need counted with
 /// kRunOverheadBytes, which is replaced by kRunFloorBytes there).

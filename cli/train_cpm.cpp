@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/output.h"
 #include "cli/cpm_checkpoint.h"
+#include "cli/output.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
 #include "cli/tune.h"
@@ -31,6 +31,7 @@
 #include "engine/cpm_replicas.h"
 #include "engine/errors.h"
 #include "io/cpm_model_file.h"
+#include "io/memory.h"
 #include "io/shards.h"
 
 namespace polymargin::cli {
@@ -97,7 +98,7 @@ struct CpmRun : TrainRun {
   std::optional<CpmCheckpoint> resumed;
   double allocate_seconds = 0, save_seconds = 0;
   engine::CpmProblem problem;
-  std::uint64_t available = 0, need = 0;  // memory: MemAvailable (or the cgroup's), the run's
+  std::uint64_t available = 0, need = 0;  // memory: MemAvailable, the run's
   std::uint64_t scale_bytes = 0;          // of it, the max |x| table and its copy in the model
   std::optional<engine::CpmReplicas> replicas;  // one in all: exactly a single CpmTrainer
   nlohmann::json run_config, run_data;
@@ -243,7 +244,7 @@ void CpmRun::open() {
 void CpmRun::size() {
   const io::Manifest& manifest = dataset->shards().manifest();
   // Memory: decided before the first weight is allocated.
-  available = io::available_memory();
+  available = io::mem_available();
   // Every worker holds a whole trainer (its U and state); a replicated float run sums its average
   // through a 32 MiB double copy, within the overhead. With --scale maxabs, the reader's table of
   // every feature id's max |x| and the model's copy of it: 8 bytes a feature id, whatever

@@ -19,16 +19,17 @@
 #include "cli/train.h"
 #include "cli/train_jobs.h"
 #include "cli/tune.h"
+#include "engine/cmm.h"
 #include "engine/errors.h"
 #include "engine/kernel.h"
 #include "engine/kernel_model.h"
-#include "engine/cmm.h"
 #include "engine/kldm.h"
 #include "engine/ldm.h"
 #include "engine/normalize.h"
 #include "engine/tldm.h"
 #include "io/file_lock.h"
 #include "io/kernel_model_file.h"
+#include "io/memory.h"
 #include "io/shards.h"
 
 namespace polymargin::cli {

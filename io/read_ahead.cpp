@@ -6,9 +6,6 @@
 #include <algorithm>
 #include <charconv>
 #include <deque>
-#include <exception>
-#include <fstream>
-#include <string>
 #include <string_view>
 
 #include "io/shards.h"
@@ -32,52 +29,6 @@ std::uint64_t disk_read_bytes() {
   const char* begin = io.data() + at + key.size();
   std::from_chars(begin, io.data() + io.size(), value);
   return value;
-}
-
-namespace {
-
-// The first number in `path`, if it reads as one ("max" and a missing file do not).
-bool read_limit(const std::string& path, std::uint64_t& value) {
-  std::ifstream in(path);
-  std::string text;
-  if (!(in >> text) || text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
-    return false;
-  try {
-    value = std::stoull(text);
-  } catch (const std::exception&) {
-    return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-std::uint64_t cgroup_memory_limit() {
-  std::uint64_t limit = 0;
-  const auto lower = [&](const std::string& path) {
-    std::uint64_t l = 0;
-    if (read_limit(path, l) && l > 0 && (limit == 0 || l < limit)) limit = l;
-  };
-  std::ifstream groups("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(groups, line)) {  // "ID:CONTROLLERS:PATH"
-    const std::size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (controllers.empty())
-      lower("/sys/fs/cgroup" + path + "/memory.max");
-    else if ((',' + controllers + ',').find(",memory,") != std::string::npos)
-      lower("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes");
-  }
-  lower("/sys/fs/cgroup/memory.max");
-  return limit;
-}
-
-std::uint64_t usable_memory() {
-  std::uint64_t available = available_memory();
-  const std::uint64_t limit = cgroup_memory_limit();
-  if (limit > 0 && (available == 0 || limit < available)) available = limit;
-  return available;
 }
 
 ReadAhead::ReadAhead(WindowExtents extents, std::uint64_t first, std::uint64_t end,

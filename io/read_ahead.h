@@ -36,14 +36,6 @@ using WindowExtents = std::function<void(std::uint64_t n, std::vector<BlockExten
 /// reads of its page faults, read-ahead and read calls that missed the page cache); 0 if unknown.
 std::uint64_t disk_read_bytes();
 
-/// The memory limit of the process's own cgroup, v1 (the memory controller's
-/// memory.limit_in_bytes) or v2 (memory.max), or of the cgroup root a container sees; 0 when none
-/// applies. Page cache counts against it: data larger than it cannot stay cached.
-std::uint64_t cgroup_memory_limit();
-
-/// The memory the process may use: MemAvailable, lowered to its cgroup's limit; 0 if unknown.
-std::uint64_t usable_memory();
-
 class ReadAhead {
  public:
   /// Reads ahead windows [first, end) within `budget_bytes` (at least the window after the one

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <string>
 
 #include "engine/errors.h"
@@ -53,91 +52,6 @@ Manifest convert_text(const std::vector<std::string>& inputs, const std::string&
   writer.set_text_bytes(stats.bytes);
   return writer.finish(index_base_value(stats.resolved_base), sources, stats.bad_lines,
                        stats.bad_line_messages);
-}
-
-namespace {
-
-// The first number in `path` (a cgroup file), or nullopt (absent, "max", unreadable).
-std::optional<std::uint64_t> read_number(const fs::path& path) {
-  std::ifstream in(path);
-  std::string text;
-  if (!(in >> text) || text == "max") return std::nullopt;
-  try {
-    return std::stoull(text);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
-// The value of `key` in a memory.stat file, else 0.
-std::uint64_t stat_value(const fs::path& path, const std::string& key) {
-  std::ifstream in(path);
-  std::string name;
-  std::uint64_t value = 0;
-  while (in >> name >> value)
-    if (name == key) return value;
-  return 0;
-}
-
-}  // namespace
-
-std::optional<std::uint64_t> cgroup_memory_room() {
-  // The process's memory cgroup, from /proc/self/cgroup: "0::/PATH" (v2) or "N:...memory...:/PATH"
-  // (v1). Its limit less what it holds, not counting the page cache it could drop (inactive
-  // files). v1's hierarchical limit includes the ancestors'; in v2 each ancestor's is checked.
-  std::ifstream self("/proc/self/cgroup");
-  std::string line;
-  std::optional<std::uint64_t> room;
-  const auto take = [&](std::uint64_t limit, std::uint64_t usage, std::uint64_t reclaimable) {
-    const std::uint64_t held = usage > reclaimable ? usage - reclaimable : 0;
-    const std::uint64_t left = limit > held ? limit - held : 0;
-    if (!room || left < *room) room = left;
-  };
-  while (std::getline(self, line)) {
-    const auto first = line.find(':'), second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
-    const std::string controllers = line.substr(first + 1, second - first - 1);
-    const fs::path path = line.substr(second + 1);
-    if (controllers.empty()) {  // v2: this cgroup and every ancestor under the mount
-      for (fs::path p = path;; p = p.parent_path()) {
-        const fs::path dir = fs::path("/sys/fs/cgroup") / p.relative_path();
-        if (const auto limit = read_number(dir / "memory.max"))
-          take(*limit, read_number(dir / "memory.current").value_or(0),
-               stat_value(dir / "memory.stat", "inactive_file"));
-        if (!p.has_relative_path()) break;  // the root: done
-      }
-    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
-      const fs::path dir = fs::path("/sys/fs/cgroup/memory") / path.relative_path();
-      std::uint64_t limit = stat_value(dir / "memory.stat", "hierarchical_memory_limit");
-      if (limit == 0) limit = read_number(dir / "memory.limit_in_bytes").value_or(0);
-      // v1 says "no limit" with a number near 2^63.
-      if (limit > 0 && limit < (std::uint64_t{1} << 62))
-        take(limit, read_number(dir / "memory.usage_in_bytes").value_or(0),
-             stat_value(dir / "memory.stat", "total_inactive_file"));
-    }
-  }
-  return room;
-}
-
-std::uint64_t available_memory() {
-  std::uint64_t available = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key, unit;
-  std::uint64_t value = 0;
-  while (meminfo >> key >> value) {
-    std::getline(meminfo, unit);
-    if (key == "MemAvailable:") available = value * 1024;
-  }
-  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
-  std::string limit;
-  if (cgroup >> limit && limit != "max") {
-    try {
-      const std::uint64_t l = std::stoull(limit);
-      if (available == 0 || l < available) available = l;
-    } catch (const std::exception&) {
-    }
-  }
-  return available;
 }
 
 Codec temporary_codec(const std::vector<std::string>& inputs) {

@@ -37,6 +37,7 @@
 #include "engine/normalize.h"
 #include "engine/random.h"
 #include "engine/sparse.h"
+#include "io/memory.h"
 #include "io/read_ahead.h"
 #include "io/shard_format.h"
 #include "io/shard_manifest.h"
@@ -341,7 +342,7 @@ struct ShardSet::Impl {
                                         std::uint64_t end) const {
     std::uint64_t data_bytes = 0;
     for (const ShardInfo& s : manifest.shards) data_bytes += s.bytes;
-    const std::uint64_t memory = usable_memory();
+    const std::uint64_t memory = available_memory();
     const bool drop = memory > 0 && data_bytes > memory / 2;
     const std::uint64_t budget =
         drop ? std::min(o.read_ahead_bytes, memory / 4) : o.read_ahead_bytes;

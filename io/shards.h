@@ -239,13 +239,6 @@ bool is_shard_dir(const std::string& path);
 /// options, whatever the directory or the time. Checkpoints and --metrics-json record it.
 std::uint64_t data_checksum(const Manifest& manifest);
 
-/// MemAvailable of /proc/meminfo, lowered to the cgroup's memory limit when there is one; 0 if
-/// unknown.
-std::uint64_t available_memory();
-/// What the process's memory cgroup (v1 or v2; the tightest of its ancestors in v2) still lets it
-/// hold, or nullopt when no limit applies.
-std::optional<std::uint64_t> cgroup_memory_room();
-
 /// The codec of the shards Dataset::open converts text into: raw (no compression work, and half
 /// the decode work of every epoch) when the raw blocks, estimated from the inputs' sizes, take at
 /// most 8 GiB, zstd otherwise (also for stdin, whose size is unknown). It depends on the inputs

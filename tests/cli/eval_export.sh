@@ -102,7 +102,7 @@ cmp -s "$tmp/cfg.txt" "$tmp/flags.txt" || fail "config file and flags trained di
 # Standard output that cannot take the output (a full disk under `> file`): exit 4, said.
 if [ -w /dev/full ]; then
   for cmd in "predict -m $tmp/ldm.model -d data/a9a.t.zst" "eval -m $tmp/ldm.model -d data/a9a.t.zst --json" \
-    "export -m $tmp/ldm.model --format json"; do
+    "export -m $tmp/ldm.model --format json" "--help" "--version" "train --help"; do
     rc=0
     # shellcheck disable=SC2086
     "$bin" $cmd > /dev/full 2> "$tmp/full.err" || rc=$?
