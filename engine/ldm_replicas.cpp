@@ -174,9 +174,11 @@ void LdmReplicas::average(const Peers& peers) {
   for (std::size_t k = 0; k < n; ++k) {
     LdmTrainer& replica = *replicas_[k];
     LdmState& s = replica.state_;
+    // The mean step can be at or before t0 although some replica had begun to average: its next
+    // step sets w̄ = w (μ = 1), which holds only with A flagged zero.
     s.a = s.c = 1;
-    s.b = averaging ? 0 : 1;
-    s.avg_is_zero = !averaging;
+    s.avg_is_zero = !averaging || t <= replica.t0_;
+    s.b = s.avg_is_zero ? 1 : 0;
     s.t = t;
     const bool holds_totals = first_ == 0 && k == 0;
     s.renorms = holds_totals ? static_cast<std::uint64_t>(scalars[1]) : 0;

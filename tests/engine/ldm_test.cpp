@@ -497,6 +497,31 @@ TEST(LdmReplicas, AverageIsTheStepWeightedMeanOfWhatTheyRepresent) {
   EXPECT_EQ(two.replica(0).weights(), alone);
 }
 
+// An average whose mean step is still at or before t0, although one replica had begun averaging:
+// the next step has μ = 1 and must leave w̄ = w, not w plus the averaged w̄ left in A.
+TEST(LdmReplicas, AverageBeforeT0LeavesTheAverageFlaggedZero) {
+  const Problem p = random_problem(30, 8, true, 1.0, 11);
+  LdmConfig config = small_config(0.3, 0.2, 1.0);
+  config.avg_start_epochs = 1;  // t0 = 30 / 2 = 15 steps a replica
+  LdmReplicas replicas(config, p.m(), p.max_index, LabelMap{}, 2, 2, 0);
+  CsrView one = p.csr.view();
+  one.rows = 1;  // a window of one row: replica 1's share
+  for (int i = 0; i < 17; ++i) replicas.learn(one);
+  ASSERT_EQ(replicas.replica(0).state().t, 0u);
+  ASSERT_EQ(replicas.replica(1).state().t, 17u);  // past t0: it averages
+  ASSERT_FALSE(replicas.replica(1).state().avg_is_zero);
+  replicas.average(Peers{});
+  ASSERT_EQ(replicas.replica(0).state().t, 8u);  // the mean step, before t0
+  CsrView two = p.csr.view();
+  two.rows = 2;
+  replicas.learn(two);
+  for (int k = 0; k < 2; ++k)
+    EXPECT_LT(max_relative_difference(replicas.replica(k).averaged_weights(),
+                                      replicas.replica(k).weights()),
+              1e-12)
+        << "replica " << k;
+}
+
 TEST(LdmConfig, RejectsInvalidValues) {
   auto invalid = [](auto change) {
     LdmConfig config;
