@@ -146,8 +146,15 @@ bool parse_options(const std::string& command, const std::string& usage,
   po::options_description all;
   all.add(options).add(common);
   try {
-    const po::parsed_options parsed =
-        po::command_line_parser(args).options(all).positional(positional).run();
+    // Exact names only: Boost would take any unambiguous prefix (`--alg` for `--algo`), but the
+    // options read before parsing (peek_option: the learner, the config file, --tune, the metrics
+    // file) match whole names, so a prefix would be parsed one way and routed another.
+    namespace style = po::command_line_style;
+    const po::parsed_options parsed = po::command_line_parser(args)
+                                          .options(all)
+                                          .positional(positional)
+                                          .style(style::default_style & ~style::allow_guessing)
+                                          .run();
     refuse_negative_unsigned(command, all, parsed, "");
     po::store(parsed, vm);
     if (vm.count("help")) {

@@ -167,6 +167,10 @@ expect_exit 3 'no data rows: all 12 data lines were skipped as bad \(--max-bad-l
 # Usage and I/O errors.
 expect_exit 2 'codec' "$bin" convert "$data" -o "$work/x.shards" --codec lz4
 expect_exit 2 'unrecognised|unknown' "$bin" convert "$data" -o "$work/x.shards" --bogus
+# A prefix of an option's name is not that option: `--alg cpm` once trained an LDM recorded as cpm.
+expect_exit 2 "unrecognised option '--alg'" "$bin" train --alg cpm -d "$data" -o "$work/alg.model"
+expect_exit 2 "unrecognised option '--metrics-j'" "$bin" train -d "$data" -o "$work/alg.model" --metrics-j "$work/m.json"
+[ ! -e "$work/alg.model" ] || fail "a refused option left a model"
 expect_exit 2 'index base' "$bin" convert "$data" -o "$work/x.shards" --index-base 2
 expect_exit 4 'no such file|cannot open' "$bin" convert "$work/absent.svm" -o "$work/x.shards"
 expect_exit 3 'manifest missing' "$bin" inspect "$work/precious"
