@@ -116,6 +116,7 @@ expect 2 "eta0 must be 'auto' or a positive number" -d "$work/a9a.shards" -o "$w
 expect 2 "algo must be one of .*ldm|svm" -d "$work/a9a.shards" -o "$work/out/m" --algo perceptron
 expect 2 "scale must be maxabs or none" -d "$work/a9a.shards" -o "$work/out/m" --scale minmax
 expect 2 "takes no" -d "$work/a9a.shards" -o "$work/out/m" --algo svm --lambda1 1
+expect 2 "takes no --pairing" -d "$work/a9a.shards" -o "$work/out/m" --algo svm --pairing permuted
 expect 2 "no training data" -o "$work/out/m"
 expect 4 "does not exist" -d "$work/a9a.shards" -o "$work/out/missing/m"
 
