@@ -482,9 +482,15 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   config.shrinking = !no_shrinking;
   config.seed = o.seed;
   engine::parse_kernel(o.kernel);
-  for (const std::string name : {"lambda1", "lambda2"})
+  for (const std::string name : {"lambda1", "lambda2"}) {
     if (vm.count(name) && vm.count(name + "-rel"))
       throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
+    for (const std::string flag : {name, name + "-rel"})
+      if (vm.count(flag) && !(vm[flag].as<double>() >= 0 && std::isfinite(vm[flag].as<double>())))
+        throw UsageError("train: --" + flag + " must be ≥ 0 (got " +
+                         number(vm[flag].as<double>()) + ")");
+  }
+  check_config(config, {{"c", "--cost"}});  // C first: the λs below are computed from it
   const KernelJob job(vm, o, metrics, algo);
   config.stop = KernelJob::stop_requested;
 

@@ -83,6 +83,9 @@ cmp -s "$tmp/s.pred" "$tmp/t1.pred" || fail "text and shard training gave differ
 expect_exit 2 "kernel must be linear, rbf or poly" -- \
   "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --kernel sigmoid
 expect_exit 2 "cost must be a positive number in" -- "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" -c 0
+# A negative C is named as C, not as the λ1 = λ1-rel·m·C it would give; a negative -rel as itself.
+expect_exit 2 "cost must be a positive number in" -- "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" -c -1
+expect_exit 2 "lambda1-rel must be ≥ 0 (got -1)" -- "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --lambda1-rel -1
 # C beyond [1e-30, 1e30] is refused before any work, as for the linear learners.
 expect_exit 2 "cost must be a positive number in" -- "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" -c 1e31
 expect_exit 2 "cost must be a positive number in" -- "$bin" train --algo tldm -d "$train" -o "$tmp/x.model" -c 1e300
