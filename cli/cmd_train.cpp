@@ -243,8 +243,9 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
                         vm.count("lambda2-rel")))
     throw UsageError("train: --algo svm takes no λ1, λ2 (it is LDM with λ1 = λ2 = 0)");
   if (algo == "svm" && !vm["pairing"].defaulted())
-    throw UsageError("train: --algo svm takes no --pairing (its steps use one row: only the LDM "
-                     "pairs rows)");
+    throw UsageError(
+        "train: --algo svm takes no --pairing (its steps use one row: only the LDM "
+        "pairs rows)");
   check_config(config, {{"c", "C"}});
   parallel.check();
   check_train_paths(vm);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "cli/signals.h"
 #include "cli/train.h"
 #include "driver/mpi_job.h"
@@ -32,23 +33,11 @@ void print_usage(std::ostream& out) {
          "not fit in memory\n";
 }
 
-// What went to standard output must have arrived: a full disk or a closed descriptor under
-// `> file` is an I/O error (4), not a silent loss with exit 0. "" when it did.
-std::string stdout_error() {
-  errno = 0;
-  std::cout.flush();
-  const bool flushed = std::fflush(stdout) == 0;
-  if (std::cout && flushed && !std::ferror(stdout)) return "";
-  const int cause = errno;
-  return "error: cannot write standard output" +
-         (cause ? std::string(": ") + std::strerror(cause) : std::string());
-}
-
 // The exit of a command that only prints (usage, version): 4 if that could not be written.
 int printed(int code) {
-  const std::string error = stdout_error();
+  const std::string error = polymargin::cli::stdout_error();
   if (error.empty()) return code;
-  std::cerr << error << "\n";
+  std::cerr << "error: " << error << "\n";
   return polymargin::cli::kExitIo;
 }
 
@@ -129,8 +118,10 @@ int main(int argc, char** argv) {
       code = cli::kExitInternal;
     }
     if (error.empty()) {
-      error = stdout_error();
-      if (!error.empty()) code = cli::kExitIo;
+      if (const std::string failed = cli::stdout_error(); !failed.empty()) {
+        error = "error: " + failed;
+        code = cli::kExitIo;
+      }
     }
     if (!error.empty()) {
       std::cerr.flush();

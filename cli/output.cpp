@@ -1,7 +1,9 @@
 #include "cli/output.h"
 
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -42,6 +44,16 @@ void err_printf(const char* format, ...) {
   va_start(args, format);
   print(std::cerr, format, args);
   va_end(args);
+}
+
+std::string stdout_error() {
+  errno = 0;
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  if (std::cout && flushed && !std::ferror(stdout)) return "";
+  const int cause = errno;
+  return "cannot write standard output" +
+         (cause ? std::string(": ") + std::strerror(cause) : std::string());
 }
 
 }  // namespace polymargin::cli

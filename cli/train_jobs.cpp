@@ -240,6 +240,8 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
   try {
     const int code = job(args, metrics);
     if (code == kHelpShown) return kExitOk;
+    // The summary (--json) must have arrived before the run is recorded as ok.
+    if (const std::string failed = stdout_error(); !failed.empty()) throw IoError(failed);
     if (leads) metrics.finish(code, "ok");
     return code;
   } catch (const Interrupted& stop) {

@@ -487,8 +487,8 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
       throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
     for (const std::string flag : {name, name + "-rel"})
       if (vm.count(flag) && !(vm[flag].as<double>() >= 0 && std::isfinite(vm[flag].as<double>())))
-        throw UsageError("train: --" + flag + " must be ≥ 0 (got " +
-                         number(vm[flag].as<double>()) + ")");
+        throw UsageError("train: --" + flag + " must be ≥ 0 (got " + number(vm[flag].as<double>()) +
+                         ")");
   }
   check_config(config, {{"c", "--cost"}});  // C first: the λs below are computed from it
   const KernelJob job(vm, o, metrics, algo);

@@ -109,5 +109,12 @@ if [ -w /dev/full ]; then
     [ "$rc" = 4 ] && grep -q "cannot write standard output" "$tmp/full.err" ||
       fail "$cmd > /dev/full: exit $rc, $(cat "$tmp/full.err")"
   done
+  # The summary lost: the metrics file says so, not "ok".
+  rc=0
+  "$bin" train -d data/a9a.t.zst -o "$tmp/full.model" --epochs 1 --json --metrics-json "$tmp/full.json" \
+    > /dev/full 2> "$tmp/full.err" || rc=$?
+  [ "$rc" = 4 ] || fail "train --json > /dev/full: exit $rc"
+  grep -q '"status": "error"' "$tmp/full.json" && grep -q '"exit_code": 4' "$tmp/full.json" ||
+    fail "train --json > /dev/full recorded: $(cat "$tmp/full.json")"
 fi
 echo "eval/predict/export: all checks passed"
