@@ -36,22 +36,6 @@ bool is_unsigned(const std::type_info& type) {
          type == typeid(unsigned long) || type == typeid(unsigned long long);
 }
 
-void refuse_negative_unsigned(const std::string& command, const po::options_description& options,
-                              const po::parsed_options& parsed, const std::string& where) {
-  for (const po::option& o : parsed.options) {
-    const po::option_description* d = options.find_nothrow(o.string_key, false);
-    if (!d) continue;
-    const auto* typed = dynamic_cast<const po::typed_value_base*>(d->semantic().get());
-    if (!typed || !is_unsigned(typed->value_type())) continue;
-    for (const std::string& token : o.value) {
-      const std::size_t first = token.find_first_not_of(" \t");
-      if (first != std::string::npos && token[first] == '-')
-        throw UsageError(command + ": --" + d->long_name() + " must not be negative (got '" +
-                         token + "'" + where + ")");
-    }
-  }
-}
-
 // `train --tune`'s own keys: read from the config file by train's dispatcher (cli/tune.h) before a
 // learner runs, and no learner's options.
 bool tune_key(const std::string& command, const std::string& key) {
@@ -136,6 +120,22 @@ void check_thread_counts(const std::string& command, const po::variables_map& vm
 }
 
 }  // namespace
+
+void refuse_negative_unsigned(const std::string& command, const po::options_description& options,
+                              const po::parsed_options& parsed, const std::string& where) {
+  for (const po::option& o : parsed.options) {
+    const po::option_description* d = options.find_nothrow(o.string_key, false);
+    if (!d) continue;
+    const auto* typed = dynamic_cast<const po::typed_value_base*>(d->semantic().get());
+    if (!typed || !is_unsigned(typed->value_type())) continue;
+    for (const std::string& token : o.value) {
+      const std::size_t first = token.find_first_not_of(" \t");
+      if (first != std::string::npos && token[first] == '-')
+        throw UsageError(command + ": --" + d->long_name() + " must not be negative (got '" +
+                         token + "'" + where + ")");
+    }
+  }
+}
 
 bool parse_options(const std::string& command, const std::string& usage,
                    po::options_description& options, const po::positional_options_description& positional,

@@ -41,6 +41,11 @@ bool parse_options(const std::string& command, const std::string& usage,
                    po::options_description& options, const po::positional_options_description& positional,
                    const std::vector<std::string>& args, po::variables_map& vm);
 
+/// UsageError naming the option when `parsed` gives a negative value to an unsigned option of
+/// `options` (Boost would wrap it around); `where` is appended to the value in the message.
+void refuse_negative_unsigned(const std::string& command, const po::options_description& options,
+                              const po::parsed_options& parsed, const std::string& where);
+
 /// The paths that the options `names` (string or list valued; "input" is the positional INPUT) and
 /// --config hold in `vm`, for io::check_outputs.
 std::vector<io::NamedPath> input_paths(const po::variables_map& vm,

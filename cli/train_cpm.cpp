@@ -35,6 +35,22 @@
 #include "io/shards.h"
 
 namespace polymargin::cli {
+
+void refuse_cpm_warm_start() {
+  throw UsageError(
+      "train: --warm-start is not supported for --algo cpm: the CPM's state is more than its "
+      "weights (ASSIGN's history of each training row's face, and the Pegasos schedule "
+      "1/(lambda (t + 2)) with lambda = 1/(C T) of this run's T), and neither carries over to "
+      "new data; train afresh, or continue an interrupted run with --resume CHECKPOINT");
+}
+
+void check_cpm_replicas(const DataParallel& parallel, double perplexity) {
+  if (parallel.total() > 1 && perplexity > 1)
+    throw UsageError(
+        "train: --entropy above 1 is for one learner only: ASSIGN's history (each training row's "
+        "last face) is not averaged between --workers or MPI ranks; use --entropy 1, or one "
+        "worker");
+}
 namespace {
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
@@ -164,12 +180,7 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
                      vm))
     return false;
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
-  if (!warm_start.empty())
-    throw UsageError(
-        "train: --warm-start is not supported for --algo cpm: the CPM's state is more than its "
-        "weights (ASSIGN's history of each training row's face, and the Pegasos schedule "
-        "1/(lambda (t + 2)) with lambda = 1/(C T) of this run's T), and neither carries over to "
-        "new data; train afresh, or continue an interrupted run with --resume CHECKPOINT");
+  if (!warm_start.empty()) refuse_cpm_warm_start();
   if (scale != "maxabs" && scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
   if (normalize != "l2" && normalize != "none")
@@ -199,11 +210,7 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
       config,
       {{"faces", "-k (faces K)"}, {"c", "-c (C)"}, {"perplexity", "--entropy (a perplexity)"}});
   parallel.check();
-  if (parallel.total() > 1 && config.perplexity > 1)
-    throw UsageError(
-        "train: --entropy above 1 is for one learner only: ASSIGN's history (each training row's "
-        "last face) is not averaged between --workers or MPI ranks; use --entropy 1, or one "
-        "worker");
+  check_cpm_replicas(parallel, config.perplexity);
   check_train_paths(vm);
   job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.

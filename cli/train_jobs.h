@@ -100,6 +100,12 @@ struct DataParallel {
   }
 };
 
+/// UsageError: the CPM takes no --warm-start (its state is more than its weights).
+[[noreturn]] void refuse_cpm_warm_start();
+/// UsageError for a CPM entropy floor above 1 with several replicas (ASSIGN's history is not
+/// averaged).
+void check_cpm_replicas(const DataParallel& parallel, double perplexity);
+
 /// Thrown by a learner that stopped on a signal, after saving what it could.
 struct Interrupted {
   int signal = 0;          // SIGTERM, SIGINT, or kStopAfterRows

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -893,6 +894,52 @@ std::string tune_help() {
 
 namespace {
 
+// The final run's own options, which no cell receives (--workers, --sync-rows, --checkpoint-every,
+// --stop-after-rows, --read-ahead; the CPM's --warm-start and its entropy with replicas), checked
+// as the learner's parse checks them: refused before the search, not after it. Returns the replicas
+// the final run will have (1 for the kernel learners).
+int check_final_options(const std::vector<std::string>& args, const std::string& algo) {
+  if (!trains_replicated(algo)) return 1;
+  namespace po = boost::program_options;
+  DataParallel parallel;
+  JobOptions job;
+  po::options_description options;
+  parallel.add_to(options);
+  job.add_to(options, "epoch");
+  options.add_options()("data,d", po::value<std::vector<std::string>>()->multitoken())(
+      "warm-start", po::value<std::string>())("entropy", po::value<double>());
+  po::positional_options_description positional;
+  positional.add("data", -1);  // and the values of the options not checked here
+  po::variables_map vm;
+  try {
+    namespace style = po::command_line_style;
+    const po::parsed_options given = po::command_line_parser(args)
+                                         .options(options)
+                                         .positional(positional)
+                                         .style(style::default_style & ~style::allow_guessing)
+                                         .allow_unregistered()
+                                         .run();
+    refuse_negative_unsigned("train", options, given, "");
+    po::store(given, vm);
+    std::string lines;  // the --config file's entries: the command line wins
+    for (const auto& [key, value] : config_entries(args)) lines += key + " = " + value + "\n";
+    std::istringstream text(lines);
+    const po::parsed_options file = po::parse_config_file(text, options, true);
+    refuse_negative_unsigned("train", options, file, " in the --config file");
+    po::store(file, vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string("train: ") + e.what() + " (see polymargin train --help)");
+  }
+  parallel.check();
+  job.check();
+  if (algo == "cpm") {
+    if (vm.count("warm-start")) refuse_cpm_warm_start();
+    if (vm.count("entropy")) check_cpm_replicas(parallel, vm["entropy"].as<double>());
+  }
+  return parallel.total();
+}
+
 // The search and the final run; `final_started` is set when the final run, which reports for
 // itself, begins.
 int tune_then_train(const std::vector<std::string>& args, const std::string& algo,
@@ -955,7 +1002,10 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
                algo.c_str(), t.warm_start.c_str(), kept[0].second.c_str(), kept[1].second.c_str());
   }
 
-  // The grid less the keys the command line (or --config) sets: those are kept as given.
+  const int replicas = check_final_options(args, algo);
+
+  // The grid less the keys the command line (or --config) sets: those are kept as given; and the
+  // CPM's entropy floor when the final run has several replicas, which keep it at 1.
   MethodSpec method;
   method.algo = algo;
   method.coordinate = true;
@@ -966,7 +1016,7 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
       const std::string paper = k.key.substr(0, k.key.size() - 4);
       set = set || t.given.count(paper) > 0 || !peek_option(args, paper, "").empty();
     }
-    if (set)
+    if (set || (k.key == "entropy" && replicas > 1))
       fixed.insert(k.key);
     else
       method.grid.push_back(k);

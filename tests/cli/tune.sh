@@ -165,6 +165,22 @@ expect 2 "--checkpoint is not an option of this learner" train --algo kldm -d "$
 printf 'cost = 1\ncheckpoint = %s\n' "$work/kck" > "$work/kck.conf"
 expect 2 "--checkpoint is not an option of this learner" train --algo kldm -d "$work/angle.svm" \
   -o "$work/kck.model" --config "$work/kck.conf" --tune
+# The final run's own options, which no cell receives, are checked before the search too.
+expect 2 "--workers must be 1 to" train --algo svm -d "$work/angle.svm" -o "$work/x" --tune --workers 0
+expect 2 "--stop-after-rows needs --checkpoint" train --algo svm -d "$work/angle.svm" -o "$work/x" \
+  --tune --stop-after-rows 100
+expect 2 "--sync-rows must not be negative" train --algo ldm -d "$work/angle.svm" -o "$work/x" \
+  --tune --workers 2 --sync-rows -3
+expect 2 "--warm-start is not supported for --algo cpm" train --algo cpm -d "$work/angle.svm" \
+  -o "$work/x" --tune --warm-start "$work/angle.l2"
+expect 2 "--entropy above 1 is for one learner only" train --algo cpm -d "$work/angle.svm" \
+  -o "$work/x" --tune --workers 2 --entropy 2
+grep -q "^tune" "$work/stderr" && fail "searched before refusing the final run's options"
+[ ! -e "$work/x" ] || fail "a refused --tune wrote a model"
+# With replicas the CPM keeps entropy 1, which they require: the search does not offer 2.
+"$bin" train --algo cpm -d "$work/angle.svm" -o "$work/rep.cpm" --tune -c 1 --normalize none -k 2 \
+  --workers 2 --json > "$work/rep.json" 2> "$work/stderr" || fail "cpm --tune --workers 2: $(cat "$work/stderr")"
+grep -q "entropy=2" "$work/stderr" && fail "cpm --tune --workers 2 searched entropy 2"
 # A signal in the search (with --checkpoint): running cells stopped, finished ones kept, exit 6.
 make_angle 13 20000 > "$work/big.svm"
 "$bin" train --algo svm -d "$work/big.svm" -o "$work/big" --tune --checkpoint "$work/bck" \
