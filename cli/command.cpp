@@ -121,6 +121,14 @@ void check_thread_counts(const std::string& command, const po::variables_map& vm
 
 }  // namespace
 
+int exact_names_style() {
+  // Boost would take any unambiguous prefix (`--alg` for `--algo`), but the options read before
+  // parsing (peek_option: the learner, the config file, --tune, the metrics file) match whole
+  // names, so a prefix would be parsed one way and routed another.
+  namespace style = po::command_line_style;
+  return style::default_style & ~style::allow_guessing;
+}
+
 void refuse_negative_unsigned(const std::string& command, const po::options_description& options,
                               const po::parsed_options& parsed, const std::string& where) {
   for (const po::option& o : parsed.options) {
@@ -146,14 +154,10 @@ bool parse_options(const std::string& command, const std::string& usage,
   po::options_description all;
   all.add(options).add(common);
   try {
-    // Exact names only: Boost would take any unambiguous prefix (`--alg` for `--algo`), but the
-    // options read before parsing (peek_option: the learner, the config file, --tune, the metrics
-    // file) match whole names, so a prefix would be parsed one way and routed another.
-    namespace style = po::command_line_style;
     const po::parsed_options parsed = po::command_line_parser(args)
                                           .options(all)
                                           .positional(positional)
-                                          .style(style::default_style & ~style::allow_guessing)
+                                          .style(exact_names_style())
                                           .run();
     refuse_negative_unsigned(command, all, parsed, "");
     po::store(parsed, vm);

@@ -41,6 +41,10 @@ bool parse_options(const std::string& command, const std::string& usage,
                    po::options_description& options, const po::positional_options_description& positional,
                    const std::vector<std::string>& args, po::variables_map& vm);
 
+/// Boost's command-line style less prefix guessing: exact names only (`--alg` is not `--algo`), as
+/// the options read before parsing (peek_option) match whole names.
+int exact_names_style();
+
 /// UsageError naming the option when `parsed` gives a negative value to an unsigned option of
 /// `options` (Boost would wrap it around); `where` is appended to the value in the message.
 void refuse_negative_unsigned(const std::string& command, const po::options_description& options,

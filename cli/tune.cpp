@@ -912,11 +912,10 @@ int check_final_options(const std::vector<std::string>& args, const std::string&
   positional.add("data", -1);  // and the values of the options not checked here
   po::variables_map vm;
   try {
-    namespace style = po::command_line_style;
     const po::parsed_options given = po::command_line_parser(args)
                                          .options(options)
                                          .positional(positional)
-                                         .style(style::default_style & ~style::allow_guessing)
+                                         .style(exact_names_style())
                                          .allow_unregistered()
                                          .run();
     refuse_negative_unsigned("train", options, given, "");
