@@ -350,6 +350,12 @@ json Experiment::run_polymargin(const Cell& cell, const std::string& work) {
     }
   }
   if (!seeded) argv.insert(argv.end(), {"--seed", std::to_string(learner_seed(config_, cell.repeat))});
+  // 0-based split files: a cell's training folds may lack id 0 while its scored fold has it, and
+  // read alone they would count from 1.
+  const bool base_given = std::any_of(cell.setting.begin(), cell.setting.end(),
+                                      [](const auto& kv) { return kv.first == "index-base"; });
+  if (datasets_[cell.dataset].splits[cell.repeat].index_base == 0 && !base_given)
+    argv.insert(argv.end(), {"--index-base", "0"});
   const ChildResult train = run_child(argv, work);
   if (train.exit_code != 0) return failure("train", train);
   const json summary = json::parse(train.stdout_text, nullptr, /*allow_exceptions=*/false);

@@ -66,7 +66,7 @@ int run_split(const std::vector<std::string>& args) {
   if (zero_based)
     err_printf(
         "note: the input is 0-based (index 0 occurs); a part without index 0 reads as 1-based: "
-        "convert the parts with --index-base 0 and train on those shards\n");
+        "train on them with --index-base 0 (or convert them with it)\n");
 
   if (vm.count("json")) {
     nlohmann::json j = {{"rows", counts.rows},

@@ -58,18 +58,18 @@ std::string last_lines(const std::string& text, int lines) {
 }  // namespace
 
 // Streams every row of `inputs` (LIBSVM text, or one shard directory) in data order.
-void for_each_batch(const std::vector<std::string>& inputs, int threads, const io::RowSink& sink) {
+int for_each_batch(const std::vector<std::string>& inputs, int threads, const io::RowSink& sink) {
   if (inputs.size() == 1 && io::is_shard_dir(inputs[0])) {
     const io::Dataset dataset = io::Dataset::open(inputs, io::ConvertOptions{}, threads);
     io::ReadOptions read;
     read.shuffle = false;
     read.threads = threads;
     dataset.shards().scan(read, sink);
-    return;
+    return dataset.shards().manifest().index_base;
   }
   io::TextOptions text;
   text.threads = threads;
-  io::read_libsvm_text(inputs, text, sink);
+  return io::index_base_value(io::read_libsvm_text(inputs, text, sink).resolved_base);
 }
 
 namespace {
@@ -308,6 +308,7 @@ SplitFiles make_split(const std::vector<std::string>& data, const std::vector<st
             old.value("bytes", nlohmann::json()) == sizes()) {
           files.train_rows = old["train_rows"];
           files.test_rows = old["test_rows"];
+          files.index_base = old.value("index_base", 1);
           if (summary) {
             summary->rows = old["rows"];
             summary->max_index = old["max_index"];
@@ -336,7 +337,7 @@ SplitFiles make_split(const std::vector<std::string>& data, const std::vector<st
   if (test.empty()) {
     // Pass 1: the random split; pass 2: the folds of its training part.
     io::Splitter splitter(prefix, split_options);
-    for_each_batch(data, threads, [&](const CsrView& batch) {
+    files.index_base = for_each_batch(data, threads, [&](const CsrView& batch) {
       note_indices(batch);
       splitter.append(batch);
     });
@@ -350,7 +351,7 @@ SplitFiles make_split(const std::vector<std::string>& data, const std::vector<st
     fs::remove(split_paths[0]);  // the folds hold the same rows
   } else {
     io::Splitter fold_splitter(prefix + ".cv", fold_options);
-    for_each_batch(data, threads, [&](const CsrView& batch) {
+    files.index_base = for_each_batch(data, threads, [&](const CsrView& batch) {
       note_indices(batch);
       fold_splitter.append(batch);
     });
@@ -370,6 +371,7 @@ SplitFiles make_split(const std::vector<std::string>& data, const std::vector<st
                                                        {"test_rows", files.test_rows},
                                                        {"rows", rows},
                                                        {"max_index", max_index},
+                                                       {"index_base", files.index_base},
                                                        {"bytes", sizes()}}
                                             .dump(1));
   return files;

@@ -47,8 +47,9 @@ bool help_lists_flag(const std::string& help, const std::string& name);
 /// Whether that flag takes a value ("--epochs arg"), as opposed to a switch ("--no-shrinking").
 bool help_flag_takes_value(const std::string& help, const std::string& name);
 
-/// Streams every row of `inputs` (LIBSVM text, or one shard directory) in data order.
-void for_each_batch(const std::vector<std::string>& inputs, int threads, const io::RowSink& sink);
+/// Streams every row of `inputs` (LIBSVM text, or one shard directory) in data order. Returns their
+/// index base (text: 0 when some feature id is 0).
+int for_each_batch(const std::vector<std::string>& inputs, int threads, const io::RowSink& sink);
 
 /// The path of an executable named `name` in PATH, or "" when there is none.
 std::string find_in_path(const std::string& name);
@@ -82,6 +83,7 @@ struct SplitFiles {
   std::vector<std::string> folds;  // k files
   std::vector<std::string> test;   // one file, or the set's own test files
   std::uint64_t train_rows = 0, test_rows = 0;
+  int index_base = 1;  // the data's, which the files keep
 };
 
 struct DataSummary {

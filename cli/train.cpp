@@ -83,6 +83,28 @@ const char* data_name_help() {
          "paths (e.g. for a temporary or dated copy); the model does not depend on it otherwise";
 }
 
+const char* index_base_help() {
+  return "auto | 0 | 1: how text input's feature ids count (auto: 0 when some id is 0, else 1); a "
+         "shard directory keeps the base it was converted with";
+}
+
+io::Dataset open_training_data(const std::vector<std::string>& inputs, io::ConvertOptions convert,
+                               const std::string& base, int threads, const std::string& data) {
+  try {
+    convert.text.index_base = io::parse_index_base(base);
+  } catch (const UsageError&) {
+    throw UsageError("train: --index-base must be auto, 0 or 1 (got '" + base + "')");
+  }
+  io::Dataset dataset = io::Dataset::open(inputs, convert, threads);
+  const int converted = dataset.shards().manifest().index_base;
+  if (convert.text.index_base != io::IndexBase::kAuto &&
+      io::index_base_value(convert.text.index_base) != converted)
+    throw UsageError("train: --index-base " + base + ": " + data +
+                     " was converted with index base " + std::to_string(converted) +
+                     " (convert it again with --index-base " + base + ")");
+  return dataset;
+}
+
 std::vector<std::string> data_record(const std::vector<std::string>& inputs,
                                      const std::string& name) {
   return name.empty() ? inputs : std::vector<std::string>{name};

@@ -47,6 +47,14 @@ std::string data_name(const std::vector<std::string>& inputs);
 /// --data-name NAME: how the model, the run's reports and its messages name the training data,
 /// instead of the paths given (a temporary copy's, a dated file's). Its help text:
 const char* data_name_help();
+
+/// --index-base (auto | 0 | 1): how the feature ids of text input count, as convert's option; a
+/// shard directory keeps the base it was converted with.
+const char* index_base_help();
+/// The training data, their text read with --index-base `base` (UsageError for another value,
+/// and for an explicit base that a shard directory's disagrees with; `data` names them).
+io::Dataset open_training_data(const std::vector<std::string>& inputs, io::ConvertOptions convert,
+                               const std::string& base, int threads, const std::string& data);
 /// The data as a model's config and a run's report record it: [NAME] with --data-name, else the
 /// inputs as given.
 std::vector<std::string> data_record(const std::vector<std::string>& inputs,

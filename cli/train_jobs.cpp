@@ -284,7 +284,7 @@ void TrainRun::open_data(const std::string& algorithm) {
   convert.text.threads = threads;
   // No task_arena around the reader: it runs its own of `threads`, and a learner's parallel work
   // (the CPM's sides) runs in it; a second, nested arena got no worker thread on two cores.
-  dataset.emplace(io::Dataset::open(inputs, convert, threads));
+  dataset.emplace(open_training_data(inputs, convert, job.index_base, threads, data));
   open_seconds = seconds_since(start);
   const io::Manifest& m = manifest();
   report["data_checksum"] = hex64(io::data_checksum(m));
@@ -361,18 +361,23 @@ void JobOptions::add_to(po::options_description& opts, const std::string& pass) 
           .c_str())(
       "checkpoint-every", po::value(&checkpoint_every),
       ("with --checkpoint: every N rows (1000000) or every so long (30s, 10m, 1h) instead of "
-       "every " + pass).c_str())(
+       "every " +
+       pass)
+          .c_str())(
       "resume", po::value(&resume),
       "continue the run that wrote this checkpoint (same data and options); the model is "
       "bit-identical to an uninterrupted run's")(
       "stop-after-rows", po::value(&stop_after_rows),
       ("with --checkpoint: stop as on SIGTERM (checkpoint, exit 6) once the run has learnt this "
-       "many rows in all, every " + pass + " counted (time-boxed jobs; tests of --resume)").c_str())(
-      "validation", po::value(&validation)->multitoken(),
-      "data to evaluate the model on after training (accuracy, AUC; in --json and "
-      "--metrics-json)")("metrics-json", po::value(&metrics),
-                         "write a machine-readable summary of the run here, also when it fails")(
+       "many rows in all, every " +
+       pass + " counted (time-boxed jobs; tests of --resume)")
+          .c_str())("validation", po::value(&validation)->multitoken(),
+                    "data to evaluate the model on after training (accuracy, AUC; in --json and "
+                    "--metrics-json)")(
+      "metrics-json", po::value(&metrics),
+      "write a machine-readable summary of the run here, also when it fails")(
       "data-name", po::value(&data_name), data_name_help())(
+      "index-base", po::value(&index_base)->default_value("auto"), index_base_help())(
       "read-ahead", po::value(&read_ahead_mib)->default_value(64),
       "MiB of shard blocks read from disk ahead of the learner (0: none); the model does not "
       "depend on it");

@@ -194,6 +194,7 @@ CheckpointEvery parse_checkpoint_every(const std::string& text);
 struct JobOptions {
   std::string checkpoint, checkpoint_every, resume, metrics;
   std::string data_name;  // --data-name: see data_record (cli/train.h)
+  std::string index_base = "auto";  // --index-base of text input
   std::uint64_t stop_after_rows = 0;
   std::vector<std::string> validation;
   CheckpointEvery every;  // parsed by check()

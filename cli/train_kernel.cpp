@@ -54,7 +54,7 @@ struct TrainingSet {
 struct CommonOptions {
   std::vector<std::string> inputs, validation;
   std::string output, scale = "maxabs", normalize = "none", kernel = "rbf", max_memory_text,
-      metrics_path, data_name;
+                      metrics_path, data_name, index_base = "auto";
   double rbf_width = 1, gamma = 0, coef0 = 0, bias = 0;
   int degree = 3, threads = 0;
   std::uint64_t seed = 1;
@@ -97,7 +97,8 @@ void add_common_options(po::options_description& opts, CommonOptions& o, const s
                         "write one JSON object of the run (data checksums, phase times, "
                         "objective, training and validation accuracy/AUC, model checksum, exit "
                         "status) to this file, whatever the outcome")(
-      "data-name", po::value(&o.data_name), data_name_help());
+      "data-name", po::value(&o.data_name), data_name_help())(
+      "index-base", po::value(&o.index_base)->default_value("auto"), index_base_help());
 }
 
 double parse_bytes(const std::string& text) {
@@ -153,7 +154,7 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
   io::ConvertOptions convert;
   convert.text.threads = threads;
   const std::string data = o.data_name.empty() ? data_name(o.inputs) : o.data_name;
-  const io::Dataset dataset = io::Dataset::open(o.inputs, convert, threads);
+  const io::Dataset dataset = open_training_data(o.inputs, convert, o.index_base, threads, data);
   const io::Manifest& manifest = dataset.shards().manifest();
   if (manifest.rows == 0) throw DataError(data, 0, 0, "no training rows");
   std::optional<io::Dataset> extra;

@@ -367,6 +367,7 @@ struct Folds {
   std::uint64_t features = 0;  // feature ids of the search's data, after renumbering
   double sample_fraction = 1;  // share of the other blocks' rows searched
   int scored = 0;              // folds a setting is scored on (k × repeats); 1: the holdout
+  int index_base = 1;          // of the fold files (the data's); a holdout's ids are renumbered
 };
 
 // The rows of the data and their labels: a shard directory says them, text is counted by a first
@@ -398,7 +399,7 @@ Folds write_folds(const TuneArgs& t, const std::string& dir, std::uint64_t rows)
     splitters.push_back(std::make_unique<io::Splitter>(
         dir + (r == 0 ? "/data" : "/data-" + std::to_string(r)), options));
   }
-  experiment::for_each_batch(t.data, t.threads, [&](const CsrView& batch) {
+  folds.index_base = experiment::for_each_batch(t.data, t.threads, [&](const CsrView& batch) {
     for (const auto& splitter : splitters) splitter->append(batch);
   });
   for (const auto& splitter : splitters) {
@@ -1055,6 +1056,10 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   if (t.repeats == 0) t.repeats = default_repeats(algo, rows);
   const Folds folds =
       rows > t.search_rows ? write_holdout(t, dir.path, rows) : write_folds(t, dir.path, rows);
+  // 0-based fold files: a cell's training folds may lack id 0 while its scored fold has it, and
+  // read alone they would count from 1.
+  if (folds.index_base == 0 && peek_option(args, "index-base", "").empty())
+    t.cell.insert(t.cell.end(), {"--index-base", "0"});
   if (folds.holdout.empty())
     err_printf("tune %s: %d-fold cross-validation%s (seed %llu) on %llu rows\n", algo.c_str(),
                t.folds,

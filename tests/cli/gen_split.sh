@@ -120,7 +120,7 @@ ls "$work" | grep -q '^bad\.\(svm\|train\|fold\)' && fail "a refused command lef
 "$bin" split "$work/zb.svm" -o "$work/zb" --seed 2 --json > "$work/zb.json" 2> "$work/zb.err" ||
   fail "split of a 0-based file"
 grep -q '"index_base": 0' "$work/zb.json" || fail "split --json lacks index_base 0: $(cat "$work/zb.json")"
-grep -q 'convert the parts with --index-base 0' "$work/zb.err" || fail "no note on the 0-based source"
+grep -q 'train on them with --index-base 0' "$work/zb.err" || fail "no note on the 0-based source"
 "$bin" split "$work/a.svm" -o "$work/ob" --json > "$work/ob.json" 2> "$work/ob.err" || fail "split"
 grep -q '"index_base": 1' "$work/ob.json" && [ ! -s "$work/ob.err" ] || fail "a 1-based source: $(cat "$work/ob.err")"
 

@@ -118,6 +118,14 @@ expect 2 "scale must be maxabs or none" -d "$work/a9a.shards" -o "$work/out/m" -
 expect 2 "takes no" -d "$work/a9a.shards" -o "$work/out/m" --algo svm --lambda1 1
 expect 2 "takes no --pairing" -d "$work/a9a.shards" -o "$work/out/m" --algo svm --pairing permuted
 expect 2 "no training data" -o "$work/out/m"
+# --index-base: text read as given; a shard directory's own base is not overridden silently.
+printf '1 1:1 2:1\n-1 2:1\n' > "$work/ids.svm"
+"$bin" train -d "$work/ids.svm" -o "$work/ids0.model" --index-base 0 --epochs 1 2> /dev/null ||
+  fail "train --index-base 0"
+"$bin" export -m "$work/ids0.model" --format json > "$work/ids0.json" || fail "export ids0"
+[ "$(jq .index_base "$work/ids0.json")" = 0 ] || fail "--index-base 0 did not make a 0-based model"
+expect 2 "index-base must be auto, 0 or 1" -d "$work/ids.svm" -o "$work/out/m" --index-base 2
+expect 2 "was converted with index base 1" -d "$work/a9a.shards" -o "$work/out/m" --index-base 0
 expect 4 "does not exist" -d "$work/a9a.shards" -o "$work/out/missing/m"
 
 # --- data errors: exit 3 -------------------------------------------------------------------------

@@ -181,6 +181,14 @@ grep -q "^tune" "$work/stderr" && fail "searched before refusing the final run's
 "$bin" train --algo cpm -d "$work/angle.svm" -o "$work/rep.cpm" --tune -c 1 --normalize none -k 2 \
   --workers 2 --json > "$work/rep.json" 2> "$work/stderr" || fail "cpm --tune --workers 2: $(cat "$work/stderr")"
 grep -q "entropy=2" "$work/stderr" && fail "cpm --tune --workers 2 searched entropy 2"
+# 0-based data with id 0 in one row only: the folds without that row would read as 1-based, and
+# the fold with it was refused when scored (exit 3). The cells and experiment's keep the data's base.
+awk 'NR == 3 { $1 = $1 " 0:1" } { print }' "$work/angle.svm" > "$work/zero.svm"
+expect 0 "chosen" train --algo svm -d "$work/zero.svm" -o "$work/zero.svm.model" --tune \
+  --tune-budget 2
+printf 'repeats = 1\ntest-fraction = 0.5\nfolds = 3\n[dataset zero]\ndata = %s\n[method svm]\nalgo = svm\ncost = 0.1, 1\nepochs = 2\n' \
+  "$work/zero.svm" > "$work/zero.conf"
+expect 0 "7 computed, 0 from cache, 0 failed" experiment "$work/zero.conf" -o "$work/zero.out"
 # A signal in the search (with --checkpoint): running cells stopped, finished ones kept, exit 6.
 make_angle 13 20000 > "$work/big.svm"
 "$bin" train --algo svm -d "$work/big.svm" -o "$work/big" --tune --checkpoint "$work/bck" \
