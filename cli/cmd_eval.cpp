@@ -209,8 +209,15 @@ std::vector<EvalResult> evaluate_models(const std::vector<std::string>& model_pa
     r.model = io::load_classifier(path);
     const Classifier& model = *r.model;
     auto it = datasets.find(model.index_base);
-    if (it == datasets.end())
+    if (it == datasets.end()) {
+      if (!datasets.empty() && std::find(data.begin(), data.end(), "-") != data.end())
+        throw UsageError("eval: " + path + " counts feature ids from " +
+                         std::to_string(model.index_base) + ", " + model_paths.front() + " from " +
+                         std::to_string(datasets.begin()->first) +
+                         ": standard input can be read once, in one of them; give the data as a "
+                         "file");
       it = datasets.emplace(model.index_base, open_for_model(data, model, threads)).first;
+    }
     const io::ShardSet& shards = it->second.shards();
     check_labels(shards.manifest(), model, data.front());
     const Scored scored = score_rows(shards, model, threads);

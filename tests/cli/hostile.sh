@@ -86,6 +86,12 @@ for algo in ldm cpm kldm; do
 done
 "$bin" train -d - -o x.model --validation - < in.svm > /dev/null 2> "$work/stderr" && fail "stdin twice"
 grep -q "standard input is already the training data" "$work/stderr" || fail "stdin twice: $(cat "$work/stderr")"
+# Models of two index bases would read standard input twice: refused, not "no data rows".
+"$bin" train --index-base 0 -d in.svm -o base0.model --epochs 1 > /dev/null 2>&1 || fail "train base 0"
+"$bin" train -d in.svm -o base1.model --epochs 1 > /dev/null 2>&1 || fail "train base 1"
+"$bin" eval -m base0.model -m base1.model -d - < in.svm > /dev/null 2> "$work/stderr" && fail "eval: two bases from stdin"
+grep -q "standard input can be read once" "$work/stderr" || fail "eval two bases from stdin: $(cat "$work/stderr")"
+rm -f base0.model base1.model
 unchanged
 [ ! -e x.model ] || fail "a refused train wrote x.model"
 
