@@ -93,11 +93,20 @@ class PlainSource final : public ByteSource {
   explicit PlainSource(std::unique_ptr<FdInput> input)
       : ByteSource(input->name(), SourceCompression::kNone), input_(std::move(input)) {
     map_regular_file();
+    // The mapping outlives its descriptor: closed now, so that a run of many inputs, whose
+    // mappings are kept while their chunks are parsed, is not bounded by the descriptor limit.
+    if (!map_.empty()) input_.reset();
   }
   ~PlainSource() override {
     if (!map_.empty()) ::munmap(const_cast<char*>(map_.data()), map_.size());
   }
-  std::size_t read(char* out, std::size_t size) override { return input_->read(out, size); }
+  std::size_t read(char* out, std::size_t size) override {
+    if (input_) return input_->read(out, size);
+    const std::size_t n = std::min(size, map_.size() - map_pos_);
+    std::memcpy(out, map_.data() + map_pos_, n);
+    map_pos_ += n;
+    return n;
+  }
   std::string_view mapped() const override { return map_; }
 
  private:
@@ -117,8 +126,9 @@ class PlainSource final : public ByteSource {
     map_ = {static_cast<const char*>(p), size};
   }
 
-  std::unique_ptr<FdInput> input_;
+  std::unique_ptr<FdInput> input_;  // null once the file is mapped
   std::string_view map_;
+  std::size_t map_pos_ = 0;  // what read() has served of a mapped file
 };
 
 // What one call into a decompression library did.

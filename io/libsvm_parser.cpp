@@ -307,6 +307,10 @@ void ParsedChunk::clear() {
   saw_index_zero = false;
 }
 
+std::string long_line_message(std::uint64_t max_line_bytes) {
+  return "line longer than " + std::to_string(max_line_bytes) + " bytes (--max-line-bytes)";
+}
+
 void parse_libsvm_lines(std::string_view text, const ParseOptions& options, ParsedChunk& out) {
   out.clear();
   LineParser parser(options, out);
@@ -320,8 +324,7 @@ void parse_libsvm_lines(std::string_view text, const ParseOptions& options, Pars
     if (too_long || !parser.parse(p, eol)) {
       BadLine bad =
           too_long ? BadLine{out.lines, options.max_line_bytes + 1,
-                             "line longer than " + std::to_string(options.max_line_bytes) +
-                                 " bytes (--max-line-bytes)"}
+                             long_line_message(options.max_line_bytes)}
                    : BadLine{out.lines, parser.error_column(), std::move(parser.error_message())};
       if (out.bad_lines == options.max_bad_lines) {
         out.fatal = std::move(bad);

@@ -55,6 +55,10 @@ struct ParsedChunk {
   void clear();
 };
 
+/// The message of a line longer than max_line_bytes (whether the parser or the text reader, which
+/// cuts out a line that does not fit a chunk, finds it); its column is max_line_bytes + 1.
+std::string long_line_message(std::uint64_t max_line_bytes);
+
 /// Parses `text` (whole lines; the last one may lack its '\n') into `out`, which is cleared first.
 /// Never throws for bad content: rejected lines are reported in `out`.
 void parse_libsvm_lines(std::string_view text, const ParseOptions& options, ParsedChunk& out);

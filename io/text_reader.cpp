@@ -82,8 +82,13 @@ class ByteBuffer {
 struct Chunk {
   ByteBuffer text;         // the lines, read from a stream...
   std::string_view piece;  // ...or, for a mapped file, where they lie in the mapping
+  std::shared_ptr<const ByteSource> mapping;  // keeps `piece` mapped while the chunk is in flight
   std::size_t skip = 0;    // bytes of a UTF-8 byte-order mark at the start of an input
   std::size_t input = 0;   // which input the lines come from
+  // The lines are followed by one longer than max_line_bytes that the reader left out (it may not
+  // fit any chunk, or never end): a bad line like one the parser finds, counted in its place.
+  bool long_line = false;
+  std::uint64_t long_line_bytes = 0;  // its bytes, line end included
   // Reading the input failed after these lines: raised once they are delivered, so that an
   // earlier bad line is still the error reported.
   std::exception_ptr read_error;
@@ -133,16 +138,20 @@ class ChunkPool {
 class ChunkReader {
  public:
   ChunkReader(const std::vector<std::string>& inputs, std::size_t chunk_bytes,
-              std::uint64_t max_line_bytes)
+              std::uint64_t max_line_bytes, std::uint64_t max_bad_lines)
       : inputs_(inputs),
         chunk_bytes_(std::max<std::size_t>(chunk_bytes, 1)),
-        max_line_bytes_(std::max<std::uint64_t>(max_line_bytes, 1)) {}
+        max_line_bytes_(std::max<std::uint64_t>(max_line_bytes, 1)),
+        max_bad_lines_(max_bad_lines) {}
 
   /// Fills `chunk` with the next lines; false when every input is read or one has failed.
   bool next(Chunk& chunk) {
     chunk.text.clear();
     chunk.piece = {};
+    chunk.mapping.reset();
     chunk.skip = 0;
+    chunk.long_line = false;
+    chunk.long_line_bytes = 0;
     chunk.read_error = nullptr;
     while (!failed_ && input_ < inputs_.size()) {
       chunk.input = input_;
@@ -151,7 +160,6 @@ class ChunkReader {
           source_ = open_byte_source(inputs_[input_]);
           at_input_start_ = true;
           source_done_ = false;
-          offset_ = 0;
         }
         read_lines(chunk);
       } catch (...) {
@@ -167,21 +175,20 @@ class ChunkReader {
           chunk.piece = {};
         }
       }
-      offset_ += chunk.bytes().size();
       const std::string_view bytes = chunk.bytes();
-      if (at_input_start_ && !bytes.empty()) {
+      if (at_input_start_ && (!bytes.empty() || chunk.long_line)) {
         at_input_start_ = false;
         if (bytes.starts_with("\xEF\xBB\xBF")) chunk.skip = 3;
       }
       if (failed_) return true;
       if (source_done_ && carry_.size() == 0) {
-        // Chunks of a mapped input may still be in the pipeline: its mapping stays until the end.
-        if (!source_->mapped().empty()) finished_.push_back(std::move(source_));
+        // Chunks of a mapped input may still be in the pipeline: they hold the mapping, which goes
+        // with the last of them.
         source_.reset();
         mapped_pos_ = 0;
         ++input_;
       }
-      if (!bytes.empty()) return true;
+      if (!bytes.empty() || chunk.long_line) return true;
     }
     return false;
   }
@@ -198,34 +205,50 @@ class ChunkReader {
                     "binary data (a NUL byte), not LIBSVM text");
   }
 
-  [[noreturn]] void refuse_long_line(std::uint64_t line_offset) const {
-    throw DataError(display_name(inputs_[input_]), 0, 0,
-                    "the line at byte " + std::to_string(line_offset) + " is longer than " +
-                        std::to_string(max_line_bytes_) +
-                        " bytes with no line end: not LIBSVM text? (convert --max-line-bytes "
-                        "raises the limit)");
+  // A line longer than max_line_bytes follows the chunk's lines. Beyond max_bad_lines of them the
+  // run fails there anyway: reading stops rather than look for the end of a line that may have
+  // none (a stream of digits); the collector reports it.
+  bool take_long_line(Chunk& chunk) {
+    chunk.long_line = true;
+    if (++long_lines_ <= max_bad_lines_) return true;
+    failed_ = true;
+    return false;
   }
 
   void read_lines(Chunk& chunk) {
     if (const std::string_view file = source_->mapped(); !file.empty()) {
-      // About chunk_bytes, to the end of the line that crosses that mark.
+      if (mapped_pos_ == 0) refuse_binary(file);
+      // About chunk_bytes, to the end of the line that crosses that mark; `next` is where the
+      // next chunk starts (after a line too long to keep, which ends the chunk).
       std::size_t end = std::min(file.size(), mapped_pos_ + chunk_bytes_);
+      std::size_t next = end;
       if (end < file.size()) {
         const std::size_t from = end - 1;
-        const std::size_t span = std::min<std::uint64_t>(file.size() - from, max_line_bytes_);
+        const std::size_t span = std::min<std::uint64_t>(file.size() - from, max_line_bytes_ + 1);
         const void* nl = std::memchr(file.data() + from, '\n', span);
-        if (!nl && span < file.size() - from) {
-          // The line crossing `end` starts after the last line end before it.
+        if (nl) {
+          end = next = static_cast<const char*>(nl) - file.data() + 1;
+        } else if (span == file.size() - from) {
+          end = next = file.size();  // the last line, without '\n': the parser judges its length
+        } else {
+          // No line end within max_line_bytes + 1 bytes: the line crossing the mark is too long.
+          // The chunk ends before it (after the last line end before the mark).
           const void* last = memrchr(file.data() + mapped_pos_, '\n', from - mapped_pos_);
-          refuse_long_line(last ? static_cast<const char*>(last) - file.data() + 1 : mapped_pos_);
+          end = last ? static_cast<const char*>(last) - file.data() + 1 : mapped_pos_;
+          next = file.size();
+          if (take_long_line(chunk)) {
+            const std::size_t after = from + span;
+            const void* line_end = std::memchr(file.data() + after, '\n', file.size() - after);
+            if (line_end) next = static_cast<const char*>(line_end) - file.data() + 1;
+          }
+          chunk.long_line_bytes = next - end;
         }
-        end = nl ? static_cast<const char*>(nl) - file.data() + 1 : file.size();
       }
       chunk.piece = file.substr(mapped_pos_, end - mapped_pos_);
-      if (mapped_pos_ == 0) refuse_binary(chunk.piece);
-      read_ahead(chunk.piece);
-      mapped_pos_ = end;
-      source_done_ = end == file.size();
+      chunk.mapping = source_;
+      if (!chunk.piece.empty()) read_ahead(chunk.piece);
+      mapped_pos_ = next;
+      source_done_ = next == file.size();
       return;
     }
     ByteBuffer& text = chunk.text;
@@ -251,20 +274,44 @@ class ChunkReader {
         return;
       }
       // A line longer than a chunk: read on until it ends, or until it is too long to be a row.
-      if (text.size() > max_line_bytes_) refuse_long_line(offset_);
+      if (text.size() > max_line_bytes_) return skip_long_line(chunk);
       if (source_done_) return;  // the input's last line has no '\n' (or nothing is left)
       searched = text.size();
       target *= 2;
     }
   }
 
+  // The text is the start of a line longer than max_line_bytes (no '\n' in it): dropped, and the
+  // rest of the line read past a block at a time, so that memory stays bounded.
+  void skip_long_line(Chunk& chunk) {
+    ByteBuffer& text = chunk.text;
+    chunk.long_line_bytes = text.size();
+    text.clear();
+    if (!take_long_line(chunk)) return;
+    const std::size_t block = std::max<std::size_t>(chunk_bytes_, std::size_t{64} << 10);
+    while (!source_done_) {
+      const std::size_t got = source_->read(text.reserve_tail(block), block);
+      if (got == 0) {
+        source_done_ = true;
+        break;
+      }
+      const void* nl = std::memchr(text.data(), '\n', got);
+      const std::size_t used = nl ? static_cast<const char*>(nl) - text.data() + 1 : got;
+      chunk.long_line_bytes += used;
+      if (nl) {
+        carry_.append(text.data() + used, got - used);
+        break;
+      }
+    }
+  }
+
   const std::vector<std::string>& inputs_;
   const std::size_t chunk_bytes_;
   const std::uint64_t max_line_bytes_;
-  std::uint64_t offset_ = 0;  // bytes of the current input before this chunk
+  const std::uint64_t max_bad_lines_;
+  std::uint64_t long_lines_ = 0;  // lines too long to keep, so far
   std::size_t input_ = 0;
-  std::unique_ptr<ByteSource> source_;
-  std::vector<std::unique_ptr<ByteSource>> finished_;  // mapped inputs already cut into chunks
+  std::shared_ptr<ByteSource> source_;
   std::size_t mapped_pos_ = 0;  // where the next chunk of a mapped input starts
   bool at_input_start_ = true;
   bool source_done_ = false;
@@ -307,6 +354,16 @@ class Collector {
     stats_.max_index = std::max(stats_.max_index, parsed.max_index);
     stats_.saw_index_zero |= parsed.saw_index_zero;
     line_base_ += parsed.lines;
+    if (chunk.long_line) {
+      // The same line, message and column as when the parser finds a long line in its chunk.
+      const BadLine bad{1, options_.max_line_bytes + 1, long_line_message(options_.max_line_bytes)};
+      if (stats_.bad_lines >= options_.max_bad_lines) throw too_many_bad_lines(bad);
+      keep_message(bad);
+      ++stats_.bad_lines;
+      ++stats_.lines;
+      stats_.bytes += chunk.long_line_bytes;
+      ++line_base_;
+    }
     if (chunk.read_error) std::rethrow_exception(chunk.read_error);
   }
 
@@ -341,10 +398,11 @@ class Collector {
                             std::to_string(options_.max_bad_lines) + " bad lines)");
   }
   void keep_messages(const ParsedChunk& parsed) {
-    for (const BadLine& bad : parsed.first_bad_lines) {
-      if (stats_.bad_line_messages.size() >= kKeptBadLineMessages) break;
+    for (const BadLine& bad : parsed.first_bad_lines) keep_message(bad);
+  }
+  void keep_message(const BadLine& bad) {
+    if (stats_.bad_line_messages.size() < kKeptBadLineMessages)
       stats_.bad_line_messages.push_back(located(bad, bad.message).what());
-    }
   }
   void deliver(const CsrBuffer& rows) {
     if (rows.rows() == 0) return;
@@ -369,7 +427,7 @@ TextStats read_libsvm_text(const std::vector<std::string>& inputs, const TextOpt
   const int threads = options.threads > 0 ? options.threads : tbb::info::default_concurrency();
   const ParseOptions parse_options{options.index_base, options.max_bad_lines,
                                    options.max_line_bytes};
-  ChunkReader reader(inputs, options.chunk_bytes, options.max_line_bytes);
+  ChunkReader reader(inputs, options.chunk_bytes, options.max_line_bytes, options.max_bad_lines);
   ChunkPool pool;
   Collector collector(inputs, options, sink);
 
@@ -392,6 +450,7 @@ TextStats read_libsvm_text(const std::vector<std::string>& inputs, const TextOpt
     // at a few chunks whatever the file size (the page cache keeps them).
     if (chunk->piece.data())
       engine::sparse::discard_pages(chunk->piece.data(), chunk->piece.size());
+    chunk->mapping.reset();  // an input's last chunk unmaps it
     pool.give(chunk);
   };
   tbb::task_arena arena(threads);

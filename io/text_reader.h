@@ -33,8 +33,10 @@ struct TextOptions {
   std::size_t chunk_bytes = std::size_t{4} << 20;  // bytes per parallel parse task
   std::uint64_t max_bad_lines = 0;                 // 0: the first bad line is an error
   int threads = 0;                                 // 0: all hardware threads
-  /// A longer line is a DataError (memory stays bounded on a stream without line ends, such as
-  /// /dev/zero). Default: room for a row of about 10 M non-zeros; a block holds at most 16.7 M.
+  /// A longer line is a bad line like any other (file:line, skipped under max_bad_lines), wherever
+  /// the chunks fall and whatever the input; no more of it than about this many bytes (or a chunk)
+  /// is held, so memory stays bounded on a stream without line ends. Default: room for a row of
+  /// about 10 M non-zeros; a block holds at most 16.7 M.
   std::uint64_t max_line_bytes = std::uint64_t{256} << 20;
 };
 

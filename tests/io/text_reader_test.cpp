@@ -1,10 +1,11 @@
 #include "io/text_reader.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <filesystem>
-
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -280,6 +281,82 @@ TEST(TextReader, ChunkSizeAndThreadsDoNotChangeTheFirstError) {
       }
     }
   }
+}
+
+// A line over max_line_bytes is one bad line, at its own line number, whether it lies inside a
+// chunk (the parser's case), crosses a chunk's mark by more than the limit, or is the last line
+// without a line end; the same for a mapped file, a stream and a compressed file.
+TEST(TextReader, LongLinesAreBadLinesWhereverTheChunksFall) {
+  TempDir dir;
+  std::string text, before;  // before: the rows of the lines before the first long line
+  for (int i = 1; i <= 40; ++i) {
+    if (i == 20) {
+      text += "1 1:1 #" + std::string(293, 'x') + "\n";  // 300 bytes before its '\n'
+    } else {
+      text += "1 " + std::to_string(i) + ":1\n";
+      if (i < 20) before += "1 " + std::to_string(i) + ":1\n";
+    }
+  }
+  text += "-1 3:1 #" + std::string(400, 'y');  // line 41, without '\n'
+  const std::string path = dir.write("long.svm", text);
+  const std::string gz = dir.write("long.gz", gzip(text));
+  const std::string long_line = ":201: line longer than 200 bytes (--max-line-bytes)";
+  const auto options = [](std::size_t chunk, std::uint64_t max_bad) {
+    TextOptions o = with(chunk, 2, IndexBase::kAuto, max_bad);
+    o.max_line_bytes = 200;
+    return o;
+  };
+  std::vector<std::size_t> chunks = {std::size_t{64} << 10};
+  for (std::size_t chunk = 1; chunk < 700; chunk += 11) chunks.push_back(chunk);
+  for (const std::size_t chunk : chunks) {
+    for (const std::string& input : {path, gz, std::string("-")}) {
+      SCOPED_TRACE("chunk " + std::to_string(chunk) + ", " + input);
+      const std::string name = input == "-" ? "<stdin>" : input;
+      std::optional<StdinFrom> redirect;
+      if (input == "-") redirect.emplace(path);
+      const Read result = read({input}, options(chunk, 2));
+      EXPECT_EQ(result.stats.rows, 39u);
+      EXPECT_EQ(result.stats.bad_lines, 2u);
+      EXPECT_EQ(result.stats.lines, 41u);
+      EXPECT_EQ(result.stats.bytes, text.size());
+      EXPECT_EQ(result.stats.bad_line_messages,
+                (std::vector<std::string>{name + ":20" + long_line, name + ":41" + long_line}));
+      if (input == "-") redirect.emplace(path);
+      const Failure first = read_failure({input}, options(chunk, 0));
+      EXPECT_EQ(first.what, name + ":20" + long_line);
+      EXPECT_EQ(first.rows_before, before);
+      if (input == "-") redirect.emplace(path);
+      EXPECT_EQ(read_failure({input}, options(chunk, 1)).what,
+                name + ":41" + long_line + " (more than max_bad_lines = 1 bad lines)");
+    }
+  }
+}
+
+// Every mapped input stays mapped until its chunks are parsed, but holds no descriptor meanwhile:
+// the number of inputs is not bounded by the descriptor limit.
+TEST(TextReader, ManyInputsNeedNoDescriptorEach) {
+  TempDir dir;
+  std::vector<std::string> inputs;
+  std::string expected;
+  for (int i = 1; i <= 100; ++i) {
+    inputs.push_back(dir.write(std::to_string(i) + ".svm", "1 " + std::to_string(i) + ":1\n"));
+    expected += "1 " + std::to_string(i) + ":1\n";
+  }
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 64);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::string rows;
+  std::string error;
+  try {
+    rows = read(inputs, with(std::size_t{4} << 20, 2)).rows;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(rows, expected);
 }
 
 TEST(TextReader, ReadsCompressedInputsLikePlainOnes) {
