@@ -94,7 +94,9 @@ std::string non_finite_problem(const char* begin) {
 class LineParser {
  public:
   LineParser(const ParseOptions& options, ParsedChunk& out)
-      : one_based_(options.index_base == IndexBase::kOne), out_(out) {}
+      : one_based_(options.index_base == IndexBase::kOne),
+        max_row_nnz_(options.max_row_nnz),
+        out_(out) {}
 
   // Parses [begin, end) (no '\n'); false when the line is rejected (see error_column/message).
   bool parse(const char* begin, const char* end) {
@@ -150,6 +152,11 @@ class LineParser {
       if (index >= kIndexTooLarge || (index == 0 && one_based_) ||
           static_cast<std::int64_t>(index) <= previous) {
         index_error(token, end, index, previous);
+        return rollback(row_begin);
+      }
+      if (rows.indices.size() - row_begin == max_row_nnz_) {
+        fail(token, "row has more than " + std::to_string(max_row_nnz_) +
+                        " non-zeros, the most one row may have");
         return rollback(row_begin);
       }
       ++p;  // ':'
@@ -289,6 +296,7 @@ class LineParser {
   }
 
   const bool one_based_;
+  const std::uint64_t max_row_nnz_;
   ParsedChunk& out_;
   const char* line_ = nullptr;
   const char* error_at_ = nullptr;

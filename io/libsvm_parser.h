@@ -31,6 +31,8 @@ struct ParseOptions {
   std::uint64_t max_bad_lines = 0;
   /// A longer line (without its '\n') is a bad line.
   std::uint64_t max_line_bytes = std::numeric_limits<std::uint64_t>::max();
+  /// A row with more non-zeros is a bad line.
+  std::uint64_t max_row_nnz = std::numeric_limits<std::uint64_t>::max();
 };
 
 /// A line the parser rejected. line and column are 1-based within the parsed text.

@@ -4,6 +4,7 @@
 #include <stdlib.h>  // mkdtemp
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "engine/errors.h"
 #include "io/byte_source.h"
+#include "io/shard_format.h"
 #include "io/shard_manifest.h"
 #include "io/shards.h"
 
@@ -41,6 +43,8 @@ Manifest convert_text(const std::vector<std::string>& inputs, const std::string&
   }
   TextOptions text = options.text;
   if (text.threads == 0) text.threads = threads;
+  // A longer row does not fit a block: a bad line of its file, not a failure of the writer.
+  text.max_row_nnz = std::min<std::uint64_t>(text.max_row_nnz, shard::kMaxBlockNnz);
   ShardWriter writer(out_dir, options, threads);
   std::uint64_t rows = 0, nnz = 0;
   const TextStats stats = read_libsvm_text(inputs, text, [&](const CsrView& batch) {

@@ -340,7 +340,7 @@ class Collector {
       // over the limit, to get that line's message and exactly the rows before it.
       ParsedChunk again;
       const ParseOptions limited{options_.index_base, options_.max_bad_lines - stats_.bad_lines,
-                                 options_.max_line_bytes};
+                                 options_.max_line_bytes, options_.max_row_nnz};
       parse_libsvm_lines(chunk.lines(), limited, again);
       deliver(again.rows);
       throw too_many_bad_lines(*again.fatal);
@@ -426,7 +426,7 @@ TextStats read_libsvm_text(const std::vector<std::string>& inputs, const TextOpt
   if (inputs.empty()) throw UsageError("no input files given");
   const int threads = options.threads > 0 ? options.threads : tbb::info::default_concurrency();
   const ParseOptions parse_options{options.index_base, options.max_bad_lines,
-                                   options.max_line_bytes};
+                                   options.max_line_bytes, options.max_row_nnz};
   ChunkReader reader(inputs, options.chunk_bytes, options.max_line_bytes, options.max_bad_lines);
   ChunkPool pool;
   Collector collector(inputs, options, sink);

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,8 @@ struct TextOptions {
   /// is held, so memory stays bounded on a stream without line ends. Default: room for a row of
   /// about 10 M non-zeros; a block holds at most 16.7 M.
   std::uint64_t max_line_bytes = std::uint64_t{256} << 20;
+  /// A row with more non-zeros is a bad line (convert lowers it to what a shard block holds).
+  std::uint64_t max_row_nnz = std::numeric_limits<std::uint64_t>::max();
 };
 
 /// Text with a NUL byte in its first line, within its first 4 KiB, is binary, not LIBSVM: a

@@ -251,6 +251,23 @@ TEST(LibsvmParser, StopsAtTheBadLineOverTheLimit) {
   EXPECT_EQ(dump_rows(out.rows.view()), "1 1:1\n-1 4:1\n");
 }
 
+// A row with more non-zeros than max_row_nnz is a bad line at the first feature over the limit.
+TEST(LibsvmParser, RowOverTheNonZeroLimitIsABadLine) {
+  ParsedChunk out;
+  ParseOptions options{IndexBase::kOne, 1};
+  options.max_row_nnz = 3;
+  parse_libsvm_lines("1 1:1 2:1 3:1\n-1 1:1 2:5 3:1 4:1\n1 7:1\n", options, out);
+  EXPECT_FALSE(out.fatal);
+  EXPECT_EQ(out.bad_lines, 1u);
+  ASSERT_EQ(out.first_bad_lines.size(), 1u);
+  EXPECT_EQ(out.first_bad_lines[0].line, 2u);
+  EXPECT_EQ(out.first_bad_lines[0].column, 16u);
+  EXPECT_EQ(out.first_bad_lines[0].message,
+            "row has more than 3 non-zeros, the most one row may have");
+  EXPECT_EQ(dump_rows(out.rows.view()), "1 1:1 2:1 3:1\n1 7:1\n");
+  EXPECT_EQ(out.rows.values.size(), out.rows.has_values ? out.rows.nnz() : 0u);
+}
+
 TEST(LibsvmParser, KeepsTheFirstTenMessages) {
   std::string text;
   for (int i = 0; i < 15; ++i) text += "x 1:1\n1 1:1\n";

@@ -107,6 +107,28 @@ TEST_F(ShardConvert, ParseErrorsLeaveNoOutput) {
   EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 2);
 }
 
+// A row with more non-zeros than a block holds (shard::kMaxBlockNnz; lowered here through the text
+// options, which convert caps at that) is a bad line of its file: named by file and line, and
+// skipped under max_bad_lines like any other.
+TEST_F(ShardConvert, RowOverTheNonZeroLimitIsABadLineOfItsFile) {
+  const fs::path wide = root_ / "wide.svm";
+  std::ofstream(wide) << "# c\n1 1:1\n\n-1 1:1 2:1 3:1 4:1\n1 2:1\n";
+  ConvertOptions options;
+  options.text.max_row_nnz = 3;
+  try {
+    convert_text({wide.string()}, (root_ / "w.shards").string(), options, 1);
+    ADD_FAILURE() << "no DataError";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              wide.string() + ":4:16: row has more than 3 non-zeros, the most one row may have");
+  }
+  EXPECT_FALSE(fs::exists(root_ / "w.shards"));
+  options.text.max_bad_lines = 1;
+  const Manifest m = convert_text({wide.string()}, (root_ / "w.shards").string(), options, 1);
+  EXPECT_EQ(m.rows, 2u);
+  EXPECT_EQ(m.bad_lines_skipped, 1u);
+}
+
 TEST_F(ShardConvert, DatasetConvertsTextIntoATemporaryDirectoryItRemoves) {
   const fs::path tmp = root_ / "tmp";
   fs::create_directories(tmp);
