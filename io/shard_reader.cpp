@@ -393,7 +393,9 @@ struct ShardSet::Impl {
     }
   }
 
-  void open_shard(std::uint32_t s) {
+  // Opens shard s and checks its header and block index against the manifest (the block count
+  // included, which the file's size bounds); returns the index's trailer.
+  shard::IndexTrailer open_shard(std::uint32_t s) {
     const ShardInfo& info = manifest.shards[s];
     const std::string path = dir + "/" + info.file;
     const auto fail = [&](const std::string& message) -> void {
@@ -434,9 +436,21 @@ struct ShardSet::Impl {
     if (sum != t.checksum) fail("block index checksum mismatch: the index is corrupt");
     if (sum != info.index_checksum) fail("block index does not match the manifest's checksum");
     if (t.block_count != info.blocks) fail("block count does not match the manifest");
+    paths.push_back(path);
+    files.push_back(std::move(file));
+    return t;
+  }
 
+  // Enters the blocks of shard s, opened by open_shard, in `blocks`.
+  void index_shard(std::uint32_t s, const shard::IndexTrailer& t) {
+    const ShardInfo& info = manifest.shards[s];
+    const std::string& path = paths[s];
+    const shard::MappedFile& file = files[s];
+    const auto fail = [&](const std::string& message) -> void {
+      throw DataError(path, 0, 0, message + " (re-run convert)");
+    };
     // Blocks must tile the file between the header and the index, so every entry is in bounds.
-    std::uint64_t expect = sizeof h, rows = 0;
+    std::uint64_t expect = sizeof(shard::FileHeader), rows = 0;
     for (std::uint64_t i = 0; i < t.block_count; ++i) {
       shard::IndexEntry e;
       std::memcpy(&e, file.data() + t.index_offset + i * sizeof e, sizeof e);
@@ -450,8 +464,6 @@ struct ShardSet::Impl {
       blocks[global] = {s, i, e};
     }
     if (expect != t.index_offset || rows != info.rows) fail("block index does not add up");
-    paths.push_back(path);
-    files.push_back(std::move(file));
   }
 
   // Decodes blocks [0, count) of `w` back to back into `out` (sized beforehand).
@@ -903,8 +915,13 @@ ShardSet ShardSet::open(const std::string& dir, bool check_sources) {
   while (impl.dir.size() > 1 && impl.dir.back() == '/') impl.dir.pop_back();
   impl.manifest = shard::read_manifest(impl.dir);
   impl.check_sources(check_sources);
+  // Every shard's block count is checked against its file before the table of all blocks is sized:
+  // a manifest without its own checksum (written before it) may claim any number.
+  std::vector<shard::IndexTrailer> trailers;
+  for (std::uint32_t s = 0; s < impl.manifest.shards.size(); ++s)
+    trailers.push_back(impl.open_shard(s));
   impl.blocks.resize(impl.manifest.total_blocks);
-  for (std::uint32_t s = 0; s < impl.manifest.shards.size(); ++s) impl.open_shard(s);
+  for (std::uint32_t s = 0; s < impl.manifest.shards.size(); ++s) impl.index_shard(s, trailers[s]);
   std::uint64_t nnz = 0;
   for (const auto& b : impl.blocks) {
     // Shard s must hold exactly the blocks b with b % shards == s; a gap shows up as an empty

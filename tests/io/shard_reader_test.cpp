@@ -284,6 +284,20 @@ TEST_F(ShardRefusal, ShardSizeDifferentFromManifestIsRefused) {
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "the manifest says"));
 }
 
+// A manifest without its own checksum (written before it existed) that claims 10^10 blocks is
+// refused against the shard file's block index before a table of that many blocks is allocated.
+TEST_F(ShardRefusal, BlockCountBeyondTheShardFilesIsRefusedBeforeAllocating) {
+  std::string m = slurp(fs::path(dir_) / "manifest.json");
+  const std::string key = ",\n  \"manifest_checksum\"";
+  ASSERT_NE(m.find(key), std::string::npos);
+  m.erase(m.find(key), m.find('\n', m.find(key) + 2) - m.find(key));
+  spit(fs::path(dir_) / "manifest.json", m);
+  edit_manifest("\"total_blocks\": 7", "\"total_blocks\": 10000000000");
+  edit_manifest("\"blocks\": 7", "\"blocks\": 10000000000");
+  const std::string e = error_of([&] { ShardSet::open(dir_); });
+  EXPECT_TRUE(contains(e, "shard-00000.pms: block count does not match the manifest")) << e;
+}
+
 TEST_F(ShardRefusal, ManifestContradictingItselfIsRefused) {
   edit_manifest("\"rows\": 50", "\"rows\": 51");
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "do not add up"));
