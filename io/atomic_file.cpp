@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 #include "engine/errors.h"
@@ -19,6 +20,22 @@ namespace {
 std::atomic<unsigned> temp_counter{0};
 
 std::string errno_text() { return std::strerror(errno); }
+
+// A rename is on disk only once the directory that holds the name is: without this, a crash soon
+// after a commit could leave the old file (or none) under the name, although the data were synced.
+// A directory that cannot be opened for reading, or a file system that cannot sync directories
+// (EINVAL, EROFS...), is left as it is; a failed write-back is an error.
+void sync_directory_of(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  const int synced = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (synced != 0 && error != EINVAL && error != EROFS && error != ENOTSUP && error != EBADF)
+    throw IoError("cannot sync directory " + (dir.empty() ? std::string(".") : dir) + " after " +
+                  "renaming " + path + " into place: " + std::strerror(error));
+}
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path, bool durable) : path_(std::move(path)), durable_(durable) {
@@ -91,6 +108,7 @@ void AtomicFile::commit() {
       throw IoError("cannot rename " + temp_path_ + " to " + target_ + ": " + errno_text());
   });
   pending_ = false;
+  if (durable_) sync_directory_of(target_);
 }
 
 void write_file_atomically(const std::string& path, std::string_view content, bool durable) {

@@ -144,4 +144,23 @@ kill -KILL $holder
 { wait $holder; } 2> /dev/null || true
 [ -e "$work/m.lock" ] || fail "the killed holder's lock file is gone (the test proves nothing)"
 "$bin" train "${common[@]}" -o "$work/m" > /dev/null 2>&1 || fail "a stale lock file blocked"
+# --- durability: after a model or checkpoint is renamed into place, its directory is synced -------
+# (strace -y names the descriptor fsync was given); skipped where strace cannot trace.
+if strace -f -o /dev/null true 2> /dev/null; then
+  sync_dir=$(realpath "$work")/sync
+  mkdir "$sync_dir"
+  strace -f -y -e trace=fsync,rename,renameat,renameat2 -o "$sync_dir/trace" "$bin" train \
+    "${common[@]}" -o "$sync_dir/m" --checkpoint "$sync_dir/ck" --checkpoint-every 1000 \
+    > /dev/null 2>&1 || fail "train under strace failed"
+  for name in m ck; do
+    # Every rename to the name is followed by an fsync of the directory before any other rename.
+    awk -v target="\"$sync_dir/$name\"" -v dir="<$sync_dir>" '
+      index($0, "rename") { if (pending) bad = 1; pending = index($0, target) > 0; next }
+      pending && index($0, "fsync(") && index($0, dir) { pending = 0; synced++ }
+      END { exit !(synced > 0 && !bad && !pending) }' "$sync_dir/trace" ||
+      fail "$name was renamed into place without an fsync of $sync_dir: $(grep -e rename -e "<$sync_dir>" "$sync_dir/trace")"
+  done
+else
+  echo "checkpoint_resume: strace cannot trace here; the directory sync is not checked"
+fi
 echo "checkpoint_resume: all checks passed"
