@@ -1,6 +1,7 @@
 #include "io/cpm_model_file.h"
 
 #include "engine/errors.h"
+#include "io/model_file.h"
 
 namespace polymargin::io {
 
@@ -88,6 +89,9 @@ engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
       engine::CpmModel::Binary b;
       b.positive = jm.at("positive").get<double>();
       b.negative = jm.at("negative").get<double>();
+      const std::string machine = "machines[" + std::to_string(model.machines.size()) + "]";
+      require_finite(b.positive, path, machine + ".positive");
+      require_finite(b.negative, path, machine + ".negative");
       for (const nlohmann::json& js : jm.at("sides")) {
         engine::CpmFaces f;
         f.outer = header_integer<int>(js.at("outer"), path, "outer");
@@ -101,6 +105,8 @@ engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
             f.intercepts.size() != static_cast<std::size_t>(f.faces))
           corrupt(path, "CPM side " + std::to_string(s) + " of machine " + std::to_string(m) +
                             " does not match its layout (outer, faces, slots, array sizes)");
+        require_finite_all(f.weights, path, array_name("weights", m, s));
+        require_finite_all(f.intercepts, path, array_name("intercepts", m, s));
         b.sides.push_back(std::move(f));
       }
       if (b.sides.empty()) corrupt(path, "CPM machine " + std::to_string(model.machines.size()) + " has no side");
@@ -119,6 +125,7 @@ engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
     if (a.name == "maxabs") model.maxabs = a.as<float>(path);
   if (!model.maxabs.empty() && model.maxabs.size() != features_slots)
     corrupt(path, "maxabs count does not match max_index " + std::to_string(model.max_index));
+  require_finite_all(model.maxabs, path, "maxabs");
   return model;
 }
 

@@ -90,6 +90,11 @@ engine::KernelModel kernel_model_from(const ModelContainer& file, const std::str
   const std::vector<double> coefficients = file.array("coefficients", path).as<double>(path);
   for (const ModelArray& a : file.arrays)
     if (a.name == "maxabs") model.maxabs = a.as<float>(path);
+  require_finite_all(model.intercepts, path, "intercepts");
+  require_finite_all(model.plane_norms, path, "plane_norms");
+  require_finite_all(values, path, "vector_values");
+  require_finite_all(coefficients, path, "coefficients");
+  require_finite_all(model.maxabs, path, "maxabs");
   if (offsets.empty() || offsets[0] != 0 || offsets.back() != static_cast<double>(indices.size()) ||
       values.size() != indices.size())
     corrupt(path, "kernel model vectors are malformed (offsets do not match the non-zeros)");

@@ -206,11 +206,29 @@ std::string model_file_kind(const std::string& path) {
     return "";
   }
   const auto header_bytes = get<std::uint64_t>(preamble, 16);
-  if (header_bytes > get<std::uint64_t>(preamble, 24) - kPreambleBytes - kChecksumBytes)
+  const auto file_bytes = get<std::uint64_t>(preamble, 24);
+  if (header_bytes > file_bytes - kPreambleBytes - kChecksumBytes)
     corrupt(path, "model header length out of range");
-  std::string header(header_bytes, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(header_bytes)))
-    corrupt(path, "model file is truncated (in its header)");
+  // The lengths are only what the file says: nothing is allocated beyond what it holds (a
+  // 32-byte file declaring a 6 GiB header was read into a 6 GiB string first).
+  std::error_code error;
+  if (std::filesystem::is_regular_file(path, error)) {
+    const std::uint64_t size = std::filesystem::file_size(path, error);
+    if (error) throw IoError("cannot read model file " + path + ": " + error.message());
+    if (size < file_bytes)
+      corrupt(path, "model file is truncated: " + std::to_string(size) + " of " +
+                        std::to_string(file_bytes) + " bytes");
+  }
+  // A stream has no size: its header grows a piece at a time, as its bytes arrive.
+  constexpr std::uint64_t kPiece = std::uint64_t{1} << 20;
+  std::string header;
+  while (header.size() < header_bytes) {
+    const std::size_t at = header.size();
+    const std::size_t want = std::min<std::uint64_t>(kPiece, header_bytes - at);
+    header.resize(at + want);
+    if (!in.read(header.data() + at, static_cast<std::streamsize>(want)))
+      corrupt(path, "model file is truncated (in its header)");
+  }
   try {
     return nlohmann::json::parse(header).value("kind", std::string("?"));
   } catch (const nlohmann::json::exception& e) {
@@ -317,6 +335,9 @@ void read_model_info(const ModelContainer& file, const std::string& path, engine
   }
   if (info.index_base != 0 && info.index_base != 1)
     corrupt(path, "index_base must be 0 or 1 (got " + std::to_string(info.index_base) + ")");
+  require_finite(info.labels.negative, path, "labels.negative");
+  require_finite(info.labels.positive, path, "labels.positive");
+  require_finite_all(info.classes, path, "classes");
 }
 
 void save_model(const engine::LinearModel& model, const std::string& path) {
@@ -362,6 +383,10 @@ engine::LinearModel linear_from(const ModelContainer& file, const std::string& p
   if (model.weights.size() != slots || (!model.scale.empty() && model.scale.size() != slots))
     corrupt(path,
             "weight or scale count does not match max_index " + std::to_string(model.max_index));
+  require_finite(model.bias_value, path, "bias.value");
+  require_finite(model.bias_weight, path, "bias.weight");
+  require_finite_all(model.weights, path, "weights");
+  require_finite_all(model.scale, path, "scale");
   return model;
 }
 

@@ -15,6 +15,7 @@
 // Files are written under a temporary name in the target's directory, fsync'ed and renamed.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -149,6 +150,25 @@ T header_integer(const nlohmann::json& j, const std::string& path, const std::st
   if (const std::optional<T> v = json_integer<T>(j)) return *v;
   throw DataError(path, 0, 0,
                   "malformed header: " + field + " is not an integer in range (" + j.dump() + ")");
+}
+
+/// A real-valued field of a model file: DataError naming `path` and `field` unless `value` is
+/// finite (the checksum only proves the bytes are those written: a NaN weight predicted nan for
+/// every row, and eval scored it with exit 0).
+inline void require_finite(double value, const std::string& path, const std::string& field) {
+  if (std::isfinite(value)) return;
+  const char* what = std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
+  throw DataError(path, 0, 0, field + " is not finite (" + what + ")");
+}
+/// The same for every element of an array field, named field[i].
+template <typename Range>
+void require_finite_all(const Range& values, const std::string& path, const std::string& field) {
+  std::size_t i = 0;
+  for (const auto value : values) {
+    if (!std::isfinite(value))
+      require_finite(static_cast<double>(value), path, field + "[" + std::to_string(i) + "]");
+    ++i;
+  }
 }
 
 /// The header fields every model kind shares (engine::ModelInfo), under the given kind.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -217,6 +218,21 @@ TEST_F(CpmCommand, CorruptOrInconsistentFilesAreRefused) {
   c.arrays.pop_back();  // intercepts of the last side
   io::write_model_container(file, c);
   EXPECT_THROW(io::load_classifier(file), DataError);
+  // A NaN weight, which the checksum cannot tell from a number: it scored nan for every row.
+  c = io::read_model_container((io::save_cpm_model(model, file), file));
+  for (io::ModelArray& a : c.arrays)
+    if (a.name == "weights_0_0") {
+      std::vector<float> w = a.as<float>(file);
+      w[3] = std::nanf("");
+      a = io::ModelArray::of("weights_0_0", w);
+    }
+  io::write_model_container(file, c);
+  try {
+    io::load_classifier(file);
+    FAIL() << "a NaN weight loaded";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.message(), "weights_0_0[3] is not finite (nan)");
+  }
 }
 
 // Test error of `train --algo cpm` on the real sets: settings from the validation grid of the

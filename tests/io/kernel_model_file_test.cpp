@@ -143,5 +143,24 @@ TEST_F(KernelModelFile, InconsistentFilesAreDataErrors) {
   }
 }
 
+// Coefficients and vector values must be finite: a NaN scored nan for every row.
+TEST_F(KernelModelFile, NonFiniteNumbersAreRefusedNamingTheField) {
+  for (const char* name : {"coefficients", "vector_values"}) {
+    engine::KernelModel model = sample_model(engine::KernelModel::Decision::kSign);
+    if (std::string(name) == "coefficients")
+      model.coefficients[0][1] = std::nan("");
+    else
+      model.vectors.rows.values[1] = std::nanf("");
+    save_kernel_model(model, path("nan.model"));
+    try {
+      load_classifier(path("nan.model"));
+      ADD_FAILURE() << name << ": a NaN loaded";
+    } catch (const DataError& e) {
+      EXPECT_EQ(e.file(), path("nan.model"));
+      EXPECT_EQ(e.message(), std::string(name) + "[1] is not finite (nan)");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace polymargin::io

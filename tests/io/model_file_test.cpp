@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -173,6 +174,65 @@ TEST_F(ModelFileTest, RefusesCorruptedBytes) {
     bad[at] ^= 0x10;
     write(path("bad.model"), bad);
     expect_refused(path("bad.model"), "corrupt");
+  }
+}
+
+// A file that declares a header and a length far beyond its own size (a 32-byte preamble claiming
+// a 1 TiB header) is truncated, said before anything of the declared size is allocated; from a
+// stream, which has no size, the header is read as far as its bytes go.
+TEST_F(ModelFileTest, KindOfAFileShorterThanItsHeaderIsTruncated) {
+  std::string preamble("PMMODEL\0", 8);
+  const std::uint32_t version = kModelFormatVersion, reserved = 0;
+  const std::uint64_t header_bytes = std::uint64_t{1} << 40, file_bytes = header_bytes + 40;
+  for (const auto* field :
+       {static_cast<const void*>(&version), static_cast<const void*>(&reserved)})
+    preamble.append(static_cast<const char*>(field), 4);
+  preamble.append(reinterpret_cast<const char*>(&header_bytes), 8);
+  preamble.append(reinterpret_cast<const char*>(&file_bytes), 8);
+  write(path("ck.bin"), preamble);
+  try {
+    model_file_kind(path("ck.bin"));
+    FAIL() << "no DataError";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.message(),
+              "model file is truncated: 32 of " + std::to_string(file_bytes) + " bytes");
+  }
+  const std::string fifo = path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << preamble << "{\"kind\""; });
+  try {
+    model_file_kind(fifo);
+    ADD_FAILURE() << "no DataError";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.message(), "model file is truncated (in its header)");
+  }
+  writer.join();
+}
+
+// Every real-valued field of a linear model must be finite: a NaN weight, which the checksum
+// cannot tell from a number, predicted nan for every row.
+TEST_F(ModelFileTest, NonFiniteWeightsAreRefusedNamingTheField) {
+  const struct {
+    void (*spoil)(engine::LinearModel&);
+    const char* message;
+  } cases[] = {
+      {[](engine::LinearModel& m) { m.weights[2] = std::nan(""); },
+       "weights[2] is not finite (nan)"},
+      {[](engine::LinearModel& m) { m.weights[5] = -HUGE_VAL; }, "weights[5] is not finite (-inf)"},
+      {[](engine::LinearModel& m) { m.scale[1] = HUGE_VALF; }, "scale[1] is not finite (inf)"},
+  };
+  for (const auto& c : cases) {
+    engine::LinearModel m = sample_model();
+    c.spoil(m);
+    save_model(m, path("nan.model"));
+    expect_refused(path("nan.model"), c.message);
+    try {
+      load_classifier(path("nan.model"));
+      ADD_FAILURE() << "load_classifier accepted " << c.message;
+    } catch (const DataError& e) {
+      EXPECT_EQ(e.file(), path("nan.model"));
+      EXPECT_EQ(e.message(), c.message);
+    }
   }
 }
 
