@@ -51,7 +51,8 @@ int run_convert(const std::vector<std::string>& args) {
       "max-bad-lines", po::value(&max_bad_lines)->default_value(0),
       "skip up to N malformed lines (counted) instead of stopping at the first")(
       "max-line-bytes", po::value(&max_line_bytes)->default_value(io::TextOptions{}.max_line_bytes),
-      "a longer line is an error (text without line ends is not LIBSVM; bounds memory)")(
+      "a longer line is a bad line (see --max-bad-lines; text without line ends is not LIBSVM); "
+      "bounds memory")(
       "threads", po::value(&threads)->default_value(0), "worker threads (0: all cores)")(
       "zstd-level", po::value(&zstd_level)->default_value(3), "zstd compression level")(
       "json", po::bool_switch(&json), "print the summary as JSON");
