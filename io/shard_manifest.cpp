@@ -306,6 +306,7 @@ Manifest read_manifest(const std::string& dir) {
   // added have none.
   if (j.contains("manifest_checksum") && f.get_hex(j, "manifest_checksum") != manifest_checksum(j))
     f.fail("manifest checksum mismatch: a field was changed after convert wrote it");
+  m.checksummed = j.contains("manifest_checksum");
   return m;
 }
 
@@ -391,6 +392,20 @@ void scan_maxabs(const std::string& path, std::uint64_t expected_count, std::vec
 }
 
 }  // namespace
+
+std::uint64_t maxabs_count(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) && !ec)
+    throw DataError(path, 0, 0, "missing: the shard directory is incomplete (re-run convert)");
+  const MappedFile file(path);
+  MaxabsHeader header;
+  if (file.size() < sizeof header)
+    throw DataError(path, 0, 0, "truncated (re-run convert)");
+  file.read(0, sizeof header, &header, path);
+  if (std::memcmp(header.magic, kMaxabsMagic, sizeof header.magic) != 0)
+    throw DataError(path, 0, 0, "not a feature_maxabs file of this format (re-run convert)");
+  return header.count;
+}
 
 std::vector<float> read_maxabs(const std::string& path, std::uint64_t expected_count) {
   std::vector<float> maxabs;

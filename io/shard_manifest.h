@@ -42,5 +42,7 @@ void write_maxabs(const std::string& path, const std::vector<std::span<const flo
 std::vector<float> read_maxabs(const std::string& path, std::uint64_t expected_count);
 /// The same checks without keeping the values (a buffer's memory, whatever the count).
 void check_maxabs(const std::string& path, std::uint64_t expected_count);
+/// The entries feature_maxabs.bin's header declares (convert writes max_index + 1), read alone.
+std::uint64_t maxabs_count(const std::string& path);
 
 }  // namespace polymargin::io::shard

@@ -922,6 +922,16 @@ ShardSet ShardSet::open(const std::string& dir, bool check_sources) {
     trailers.push_back(impl.open_shard(s));
   impl.blocks.resize(impl.manifest.total_blocks);
   for (std::uint32_t s = 0; s < impl.manifest.shards.size(); ++s) impl.index_shard(s, trailers[s]);
+  // A manifest without its own checksum may also misstate max_index, which sizes the learners'
+  // weights while the blocks hold the ids (a lowered one made --scale none write past them): it is
+  // checked against the scaling table convert sized by the same max_index, a header's read.
+  if (!impl.manifest.checksummed && impl.manifest.nnz > 0 &&
+      shard::maxabs_count(impl.dir + "/" + shard::kMaxabsFile) !=
+          std::uint64_t{impl.manifest.max_index} + 1)
+    throw DataError(impl.dir, 0, 0,
+                    "max_index " + std::to_string(impl.manifest.max_index) +
+                        " of the manifest does not match " + shard::kMaxabsFile +
+                        " (re-run convert)");
   std::uint64_t nnz = 0;
   for (const auto& b : impl.blocks) {
     // Shard s must hold exactly the blocks b with b % shards == s; a gap shows up as an empty

@@ -79,6 +79,7 @@ struct Manifest {
   double convert_seconds = 0;
   int zstd_level = 0;            // compression level used (zstd codec only)
   std::uint64_t text_bytes = 0;  // decompressed text bytes read by convert (0 when unknown)
+  bool checksummed = true;  // read from a manifest with its own checksum (false: written before it)
 };
 
 struct ConvertOptions {

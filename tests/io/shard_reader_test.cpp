@@ -298,6 +298,24 @@ TEST_F(ShardRefusal, BlockCountBeyondTheShardFilesIsRefusedBeforeAllocating) {
   EXPECT_TRUE(contains(e, "shard-00000.pms: block count does not match the manifest")) << e;
 }
 
+// Such a manifest with a lowered max_index would size the learners' weights below the ids the
+// blocks hold: refused against feature_maxabs.bin, which convert sized by the true one.
+TEST_F(ShardRefusal, LegacyManifestWithALoweredMaxIndexIsRefused) {
+  std::string m = slurp(fs::path(dir_) / "manifest.json");
+  const std::string key = ",\n  \"manifest_checksum\"";
+  ASSERT_NE(m.find(key), std::string::npos);
+  m.erase(m.find(key), m.find('\n', m.find(key) + 2) - m.find(key));
+  spit(fs::path(dir_) / "manifest.json", m);
+  EXPECT_NO_THROW(ShardSet::open(dir_));  // a legacy manifest as written is read
+  const std::string field = "\"max_index\": ";
+  const std::size_t at = m.find(field) + field.size();
+  const std::string value = m.substr(at, m.find_first_not_of("0123456789", at) - at);
+  ASSERT_GT(std::stoul(value), 5u);
+  edit_manifest(field + value, field + "5");
+  const std::string e = error_of([&] { ShardSet::open(dir_); });
+  EXPECT_TRUE(contains(e, "max_index 5 of the manifest does not match feature_maxabs.bin")) << e;
+}
+
 TEST_F(ShardRefusal, ManifestContradictingItselfIsRefused) {
   edit_manifest("\"rows\": 50", "\"rows\": 51");
   EXPECT_TRUE(contains(error_of([&] { ShardSet::open(dir_); }), "do not add up"));
