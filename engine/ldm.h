@@ -134,8 +134,9 @@ struct MarginStats {
     hinge += margin < 1 ? 1 - margin : 0;
   }
   double mean() const { return rows ? sum / rows : 0; }
-  /// Var(γ) = mean(γ²) − mean(γ)² (the paper's γ̂ is twice this).
-  double variance() const { return rows ? sum_sq / rows - mean() * mean() : 0; }
+  /// Var(γ) = mean(γ²) − mean(γ)² (the paper's γ̂ is twice this); at least 0, which rounding of
+  /// nearly equal margins can cross.
+  double variance() const { return rows ? std::max(0.0, sum_sq / rows - mean() * mean()) : 0; }
   double accuracy() const { return rows ? static_cast<double>(correct) / rows : 0; }
 };
 

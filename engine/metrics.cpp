@@ -52,7 +52,10 @@ BinaryMetrics binary_metrics(const std::vector<double>& scores,
     sum += margin;
     sum_sq += margin * margin;
   }
-  if (m.rows == 0) return m;
+  if (m.rows == 0) {
+    m.auc = 0.5;  // as with a class absent
+    return m;
+  }
   const double n = static_cast<double>(m.rows);
   m.accuracy = static_cast<double>(m.true_positives + m.true_negatives) / n;
   m.error_rate = 1 - m.accuracy;

@@ -522,6 +522,13 @@ TEST(LdmReplicas, AverageBeforeT0LeavesTheAverageFlaggedZero) {
         << "replica " << k;
 }
 
+// Three margins of 0.1: mean(γ²) − mean(γ)² rounds to −1.7e-18, a variance is never below 0.
+TEST(MarginStats, VarianceOfEqualMarginsIsNotNegative) {
+  MarginStats margins;
+  for (int i = 0; i < 3; ++i) margins.add(1, 0.1);
+  EXPECT_EQ(margins.variance(), 0.0);
+}
+
 TEST(LdmConfig, RejectsInvalidValues) {
   auto invalid = [](auto change) {
     LdmConfig config;

@@ -53,6 +53,7 @@ TEST(Metrics, AucMatchesBruteForceWithTies) {
 
 TEST(Metrics, AucOfOneClassIsHalf) {
   EXPECT_DOUBLE_EQ(auc({1, 2, 3}, {1, 1, 1}), 0.5);
+  EXPECT_DOUBLE_EQ(binary_metrics({}, {}).auc, 0.5);  // no rows: no class either
 }
 
 TEST(Metrics, MarginCurveIsCumulative) {
