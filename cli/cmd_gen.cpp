@@ -113,6 +113,8 @@ int run_gen(const std::vector<std::string>& args) {
     if (vm.count("signal-features"))
       spec.signal_features = vm["signal-features"].as<std::uint64_t>();
     spec.model = io::parse_planted_model(vm["model"].as<std::string>());
+    if (vm.count("faces") && spec.model != io::PlantedModelKind::kPolytope)
+      throw UsageError("--faces is for --model polytope (a linear rule has no faces)");
     spec.feature_order = io::parse_feature_order(vm["feature-order"].as<std::string>());
     spec.seed = vm["seed"].as<std::uint64_t>();
     io::validate_spec(spec);

@@ -1016,6 +1016,11 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
       const std::string paper = k.key.substr(0, k.key.size() - 4);
       set = set || t.given.count(paper) > 0 || !peek_option(args, paper, "").empty();
     }
+    // The RBF width does nothing under another kernel or beside --gamma: not searched then.
+    if (k.key == "rbf-width") {
+      const std::string kernel = peek_option(args, "kernel", "");
+      set = set || (!kernel.empty() && kernel != "rbf") || !peek_option(args, "gamma", "").empty();
+    }
     if (set || (k.key == "entropy" && replicas > 1))
       fixed.insert(k.key);
     else

@@ -55,6 +55,8 @@ low() { awk '{ for (i = 2; i <= NF; ++i) { n++; if ($i + 0 <= 500) l++ } } END {
 "$bin" gen "${small[@]}" --feature-order hashed -o "$work/h.svm" 2> "$work/h.err" && fail "--feature-order hashed accepted"
 grep -q "unknown feature order 'hashed'" "$work/h.err" || fail "bad --feature-order: $(cat "$work/h.err")"
 [ -e "$work/h.svm" ] && fail "a refused gen left its output"
+"$bin" gen "${small[@]}" --faces 7 -o "$work/h.svm" 2> "$work/h.err" && fail "--faces with a linear model accepted"
+grep -q -- "--faces is for --model polytope" "$work/h.err" || fail "--faces, linear: $(cat "$work/h.err")"
 
 # --- split: train/test ----------------------------------------------------------------------------
 "$bin" split "$work/a.svm" --test-fraction 0.2 --seed 3 -o "$work/s" --json > "$work/split.json"
