@@ -457,6 +457,13 @@ struct ShardSet::Impl {
       if (e.offset != expect || e.bytes < shard::block_bytes(0) || e.bytes % 8 != 0 ||
           e.bytes > t.index_offset - e.offset || e.rows == 0)
         fail("block index entry " + std::to_string(i) + " is inconsistent");
+      // What a block may hold (convert's --block-rows, kMaxBlockNnz) bounds the buffers a window
+      // is decoded into: a block may not say more.
+      if (e.rows > manifest.block_rows || e.nnz > shard::kMaxBlockNnz)
+        fail("block " + std::to_string(i) + " declares " + std::to_string(e.rows) + " rows and " +
+             std::to_string(e.nnz) + " non-zeros, more than a block holds (" +
+             std::to_string(manifest.block_rows) + " rows, " + std::to_string(shard::kMaxBlockNnz) +
+             " non-zeros)");
       expect += e.bytes;
       rows += e.rows;
       const std::uint64_t global = i * manifest.shards.size() + s;

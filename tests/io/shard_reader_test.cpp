@@ -214,6 +214,14 @@ class ShardRefusal : public ::testing::Test {
     write_shards(random_rows(4, 50, 5, 100, Values::kNone), dir_, Codec::kZstd, 8, 1, 1, {info});
   }
   void TearDown() override { fs::remove_all(root_); }
+  // The manifest as written before it carried its own checksum.
+  void drop_manifest_checksum() {
+    std::string m = slurp(fs::path(dir_) / "manifest.json");
+    const std::string key = ",\n  \"manifest_checksum\"";
+    ASSERT_NE(m.find(key), std::string::npos);
+    m.erase(m.find(key), m.find('\n', m.find(key) + 2) - m.find(key));
+    spit(fs::path(dir_) / "manifest.json", m);
+  }
   void edit_manifest(const std::string& from, const std::string& to) {
     std::string m = slurp(fs::path(dir_) / "manifest.json");
     ASSERT_NE(m.find(from), std::string::npos) << from;
@@ -287,11 +295,7 @@ TEST_F(ShardRefusal, ShardSizeDifferentFromManifestIsRefused) {
 // A manifest without its own checksum (written before it existed) that claims 10^10 blocks is
 // refused against the shard file's block index before a table of that many blocks is allocated.
 TEST_F(ShardRefusal, BlockCountBeyondTheShardFilesIsRefusedBeforeAllocating) {
-  std::string m = slurp(fs::path(dir_) / "manifest.json");
-  const std::string key = ",\n  \"manifest_checksum\"";
-  ASSERT_NE(m.find(key), std::string::npos);
-  m.erase(m.find(key), m.find('\n', m.find(key) + 2) - m.find(key));
-  spit(fs::path(dir_) / "manifest.json", m);
+  drop_manifest_checksum();
   edit_manifest("\"total_blocks\": 7", "\"total_blocks\": 10000000000");
   edit_manifest("\"blocks\": 7", "\"blocks\": 10000000000");
   const std::string e = error_of([&] { ShardSet::open(dir_); });
@@ -301,12 +305,9 @@ TEST_F(ShardRefusal, BlockCountBeyondTheShardFilesIsRefusedBeforeAllocating) {
 // Such a manifest with a lowered max_index would size the learners' weights below the ids the
 // blocks hold: refused against feature_maxabs.bin, which convert sized by the true one.
 TEST_F(ShardRefusal, LegacyManifestWithALoweredMaxIndexIsRefused) {
-  std::string m = slurp(fs::path(dir_) / "manifest.json");
-  const std::string key = ",\n  \"manifest_checksum\"";
-  ASSERT_NE(m.find(key), std::string::npos);
-  m.erase(m.find(key), m.find('\n', m.find(key) + 2) - m.find(key));
-  spit(fs::path(dir_) / "manifest.json", m);
+  drop_manifest_checksum();
   EXPECT_NO_THROW(ShardSet::open(dir_));  // a legacy manifest as written is read
+  const std::string m = slurp(fs::path(dir_) / "manifest.json");
   const std::string field = "\"max_index\": ";
   const std::size_t at = m.find(field) + field.size();
   const std::string value = m.substr(at, m.find_first_not_of("0123456789", at) - at);
@@ -314,6 +315,15 @@ TEST_F(ShardRefusal, LegacyManifestWithALoweredMaxIndexIsRefused) {
   edit_manifest(field + value, field + "5");
   const std::string e = error_of([&] { ShardSet::open(dir_); });
   EXPECT_TRUE(contains(e, "max_index 5 of the manifest does not match feature_maxabs.bin")) << e;
+}
+
+// A block may not declare more rows than the manifest's block_rows (which, with kMaxBlockNnz,
+// sizes the buffers a window is decoded into): shown with a legacy manifest's block_rows lowered.
+TEST_F(ShardRefusal, BlockLargerThanTheManifestAllowsIsRefused) {
+  drop_manifest_checksum();
+  edit_manifest("\"block_rows\": 8", "\"block_rows\": 2");
+  const std::string e = error_of([&] { ShardSet::open(dir_); });
+  EXPECT_TRUE(contains(e, "block 0 declares 8 rows")) << e;
 }
 
 TEST_F(ShardRefusal, ManifestContradictingItselfIsRefused) {
