@@ -605,6 +605,10 @@ int LinearRun::conclude() {
   }
   const double validation_seconds = seconds_since(validation_start);
   const double total_seconds = seconds_since(start);
+  // The rows this run learnt: a resumed run's train_seconds are its own, not the whole run's.
+  const double learnt_rows = rows * used.epochs - (static_cast<double>(position.epoch) * rows +
+                                                   static_cast<double>(position.rows));
+  const double rows_per_second = train_seconds > 0 ? learnt_rows / train_seconds : 0.0;
 
   nlohmann::ordered_json summary = {
       {"algorithm", algo},
@@ -627,7 +631,7 @@ int LinearRun::conclude() {
       {"train_seconds", train_seconds},
       {"learn_seconds", learn_seconds},
       {"read_wait_seconds", wait_seconds},
-      {"rows_per_second", train_seconds > 0 ? rows * used.epochs / train_seconds : 0.0},
+      {"rows_per_second", rows_per_second},
       {"finish_seconds", finish_seconds},
       {"eval_seconds", eval_seconds},
       {"save_seconds", save_seconds},
@@ -681,8 +685,7 @@ int LinearRun::conclude() {
       "trained %s on %llu rows x %d epochs in %.2f s (%.2f M rows/s): learning %.2f s, "
       "waiting for data %.2f s; open/convert %.2f s, final pass %.2f s\n",
       algo.c_str(), static_cast<unsigned long long>(manifest.rows), used.epochs, train_seconds,
-      rows * used.epochs / 1e6 / std::max(train_seconds, 1e-9), learn_seconds, wait_seconds,
-      open_seconds, eval_seconds);
+      rows_per_second / 1e6, learn_seconds, wait_seconds, open_seconds, eval_seconds);
   out_printf("objective %.6g, margin mean %.4g, margin variance %.4g, training accuracy %.4f\n",
               objective, margins.mean(), margins.variance(), margins.accuracy());
   if (validated)

@@ -37,9 +37,14 @@ for algo in ldm svm; do
       --checkpoint "$work/ck" --stop-after-rows $stop
     [ -s "$work/ck" ] || fail "$algo: no checkpoint after --stop-after-rows $stop"
     [ ! -e "$work/m" ] || fail "$algo: a stopped run wrote a model"
-    "$bin" train --algo $algo "${common[@]}" -o "$work/m" --resume "$work/ck" > /dev/null \
-      2> "$work/resume.err" || fail "$algo: resume after $stop failed: $(cat "$work/resume.err")"
+    "$bin" train --algo $algo "${common[@]}" -o "$work/m" --resume "$work/ck" --json \
+      > "$work/resume.json" 2> "$work/resume.err" ||
+      fail "$algo: resume after $stop failed: $(cat "$work/resume.err")"
     grep -q "resuming from" "$work/resume.err" || fail "resume not reported"
+    # Its speed is of the rows it learnt (24000 - stop), not of the whole run's.
+    jq -e --argjson left $((24000 - stop)) \
+      '(.rows_per_second * .train_seconds - $left) | fabs < 0.01 * $left' "$work/resume.json" \
+      > /dev/null || fail "$algo: resumed at $stop: rows_per_second is not of the rows learnt"
     cmp -s "$work/ref.$algo" "$work/m" || fail "$algo: stopped at $stop and resumed: other model"
     rm -f "$work/m" "$work/ck"
   done
