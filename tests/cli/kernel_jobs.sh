@@ -112,6 +112,8 @@ for run in "kldm TERM 143 --tolerance 1e-300 --max-sweeps 100000000" \
   [ ! -e "$work/stopped.model" ] || fail "$algo: SIG$sig: a model was written"
   [ "$(json_get "$work/stopped.json" "j['status'], j['exit_code']")" = "interrupted $code" ] \
     || fail "$algo: SIG$sig: metrics $(cat "$work/stopped.json")"
-  [ "$(echo "$took < 20" | bc)" = 1 ] || fail "$algo: SIG$sig took $took s to stop"
+  # Seconds, not the hours the solve would take (60: a sweep under the sanitizers on a loaded
+  # machine took 20).
+  [ "$(echo "$took < 60" | bc)" = 1 ] || fail "$algo: SIG$sig took $took s to stop"
 done
 echo "kernel_jobs: ok"
