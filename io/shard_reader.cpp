@@ -894,11 +894,12 @@ struct ShardSet::Impl {
       throw DataError(dir + "/" + shard::kManifestFile, 0, 0,
                       "its label counts do not match the blocks' rows (the manifest was edited "
                       "or is of another conversion: re-run convert)");
-    if (manifest.nnz > 0 && max_index != manifest.max_index)
+    // max_index bounds the ids (a matrix's width may declare it above the largest present).
+    if (max_index > manifest.max_index)
       throw DataError(dir + "/" + shard::kManifestFile, 0, 0,
                       "its max_index " + std::to_string(manifest.max_index) +
-                          " does not match the blocks' largest feature id " +
-                          std::to_string(max_index) + " (re-run convert)");
+                          " is below the blocks' largest feature id " + std::to_string(max_index) +
+                          " (re-run convert)");
     VerifyReport report;
     report.blocks_checked = blocks.size();
     for (const auto& b : blocks) report.bytes_checked += b.entry.bytes;

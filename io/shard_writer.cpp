@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <thread>
@@ -240,6 +241,7 @@ struct ShardWriter::Impl {
   std::uint32_t max_index = 0;
   bool any_index = false;
   bool saw_index_zero = false;
+  std::optional<std::uint32_t> declared_max_index;  // set by the caller, taken in finish()
   bool has_values = false;
   std::map<double, std::uint64_t> label_counts;
   MaxabsTable maxabs;
@@ -631,6 +633,10 @@ void ShardWriter::append(const CsrView& rows) {
 
 void ShardWriter::set_text_bytes(std::uint64_t bytes) { impl_->text_bytes = bytes; }
 
+void ShardWriter::declare_max_index(std::uint32_t max_index) {
+  impl_->declared_max_index = max_index;
+}
+
 Manifest ShardWriter::finish(int index_base, const std::vector<SourceInfo>& sources,
                              std::uint64_t bad_lines_skipped, std::vector<std::string> bad_lines) {
   Impl& w = *impl_;
@@ -644,6 +650,10 @@ Manifest ShardWriter::finish(int index_base, const std::vector<SourceInfo>& sour
     throw DataError(w.dir, 0, 0, "feature index 0 present but the index base is 1");
 
   w.write_indexes();
+  if (w.declared_max_index) {
+    w.max_index = std::max(w.max_index, *w.declared_max_index);
+    w.any_index = true;
+  }
   Manifest m;
   m.format_version = kShardFormatVersion;
   m.codec = w.options.codec;

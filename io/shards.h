@@ -65,7 +65,8 @@ struct Manifest {
   std::uint32_t block_rows = 0;
   std::uint64_t rows = 0;
   std::uint64_t nnz = 0;
-  std::uint32_t max_index = 0;  // largest raw index; weight vectors need max_index + 1 slots
+  std::uint32_t max_index = 0;  // ids' bound (the largest present, or above: declare_max_index);
+                                // weight vectors need max_index + 1 slots
   int index_base = 1;           // 0 or 1, resolved
   std::uint64_t features = 0;   // max_index + 1 - index_base (LIBSVM's count of features)
   std::map<double, std::uint64_t> label_counts;
@@ -108,6 +109,10 @@ class ShardWriter {
   void append(const CsrView& rows);
   /// Records the size of the decompressed text converted (for the manifest's compression ratio).
   void set_text_bytes(std::uint64_t bytes);
+  /// Feature ids go up to at least `max_index`, whether or not a row holds it (the width of a
+  /// matrix whose last columns are zero): the manifest's max_index, and so the weights and the
+  /// model's feature count, are never below it.
+  void declare_max_index(std::uint32_t max_index);
   /// Flushes, writes feature_maxabs.bin and manifest.json, renames into place.
   Manifest finish(int index_base, const std::vector<SourceInfo>& sources,
                   std::uint64_t bad_lines_skipped, std::vector<std::string> bad_lines = {});

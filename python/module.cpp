@@ -332,10 +332,11 @@ class CsrRows {
 };
 
 // write_shards: the matrix's rows (labels as given) as a raw shard directory at `dir`, in row
-// order; returns the manifest's rows, features and non-zeros.
+// order, its feature ids up to `columns` (the matrix's width; 0: the largest present); returns the
+// manifest's rows, features and non-zeros.
 py::dict write_shards(const std::string& dir, const py::array& indptr, const py::array& indices,
                       const py::array& data, const py::array& labels, std::uint32_t block_rows,
-                      int threads) {
+                      int threads, std::uint32_t columns) {
   CsrRows rows(indptr, indices, data, labels, 1);
   io::Manifest manifest;
   {
@@ -345,6 +346,8 @@ py::dict write_shards(const std::string& dir, const py::array& indptr, const py:
     options.block_rows = block_rows;
     options.durable = false;  // a temporary directory, removed after the fit
     io::ShardWriter writer(dir, options, threads);
+    // The matrix's width, whatever its last columns hold: column j is id j + 1.
+    if (columns > 0) writer.declare_max_index(columns);
     for (std::size_t begin = 0; begin < rows.rows(); begin += CsrRows::kBatchRows)
       writer.append(rows.batch(begin, std::min(rows.rows(), begin + CsrRows::kBatchRows)));
     manifest = writer.finish(1, {}, 0);
@@ -446,7 +449,8 @@ PYBIND11_MODULE(_core, m) {
       "no polymargin program found (tune=True runs it for its cells): set POLYMARGIN_BINARY to "
       "its path, or put it on PATH");
   m.def("write_shards", &write_shards, py::arg("dir"), py::arg("indptr"), py::arg("indices"),
-        py::arg("data"), py::arg("labels"), py::arg("block_rows") = 4096, py::arg("threads") = 0);
+        py::arg("data"), py::arg("labels"), py::arg("block_rows") = 4096, py::arg("threads") = 0,
+        py::arg("columns") = 0);
   py::class_<Model>(m, "Model")
       .def(py::init<const std::string&>(), py::arg("path"))
       .def("info", &Model::info)

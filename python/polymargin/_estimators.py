@@ -63,9 +63,12 @@ def _write_shards(directory, X, labels, threads):
     # A count train refuses is refused by train, with its message: the writer uses every core.
     usable = threads is not None and 0 <= threads <= 1024
     indptr, indices, data = _csr_parts(X)
+    # The model's features are the matrix's columns, zero last columns included: a model saved
+    # and loaded takes the same X (n_features_in_).
     _core.write_shards(directory, indptr, indices, data,
                        np.ascontiguousarray(labels, dtype=np.float64),
-                       threads=int(threads) if usable else 0)
+                       threads=int(threads) if usable else 0,
+                       columns=min(X.shape[1], 2**32 - 1))
 
 
 def _stored_label(value):

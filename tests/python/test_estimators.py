@@ -100,6 +100,19 @@ def test_eval_and_load_agree_with_python(a9a, a9a_files, tmp_path):
     np.testing.assert_array_equal(loaded.classes_, [-1.0, 1.0])
 
 
+def test_saved_model_keeps_the_matrix_width(tmp_path):
+    # The last column all zero: the model still has every column, so a loaded model takes X.
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 10))
+    X[:, 9] = 0
+    y = np.where(X[:, 0] > 0.5, 1, -1)
+    est = pm.LDMClassifier().fit(X, y)
+    est.save(tmp_path / "w.model")
+    loaded = pm.load(tmp_path / "w.model")
+    assert loaded.n_features_in_ == 10
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+
+
 def test_shards_and_convert(a9a, a9a_files, tmp_path):
     X, y, Xt, yt = a9a
     summary = pm.convert(a9a_files[0], tmp_path / "a9a.shards", codec="zstd")
