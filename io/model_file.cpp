@@ -195,6 +195,22 @@ std::ifstream open_model_file(const std::string& path) {
   return in;
 }
 
+// A regular file's size against the `file_bytes` its preamble declares: DataError when it is
+// shorter, or (`exact`) longer. False for a stream, which has no size to check.
+bool check_declared_size(const std::string& path, std::uint64_t file_bytes, bool exact) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return false;
+  const std::uint64_t size = std::filesystem::file_size(path, error);
+  if (error) throw IoError("cannot read model file " + path + ": " + error.message());
+  if (size < file_bytes)
+    corrupt(path, "model file is truncated: " + std::to_string(size) + " of " +
+                      std::to_string(file_bytes) + " bytes");
+  if (exact && size > file_bytes)
+    corrupt(path,
+            "model file has " + std::to_string(size - file_bytes) + " unexpected trailing bytes");
+  return true;
+}
+
 }  // namespace
 
 std::string model_file_kind(const std::string& path) {
@@ -211,14 +227,7 @@ std::string model_file_kind(const std::string& path) {
     corrupt(path, "model header length out of range");
   // The lengths are only what the file says: nothing is allocated beyond what it holds (a
   // 32-byte file declaring a 6 GiB header was read into a 6 GiB string first).
-  std::error_code error;
-  if (std::filesystem::is_regular_file(path, error)) {
-    const std::uint64_t size = std::filesystem::file_size(path, error);
-    if (error) throw IoError("cannot read model file " + path + ": " + error.message());
-    if (size < file_bytes)
-      corrupt(path, "model file is truncated: " + std::to_string(size) + " of " +
-                        std::to_string(file_bytes) + " bytes");
-  }
+  check_declared_size(path, file_bytes, false);
   // A stream has no size: its header grows a piece at a time, as its bytes arrive.
   constexpr std::uint64_t kPiece = std::uint64_t{1} << 20;
   std::string header;
@@ -243,16 +252,7 @@ ModelContainer read_model_container(const std::string& path) {
   std::string bytes = read_preamble(in, path);
   const auto header_bytes = get<std::uint64_t>(bytes, 16);
   const auto file_bytes = get<std::uint64_t>(bytes, 24);
-  std::error_code error;
-  if (std::filesystem::is_regular_file(path, error)) {
-    const std::uint64_t size = std::filesystem::file_size(path, error);
-    if (error) throw IoError("cannot read model file " + path + ": " + error.message());
-    if (size < file_bytes)
-      corrupt(path, "model file is truncated: " + std::to_string(size) + " of " +
-                        std::to_string(file_bytes) + " bytes");
-    if (size > file_bytes)
-      corrupt(path,
-              "model file has " + std::to_string(size - file_bytes) + " unexpected trailing bytes");
+  if (check_declared_size(path, file_bytes, true)) {
     // One read of the file's size (a KDD-size CPM or its checkpoint is GBs: a character-wise
     // copy took seconds).
     bytes.resize(file_bytes);
