@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "cli/command.h"
 #include "cli/output.h"
@@ -333,6 +334,23 @@ void check_resumable(const std::string& path, const nlohmann::json& saved_config
                      "); resume with the options of the interrupted run");
 }
 
+namespace {
+
+// io::require_finite_all over an array's bytes, read a value at a time (the bytes need not be
+// aligned for T).
+template <typename T>
+void require_finite_bytes(std::string_view bytes, const std::string& path,
+                          const std::string& field) {
+  for (std::size_t i = 0; i < bytes.size() / sizeof(T); ++i) {
+    T value;
+    std::memcpy(&value, bytes.data() + i * sizeof(T), sizeof(T));
+    if (!std::isfinite(value))
+      io::require_finite(value, path, field + "[" + std::to_string(i) + "]");
+  }
+}
+
+}  // namespace
+
 io::ModelContainer read_checkpoint_file(const std::string& path, const std::string& kind,
                                         int version, const std::string& what) {
   std::error_code ec;
@@ -349,6 +367,12 @@ io::ModelContainer read_checkpoint_file(const std::string& path, const std::stri
     throw DataError(path, 0, 0,
                     "checkpoint version " + std::to_string(saved) +
                         " is not supported (this build reads " + std::to_string(version) + ")");
+  // Every real number of the state is finite: the checksum proves only that the bytes are those
+  // written, and a NaN weight would be learnt on and end in a model that every loader refuses.
+  for (const io::ModelArray& a : file.arrays) {
+    if (a.dtype == "f64") require_finite_bytes<double>(a.data, path, a.name);
+    if (a.dtype == "f32") require_finite_bytes<float>(a.data, path, a.name);
+  }
   return file;
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <iterator>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "engine/linear_model.h"
 #include "io/model_file.h"
@@ -157,6 +159,45 @@ TEST_F(TrainCommand, TextAndShardInputsTrainTheSameWeights) {
   EXPECT_EQ(from_text.index_base, 1);
   EXPECT_EQ(from_text.features, 123u);
   EXPECT_TRUE(from_text.scale.empty());  // the scaling is folded into the weights
+}
+
+// A checkpoint's checksum proves only that its bytes are those written: a NaN in the state (as a
+// diverged run or a tool would write it, the checksum recomputed) is refused on --resume, naming
+// the array and element, instead of being learnt on.
+TEST_F(TrainCommand, ResumeRefusesACheckpointHoldingANonFiniteNumber) {
+  const std::string train = std::string(POLYMARGIN_SOURCE_DIR) + "/data/a9a.zst";
+  ASSERT_EQ(polymargin("convert " + train + " -o " + path("a9a.shards")), 0) << log("err.log");
+  struct Case {
+    const char* algo;
+    const char* array;
+  };
+  for (const Case c : {Case{"ldm", "weights_and_averages"}, Case{"ldm", "scalars"},
+                       Case{"cpm", "weights_0"}, Case{"cpm", "intercept_sums_1"}}) {
+    SCOPED_TRACE(std::string(c.algo) + " " + c.array);
+    const std::string common = "train --algo " + std::string(c.algo) + " -d " + path("a9a.shards") +
+                               " -o " + path("m") + " --seed 3";
+    ASSERT_EQ(polymargin(common + " --checkpoint " + path("ck") + " --stop-after-rows 5000"), 6)
+        << log("err.log");
+    io::ModelContainer file = io::read_model_container(path("ck"));
+    bool found = false;
+    for (io::ModelArray& a : file.arrays) {
+      if (a.name != c.array) continue;
+      ASSERT_EQ(a.dtype, "f64");
+      std::vector<double> values = a.as<double>(path("ck"));
+      ASSERT_GT(values.size(), 1u);
+      values[1] = std::nan("");
+      a = io::ModelArray::of(a.name, values);
+      found = true;
+    }
+    ASSERT_TRUE(found) << "no array " << c.array;
+    io::write_model_container(path("ck"), file);
+    EXPECT_EQ(polymargin(common + " --resume " + path("ck")), 3);
+    EXPECT_NE(log("err.log").find(std::string(c.array) + "[1] is not finite (nan)"),
+              std::string::npos)
+        << log("err.log");
+    EXPECT_FALSE(fs::exists(path("m")));
+    fs::remove(path("ck"));
+  }
 }
 
 }  // namespace
