@@ -370,7 +370,9 @@ TEST(LdmTrainer, RenumberedRowsWithTheirSlotsGiveTheSameModel) {
       const LinearModel b = release ? slotted.finish_and_release() : slotted.finish();
       EXPECT_EQ(a.weights, b.weights);
       EXPECT_EQ(a.bias_weight, b.bias_weight);
-      if (release) EXPECT_EQ(plain.objective(margins), slotted.objective(margins));
+      if (release) {
+        EXPECT_EQ(plain.objective(margins), slotted.objective(margins));
+      }
     }
   }
 }
