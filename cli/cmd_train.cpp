@@ -9,6 +9,7 @@
 #include <functional>
 #include <future>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -17,8 +18,8 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/output.h"
 #include "cli/linear_checkpoint.h"
+#include "cli/output.h"
 #include "cli/progress.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
@@ -276,6 +277,12 @@ void LinearRun::open() {
     warm = load_warm_start(warm_start_path, algo, labels, manifest, config.bias, normalize == "l2");
   max_index = manifest.max_index;
   if (warm) max_index = std::max(max_index, warm->model.max_index);
+  // The bias has the slot after the largest id, itself an id (32 bits).
+  if (max_index == std::numeric_limits<std::uint32_t>::max())
+    throw DataError(data, 0, 0,
+                    "feature id 4294967295: --algo " + algo +
+                        " keeps the slot after the largest id for the bias; ids up to "
+                        "4294967294 (renumber the features, or hash them into fewer ids)");
   // Memory, before the first weight exists: W and A (doubles) of every worker, the scaling table
   // (float) and, with a warm start, its model (double), a slot per feature id up to the largest.
   const std::uint64_t slots = std::uint64_t{max_index} + 2;

@@ -155,7 +155,11 @@ void DataParallel::plan(const io::Manifest& manifest, std::uint32_t window_block
       (manifest.total_blocks + window_blocks - 1) / std::max<std::uint32_t>(window_blocks, 1);
   const std::uint64_t rows_per_window = std::max<std::uint64_t>(1, manifest.rows / windows);
   const std::uint64_t every = sync_rows > 0 ? sync_rows : manifest.rows / kSyncsPerEpoch;
-  sync_windows = std::max<std::uint64_t>(1, (every + rows_per_window / 2) / rows_per_window);
+  // every / rows_per_window rounded to the nearest (halves up), without every + rows_per_window / 2
+  // (--sync-rows may be as large as 2^64 - 1).
+  const std::uint64_t rounded =
+      every / rows_per_window + (every % rows_per_window >= rows_per_window - rows_per_window / 2);
+  sync_windows = std::max<std::uint64_t>(1, rounded);
   this->window_blocks = window_blocks;
   run_config["workers"] = workers;
   run_config["ranks"] = peers.count;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -177,11 +178,20 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
   // Scaling: the max |value| over every training row, labelled or not.
   t.max_index = manifest.max_index;
   if (extra) t.max_index = std::max(t.max_index, extra->shards().manifest().max_index);
+  // The rows are held as one in-memory set, its positions 32-bit.
+  const std::uint64_t nnz = manifest.nnz + (extra ? extra->shards().manifest().nnz : 0);
+  if (nnz > std::numeric_limits<std::uint32_t>::max())
+    throw MemoryError(data + ": " + std::to_string(nnz) +
+                      " non-zeros; the kernel learners hold the rows in memory, at most "
+                      "4294967295 non-zeros (ldm, svm and cpm stream them)");
   // A slot per feature id up to the largest, before any exists: the scaling tables (floats: the
-  // shards', the merged one, the model's) and a dense row of doubles per thread.
+  // shards', the merged one, the model's) and a dense row of doubles per thread; and the rows
+  // (an id and a value a non-zero, an offset and a label a row).
   const double per_feature = (o.scale == "maxabs" ? 12.0 : 0.0) + 8.0 * threads;
-  engine::check_memory(per_feature * (t.max_index + 1.0), parse_bytes(o.max_memory_text),
-                       "feature ids up to " + std::to_string(t.max_index) + " (" +
+  engine::check_memory(per_feature * (t.max_index + 1.0) + 8.0 * static_cast<double>(nnz) +
+                           16.0 * static_cast<double>(rows),
+                       parse_bytes(o.max_memory_text),
+                       "the rows and feature ids up to " + std::to_string(t.max_index) + " (" +
                            number(per_feature) + " bytes each: scaling, a dense row per thread)",
                        "renumber the features densely (the dense rows are indexed by feature id)");
   if (o.scale == "maxabs") {
@@ -486,7 +496,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   for (const std::string name : {"lambda1", "lambda2"}) {
     if (vm.count(name) && vm.count(name + "-rel"))
       throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
-    for (const std::string flag : {name, name + "-rel"})
+    for (const std::string& flag : {name, name + "-rel"})
       if (vm.count(flag) && !(vm[flag].as<double>() >= 0 && std::isfinite(vm[flag].as<double>())))
         throw UsageError("train: --" + flag + " must be ≥ 0 (got " + number(vm[flag].as<double>()) +
                          ")");

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -501,16 +502,26 @@ Folds write_holdout(const TuneArgs& t, const std::string& dir, std::uint64_t row
 
   CsrBuffer train, holdout;
   std::uint64_t row = 0, block = 0;
+  // An in-memory set's positions are 32-bit: the rows are capped, and so must their non-zeros be.
+  auto append = [&](CsrBuffer& to, const CsrView& batch, std::size_t r, bool sample) {
+    if (to.indices.size() + (batch.offsets[r + 1] - batch.offsets[r]) >
+        std::numeric_limits<std::uint32_t>::max())
+      throw MemoryError(data_name(t.data) + ": --tune's " +
+                        (sample ? "search sample" : "holdout of whole blocks") +
+                        " would hold more than 4294967295 non-zeros; " +
+                        (sample ? "lower --tune-rows" : "convert with a smaller --block-rows"));
+    to.append_row(batch, r);
+  };
   auto take = [&](const CsrView& batch, std::uint64_t b) {
     if (held[std::min(b, folds.blocks - 1)]) {
-      for (std::size_t r = 0; r < batch.rows; ++r) holdout.append_row(batch, r);
+      for (std::size_t r = 0; r < batch.rows; ++r) append(holdout, batch, r, false);
       row += batch.rows;
       return;
     }
     for (std::size_t r = 0; r < batch.rows; ++r, ++row)
       if (folds.sample_fraction >= 1 ||
           io::split_uniform(t.seed ^ kSampleStream, row) < folds.sample_fraction)
-        train.append_row(batch, r);
+        append(train, batch, r, true);
   };
   if (shards) {
     // Unshuffled, a window of one block: the sink sees each block once, in order.

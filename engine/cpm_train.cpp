@@ -483,13 +483,15 @@ CpmTrainer::CpmTrainer(const CpmConfig& config, const CpmProblem& problem)
       s.rows = side_rows(problem_, machines[m].first, machines[m].second, 0);
       s.outer_rows = side_rows(problem_, machines[m].first, machines[m].second,
                                outer > 0 ? machines[m].first : machines[m].second);
-      s.iterations = config_.iterations
-                         ? config_.iterations
-                         : std::max(config_.min_iterations,
-                                    static_cast<std::uint64_t>(std::ceil(config_.epochs * double(s.rows))));
+      const double epoch_steps = std::ceil(config_.epochs * double(s.rows));
+      if (!config_.iterations && epoch_steps >= 18446744073709551616.0)  // 2^64
+        throw ConfigError(
+            "epochs", "gives more SGD steps than 2^64 (T = " + message_number(epoch_steps) + ")");
+      s.iterations = config_.iterations ? config_.iterations
+                                        : std::max(config_.min_iterations,
+                                                   static_cast<std::uint64_t>(epoch_steps));
       if (s.iterations == 0) throw ConfigError("epochs", "gives no SGD step (T = 0)");
       s.limit = s.iterations;
-      const double epoch_steps = std::ceil(config_.epochs * double(s.rows));
       const bool of_epochs = config_.lambda_of_epochs && !config_.iterations && epoch_steps >= 1;
       s.lambda = 1.0 / (config_.c * (of_epochs ? epoch_steps : static_cast<double>(s.iterations)));
       s.cost_inner = config_.cost_ratio / (1 + config_.cost_ratio);

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <vector>
 
 namespace polymargin {
@@ -54,6 +56,9 @@ struct CsrBuffer {
   /// Appends row r of `src`.
   void append_row(const CsrView& src, std::size_t r) {
     const std::uint32_t b = src.offsets[r], e = src.offsets[r + 1];
+    // The offsets are 32-bit: the callers cap what they gather (with the limit in their message).
+    if (indices.size() + (e - b) > std::numeric_limits<std::uint32_t>::max())
+      throw std::length_error("CsrBuffer: more than 4294967295 non-zeros");
     if (src.values && !has_values) ensure_values();
     labels.push_back(src.labels[r]);
     indices.insert(indices.end(), src.indices + b, src.indices + e);

@@ -112,14 +112,14 @@ class LineParser {
     if (!after || !ends_token(after, end)) return label_error(p, end);
     if (!std::isfinite(label))
       return fail(p, "label " + quote(p, token_end(p, end)) + " " + non_finite_problem(p));
-    // Labels are floats: a class id (an integer written in digits) beyond 2^24 would share its
-    // float with a neighbour.
-    if (std::fabs(label) >= 16777216.0f &&
-        std::all_of(p + (*p == '+' || *p == '-'), after,
-                    [](char c) { return c >= '0' && c <= '9'; })) {
+    // Labels are floats: a class id (an integer, however written: 16777217, 16777217.0,
+    // 1.6777217e7) beyond 2^24 would share its float with a neighbour. Beyond 2^53 no number is
+    // an id (doubles hold no such integers one apart either): 1e30 is a float label like 2.5.
+    if (std::fabs(label) >= 16777216.0f) {
       double exact = 0;
       fast_float::from_chars(p + (*p == '+'), after, exact);
-      if (exact != static_cast<double>(label))
+      if (std::fabs(exact) < 9007199254740992.0 && exact == std::trunc(exact) &&
+          exact != static_cast<double>(label))
         return fail(p, "label " + quote(p, token_end(p, end)) +
                            " is an integer no float holds exactly (labels are stored as floats: "
                            "class ids up to 16777216)");

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -141,7 +142,8 @@ class ChunkReader {
               std::uint64_t max_line_bytes, std::uint64_t max_bad_lines)
       : inputs_(inputs),
         chunk_bytes_(std::max<std::size_t>(chunk_bytes, 1)),
-        max_line_bytes_(std::max<std::uint64_t>(max_line_bytes, 1)),
+        max_line_bytes_(std::clamp<std::uint64_t>(max_line_bytes, 1,
+                                                  std::numeric_limits<std::uint64_t>::max() - 1)),
         max_bad_lines_(max_bad_lines) {}
 
   /// Fills `chunk` with the next lines; false when every input is read or one has failed.

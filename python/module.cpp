@@ -295,7 +295,11 @@ class CsrRows {
         if (column <= previous)
           throw DataError("X", 0, 0, "row " + std::to_string(r) + ": column ids must increase");
         if (column + base_ > std::numeric_limits<std::uint32_t>::max() - 1)
-          throw DataError("X", 0, 0, "row " + std::to_string(r) + ": column id beyond 2^32 - 2");
+          throw DataError("X", 0, 0,
+                          "row " + std::to_string(r) + ": column " + std::to_string(column) +
+                              " is feature id " + std::to_string(column + base_) +
+                              " (ids go up to 4294967294: the linear learners keep the next "
+                              "slot for the bias)");
         previous = column;
         const float v = double_ ? static_cast<float>(static_cast<const double*>(data_.data())[k])
                                 : static_cast<const float*>(data_.data())[k];

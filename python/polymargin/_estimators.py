@@ -68,7 +68,7 @@ def _write_shards(directory, X, labels, threads):
     _core.write_shards(directory, indptr, indices, data,
                        np.ascontiguousarray(labels, dtype=np.float64),
                        threads=int(threads) if usable else 0,
-                       columns=min(X.shape[1], 2**32 - 1))
+                       columns=min(X.shape[1], 2**32 - 2))
 
 
 def _stored_label(value):

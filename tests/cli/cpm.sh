@@ -103,6 +103,7 @@ expect 2 "C) must be > 0" "${d[@]}" -c -1
 expect 2 "must be in \[1, K\]" "${d[@]}" -k 4 --entropy 5
 expect 2 "must be in \[1, K\]" "${d[@]}" --entropy 0.5
 expect 2 "exclude each other" "${d[@]}" --iterations 10 --epochs 2
+expect 2 "epochs gives more SGD steps than 2^64 (T = 3.2561e+24)" "${d[@]}" --epochs 1e20
 expect 2 "cost-ratio" "${d[@]}" --cost-ratio 0
 expect 2 "sides" "${d[@]}" --sides triple
 # a9a has 124 feature slots, fewer than hashing's least (2^10): the remedy is fewer faces.

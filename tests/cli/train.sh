@@ -133,6 +133,13 @@ printf '1 1:1\n2 2:1\n3 1:0.5 2:1\n' > "$work/three.svm"
 expect 3 "labels are not binary.*found 3 (1, 2, 3)" -d "$work/three.svm" -o "$work/out/m"
 printf '1 1:1\n1 2:1\n' > "$work/one.svm"
 expect 3 "labels are not binary" -d "$work/one.svm" -o "$work/out/m"
+# The largest id a file may hold leaves the linear learners no slot for the bias (it wrapped to
+# slot 0: a model of no weights, read out of bounds).
+printf '1 1:1 4294967295:1\n-1 2:1\n' > "$work/top.svm"
+for algo in ldm svm; do
+  expect 3 "top.svm: feature id 4294967295: --algo $algo keeps the slot after the largest id" \
+    --algo $algo -d "$work/top.svm" -o "$work/out/m" --scale none
+done
 
 # --- divergence: exit 5, no model, an existing model is left untouched ------------------------
 printf '1 1:3e38 2:1\n-1 1:1 2:3e38\n1 1:2e38 3:1e38\n-1 2:1 3:3e38\n' > "$work/huge.svm"

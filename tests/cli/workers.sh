@@ -42,6 +42,11 @@ for n in 2 3; do
     2> /dev/null > c.json
   [ "$(jq -r '.syncs' c.json)" = 40 ] || fail "--sync-rows 4096: $(jq -r '.syncs' c.json) syncs, not 8 an epoch"
   cmp -s a.bin c.bin && fail "--sync-rows changed nothing"
+  # A --sync-rows past the run's rows, up to 2^64 - 1, is one averaging an epoch: the rounding to
+  # whole windows must not wrap.
+  "$bin" train -d a9a.shards -o d.bin --workers $n --window-blocks 1 \
+    --sync-rows 18446744073709551615 --json 2> /dev/null > d.json
+  [ "$(jq -r '.syncs' d.json)" = 5 ] || fail "--sync-rows 2^64 - 1: $(jq -r '.syncs' d.json) syncs"
   jq -e ".workers == $n and .ranks == 1 and .sync_bytes > 0" a.json > /dev/null ||
     fail "--json lacks the data-parallel figures: $(cat a.json)"
 done

@@ -158,6 +158,13 @@ TEST(LibsvmParser, ReportsEveryErrorWithColumnAndToken) {
       {"+16777217 1:1", 1, 1,
        "label '+16777217' is an integer no float holds exactly (labels are stored as floats: class "
        "ids up to 16777216)"},
+      {"16777217.0 1:1", 1, 1,
+       "label '16777217.0' is an integer no float holds exactly (labels are stored as floats: "
+       "class "
+       "ids up to 16777216)"},
+      {"1.6777217e7 1:1", 1, 1,
+       "label '1.6777217e7' is an integer no float holds exactly (labels are stored as floats: "
+       "class ids up to 16777216)"},
       {"1:1 2:1", 1, 1, "missing label: the line starts with feature '1:1'"},
       {"1 a:1", 1, 3, "bad feature index 'a' in 'a:1'"},
       {"1 1.5:1", 1, 3, "bad feature index '1.5' in '1.5:1'"},

@@ -251,6 +251,10 @@ def test_bad_inputs_raise_clear_errors(a9a, tmp_path):
     assert pm.LDMClassifier(epochs=1).fit(X, y).model_info_["config"]["avg_start_epochs"] == 0
     with pytest.raises(ValueError, match="--normalize must be l2 or none"):
         pm.LDMClassifier(normalize="l1").fit(X, y)
+    # Column j is feature id j + 1, and ids go up to 2^32 - 2 (the linear learners' bias slot).
+    wide = sp.csr_matrix(([1.0, 1.0], ([0, 1], [0, 2**32 - 2])), shape=(2, 2**32 - 1))
+    with pytest.raises(ValueError, match="row 1: column 4294967294 is feature id 4294967295"):
+        pm.CPMClassifier().fit(wide, [1, -1])
     bad = tmp_path / "bad.txt"
     bad.write_text("+1 1:1 2:1\n-1 3:x\n")
     with pytest.raises(ValueError, match=r"bad.txt:2"):
