@@ -2,11 +2,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 
 #include "cli/command.h"
 #include "cli/output.h"
@@ -23,11 +24,13 @@ namespace {
 
 using engine::Classifier;
 
+// What eval keeps of a model's scores: a binary model's scores and ±1 labels (the exact AUC sorts
+// them: 9 bytes a row), a multiclass model's counts only.
 struct Scored {
-  std::vector<double> scores;
-  std::vector<double> predicted;   // the predicted raw label
-  std::vector<double> actual;      // the row's raw label
+  std::vector<double> scores;      // binary models
   std::vector<std::int8_t> signs;  // binary models: ±1 under the model's label map
+  std::map<double, std::map<double, std::uint64_t>> confusion;  // multiclass: actual → predicted
+  std::uint64_t rows = 0, correct = 0;                          // multiclass
   std::uint64_t ignored_nonzeros = 0;  // test features the model never saw
   nlohmann::json details;              // the model's own statistics (Classifier::eval_details)
 };
@@ -69,56 +72,73 @@ void check_labels(const io::Manifest& manifest, const Classifier& model, const s
   }
 }
 
-// Scores every row in data order (no shuffle).
-Scored score_rows(const io::ShardSet& shards, const Classifier& model, int threads) {
-  Scored out;
-  const std::uint64_t rows = shards.manifest().rows;
-  out.scores.reserve(rows);
-  out.predicted.reserve(rows);
-  out.actual.reserve(rows);
-  if (!model.multiclass()) out.signs.reserve(rows);
-  const std::unique_ptr<engine::EvalDetails> details = model.eval_details();
+// A batch of rows and the model's scores and predicted raw labels of them.
+using ScoredBatch =
+    std::function<void(const CsrView& batch, const double* scores, const double* predicted)>;
+
+// Scores every row in data order (no shuffle), a batch at a time; returns the non-zeros of
+// features the model never saw, and fills `details` with the model's own statistics.
+std::uint64_t score_batches(const io::ShardSet& shards, const Classifier& model, int threads,
+                            const ScoredBatch& sink, nlohmann::json* details = nullptr) {
+  std::uint64_t ignored = 0;
+  const std::unique_ptr<engine::EvalDetails> extra = details ? model.eval_details() : nullptr;
+  std::vector<double> scores, predicted;
   io::ReadOptions read;
   read.shuffle = false;
   read.threads = threads;
   shards.scan(read, [&](const CsrView& batch) {
-    const std::size_t first = out.scores.size();
-    out.scores.resize(first + batch.rows);
-    out.predicted.resize(first + batch.rows);
-    out.ignored_nonzeros +=
-        model.predict_batch(batch, out.scores.data() + first, out.predicted.data() + first);
-    for (std::size_t r = 0; r < batch.rows; ++r) {
-      out.actual.push_back(batch.labels[r]);
-      if (!model.multiclass())
-        out.signs.push_back(static_cast<std::int8_t>(model.labels.sign(batch.labels[r])));
-    }
-    if (details) details->add(batch);
+    scores.resize(batch.rows);
+    predicted.resize(batch.rows);
+    ignored += model.predict_batch(batch, scores.data(), predicted.data());
+    sink(batch, scores.data(), predicted.data());
+    if (extra) extra->add(batch);
   });
-  if (details) out.details = details->json();
+  if (extra) *details = extra->json();
+  return ignored;
+}
+
+Scored score_rows(const io::ShardSet& shards, const Classifier& model, int threads) {
+  Scored out;
+  if (!model.multiclass()) {
+    out.scores.reserve(shards.manifest().rows);
+    out.signs.reserve(shards.manifest().rows);
+  }
+  out.ignored_nonzeros = score_batches(
+      shards, model, threads,
+      [&](const CsrView& batch, const double* scores, const double* predicted) {
+        for (std::size_t r = 0; r < batch.rows; ++r) {
+          if (model.multiclass()) {
+            ++out.confusion[batch.labels[r]][predicted[r]];
+            out.correct += static_cast<float>(predicted[r]) == batch.labels[r];
+          } else {
+            out.scores.push_back(scores[r]);
+            out.signs.push_back(static_cast<std::int8_t>(model.labels.sign(batch.labels[r])));
+          }
+        }
+        out.rows += batch.rows;
+      },
+      &out.details);
   return out;
 }
 
 // Accuracy and the confusion matrix of a multiclass model (actual label → predicted label → rows).
 nlohmann::json multiclass_json(const Scored& s) {
-  std::map<double, std::map<double, std::uint64_t>> confusion;
-  std::uint64_t correct = 0;
-  for (std::size_t r = 0; r < s.actual.size(); ++r) {
-    ++confusion[s.actual[r]][s.predicted[r]];
-    correct += static_cast<float>(s.predicted[r]) == static_cast<float>(s.actual[r]);
-  }
-  const double rows = static_cast<double>(s.actual.size());
+  const double rows = static_cast<double>(s.rows);
   nlohmann::json matrix = nlohmann::json::object();
-  for (const auto& [actual, row] : confusion) {
+  for (const auto& [actual, row] : s.confusion) {
     nlohmann::json cells = nlohmann::json::object();
     for (const auto& [predicted, n] : row) cells[label_text(predicted)] = n;
     matrix[label_text(actual)] = std::move(cells);
   }
-  return {{"rows", s.actual.size()},
-          {"accuracy", rows > 0 ? correct / rows : 0.0},
-          {"error_rate", rows > 0 ? 1 - correct / rows : 0.0},
-          {"errors", s.actual.size() - correct},
+  return {{"rows", s.rows},
+          {"accuracy", rows > 0 ? s.correct / rows : 0.0},
+          {"error_rate", rows > 0 ? 1 - s.correct / rows : 0.0},
+          {"errors", s.rows - s.correct},
           {"confusion", std::move(matrix)}};
 }
+
+// predict writes its lines in pieces of about this many bytes.
+constexpr std::size_t kPredictFlushBytes = std::size_t{1} << 20;
 
 int run_predict(const std::vector<std::string>& args) {
   std::string model_path, output;
@@ -139,25 +159,46 @@ int run_predict(const std::vector<std::string>& args) {
   const std::unique_ptr<Classifier> loaded = io::load_classifier(model_path);
   const Classifier& model = *loaded;
   io::Dataset dataset = open_for_model(data, model, threads);
-  const Scored scored = score_rows(dataset.shards(), model, threads);
-
-  // One line per row, in data order: the predicted label (the model's own label values) and the score.
+  // One line per row, in data order: the predicted label (the model's own label values) and the
+  // score. The lines go out a megabyte at a time, whatever the rows: to a file that appears whole
+  // once every row is scored, or to standard output as they come.
+  const bool to_stdout = output.empty() || output == "-";  // -: as -d - is standard input
+  std::optional<io::AtomicFile> file;
+  if (!to_stdout) file.emplace(output);
   std::string text;
-  text.reserve(scored.scores.size() * 16);
+  const auto flush = [&] {
+    if (file)
+      file->write(text);
+    else
+      std::cout << text;
+    text.clear();
+  };
+  std::uint64_t rows = 0;
   char buf[40];
-  for (std::size_t r = 0; r < scored.scores.size(); ++r) {
-    text += label_text(scored.predicted[r]);
-    const int n = std::snprintf(buf, sizeof buf, " %.9g\n", scored.scores[r]);
-    text.append(buf, n);
+  std::vector<std::pair<double, std::string>> names;  // each predicted label's text, made once
+  const auto name_of = [&](double label) -> const std::string& {
+    for (const auto& [value, name] : names)
+      if (value == label) return name;
+    return names.emplace_back(label, label_text(label)).second;
+  };
+  const std::uint64_t ignored =
+      score_batches(dataset.shards(), model, threads,
+                    [&](const CsrView& batch, const double* scores, const double* predicted) {
+                      for (std::size_t r = 0; r < batch.rows; ++r) {
+                        text += name_of(predicted[r]);
+                        const int n = std::snprintf(buf, sizeof buf, " %.9g\n", scores[r]);
+                        text.append(buf, n);
+                      }
+                      rows += batch.rows;
+                      if (text.size() >= kPredictFlushBytes) flush();
+                    });
+  flush();
+  if (file) {
+    file->commit();
+    std::cerr << "predict: " << rows << " rows scored → " << output << "\n";
   }
-  if (output.empty() || output == "-") {  // -: standard output, as -d - is standard input
-    std::cout << text;
-  } else {
-    io::write_file_atomically(output, text);
-    std::cerr << "predict: " << scored.scores.size() << " rows scored → " << output << "\n";
-  }
-  if (scored.ignored_nonzeros > 0)
-    std::cerr << "predict: ignored " << scored.ignored_nonzeros
+  if (ignored > 0)
+    std::cerr << "predict: ignored " << ignored
               << " non-zeros of features the model has not seen (index > " << model.max_index
               << ")\n";
   return 0;
@@ -200,7 +241,8 @@ struct EvalResult {
 // Every model scored on the data, in the order given. Text is converted once per index base, not
 // once per model.
 std::vector<EvalResult> evaluate_models(const std::vector<std::string>& model_paths,
-                                        const std::vector<std::string>& data, int threads) {
+                                        const std::vector<std::string>& data, int threads,
+                                        bool keep_margins) {
   std::vector<EvalResult> results;
   std::map<int, io::Dataset> datasets;
   for (const auto& path : model_paths) {
@@ -220,16 +262,17 @@ std::vector<EvalResult> evaluate_models(const std::vector<std::string>& model_pa
     }
     const io::ShardSet& shards = it->second.shards();
     check_labels(shards.manifest(), model, data.front());
-    const Scored scored = score_rows(shards, model, threads);
+    Scored scored = score_rows(shards, model, threads);
     r.ignored_nonzeros = scored.ignored_nonzeros;
-    r.details = scored.details;
+    r.details = std::move(scored.details);
     if (model.multiclass()) {
       r.multiclass = multiclass_json(scored);
     } else {
       r.metrics = engine::binary_metrics(scored.scores, scored.signs);
-      r.margins.resize(scored.scores.size());
-      for (std::size_t i = 0; i < scored.scores.size(); ++i)
-        r.margins[i] = scored.signs[i] * scored.scores[i];
+      if (keep_margins) {  // y·f(x), in place of the scores
+        for (std::size_t i = 0; i < scored.scores.size(); ++i) scored.scores[i] *= scored.signs[i];
+        r.margins = std::move(scored.scores);
+      }
     }
     results.push_back(std::move(r));
   }
@@ -358,7 +401,8 @@ int run_eval(const std::vector<std::string>& args) {
                     {{"--margins", margins_csv, false, ""}, {"--plot", plot_svg, false, ""}});
   threads = resolve_threads(threads);
 
-  const std::vector<EvalResult> results = evaluate_models(model_paths, data, threads);
+  const std::vector<EvalResult> results =
+      evaluate_models(model_paths, data, threads, !margins_csv.empty() || !plot_svg.empty());
   write_margin_curves(results, margins_csv, plot_svg, points);
   if (json) {
     nlohmann::json out = nlohmann::json::array();
