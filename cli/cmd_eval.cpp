@@ -27,8 +27,7 @@ using engine::Classifier;
 // What eval keeps of a model's scores: a binary model's scores and ±1 labels (the exact AUC sorts
 // them: 9 bytes a row), a multiclass model's counts only.
 struct Scored {
-  std::vector<double> scores;      // binary models
-  std::vector<std::int8_t> signs;  // binary models: ±1 under the model's label map
+  engine::BinaryScores binary;  // binary models: ±1 under the model's label map
   std::map<double, std::map<double, std::uint64_t>> confusion;  // multiclass: actual → predicted
   std::uint64_t rows = 0, correct = 0;                          // multiclass
   std::uint64_t ignored_nonzeros = 0;  // test features the model never saw
@@ -100,8 +99,10 @@ std::uint64_t score_batches(const io::ShardSet& shards, const Classifier& model,
 Scored score_rows(const io::ShardSet& shards, const Classifier& model, int threads) {
   Scored out;
   if (!model.multiclass()) {
-    out.scores.reserve(shards.manifest().rows);
-    out.signs.reserve(shards.manifest().rows);
+    std::uint64_t positives = 0, negatives = 0;
+    for (const auto& [label, count] : shards.manifest().label_counts)
+      (model.labels.sign(static_cast<float>(label)) > 0 ? positives : negatives) += count;
+    out.binary.reserve(positives, negatives);
   }
   out.ignored_nonzeros = score_batches(
       shards, model, threads,
@@ -111,8 +112,7 @@ Scored score_rows(const io::ShardSet& shards, const Classifier& model, int threa
             ++out.confusion[batch.labels[r]][predicted[r]];
             out.correct += static_cast<float>(predicted[r]) == batch.labels[r];
           } else {
-            out.scores.push_back(scores[r]);
-            out.signs.push_back(static_cast<std::int8_t>(model.labels.sign(batch.labels[r])));
+            out.binary.add(scores[r], model.labels.sign(batch.labels[r]));
           }
         }
         out.rows += batch.rows;
@@ -268,11 +268,8 @@ std::vector<EvalResult> evaluate_models(const std::vector<std::string>& model_pa
     if (model.multiclass()) {
       r.multiclass = multiclass_json(scored);
     } else {
-      r.metrics = engine::binary_metrics(scored.scores, scored.signs);
-      if (keep_margins) {  // y·f(x), in place of the scores
-        for (std::size_t i = 0; i < scored.scores.size(); ++i) scored.scores[i] *= scored.signs[i];
-        r.margins = std::move(scored.scores);
-      }
+      r.metrics = scored.binary.metrics();
+      if (keep_margins) r.margins = scored.binary.take_sorted_margins();  // y·f(x), ascending
     }
     results.push_back(std::move(r));
   }
@@ -292,9 +289,14 @@ void write_margin_curves(const std::vector<EvalResult>& results, const std::stri
   if ((!margins_csv.empty() || !plot_svg.empty()) && binary.empty())
     throw UsageError("eval: --margins and --plot need a binary model (margins y·f(x))");
   if (!margins_csv.empty() || !plot_svg.empty()) {
-    std::vector<double> all;
-    for (const EvalResult* r : binary) all.insert(all.end(), r->margins.begin(), r->margins.end());
-    std::sort(all.begin(), all.end());
+    // Each model's margins are sorted; several are merged into one array for the range.
+    std::vector<double> merged;
+    if (binary.size() > 1) {
+      for (const EvalResult* r : binary)
+        merged.insert(merged.end(), r->margins.begin(), r->margins.end());
+      std::sort(merged.begin(), merged.end());
+    }
+    const std::vector<double>& all = binary.size() > 1 ? merged : binary.front()->margins;
     double lo = all.empty() ? -1 : all[all.size() / 200];
     double hi = all.empty() ? 1 : all[all.size() - 1 - all.size() / 200];
     if (!(hi > lo)) lo -= 1, hi += 1;

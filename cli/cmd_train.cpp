@@ -163,8 +163,9 @@ struct LinearRun : TrainRun {
   driver::LoopResult trained;
   engine::LinearModel model;
   double finish_seconds = 0, eval_seconds = 0, save_seconds = 0, objective = 0;
-  std::vector<double> train_scores;  // kept for the training AUC of --metrics-json
-  std::vector<std::int8_t> train_signs;
+  // The training scores, for the AUC of --metrics-json: 8 bytes a row (counted in the memory
+  // check).
+  std::optional<engine::BinaryScores> train_scores;
 };
 
 bool LinearRun::parse(const std::vector<std::string>& args) {
@@ -293,11 +294,16 @@ void LinearRun::open() {
   const std::uint64_t per_slot = 16 * static_cast<std::uint64_t>(parallel.workers) +
                                  (scale == "maxabs" ? 4 : 0) + (warm ? 8 : 0) +
                                  (renumber ? (scale == "maxabs" ? 8 : 4) : 0);
-  check_fits(slots * per_slot + kRunOverheadBytes,
+  // And 8 bytes a row for the exact AUCs: of the training rows with --metrics-json, of the
+  // validation rows with --validation.
+  const std::uint64_t auc_rows = (metrics.enabled() ? manifest.rows : 0) +
+                                 (validation.data ? validation.data->shards().manifest().rows : 0);
+  check_fits(slots * per_slot + 8 * auc_rows + kRunOverheadBytes,
              "--algo " + algo +
                  (parallel.workers > 1 ? " --workers " + std::to_string(parallel.workers) : "") +
                  " on feature ids up to " + std::to_string(max_index) + " (" +
-                 std::to_string(per_slot) + " bytes a feature id, + 256 MiB)",
+                 std::to_string(per_slot) + " bytes a feature id" +
+                 (auc_rows > 0 ? ", 8 bytes a row of the AUCs" : "") + ", + 256 MiB)",
              parallel.workers > 1
                  ? "use fewer --workers, or renumber the features densely"
                  : "the weights are indexed by feature id: renumber the features densely "
@@ -562,6 +568,12 @@ void LinearRun::finish() {
   });
   const Clock::time_point eval_start = Clock::now();
   if (!no_final_pass) {
+    if (metrics.enabled()) {
+      std::uint64_t positives = 0, negatives = 0;
+      for (const auto& [label, count] : manifest.label_counts)
+        (labels.sign(static_cast<float>(label)) > 0 ? positives : negatives) += count;
+      train_scores.emplace().reserve(positives, negatives);
+    }
     margins = {};
     read.shuffle = false;
     read.epoch = 0;
@@ -577,10 +589,7 @@ void LinearRun::finish() {
       for (std::size_t r = 0; r < batch.rows; ++r) {
         const int sign = labels.sign(batch.labels[r]);
         margins.add(sign, scores[r]);
-        if (metrics.enabled()) {
-          train_scores.push_back(scores[r]);
-          train_signs.push_back(static_cast<std::int8_t>(sign));
-        }
+        if (train_scores) train_scores->add(scores[r], sign);
       }
     });
   }
@@ -679,7 +688,10 @@ int LinearRun::conclude() {
                                          {"accuracy", margins.accuracy()},
                                          {"margin_mean", margins.mean()},
                                          {"margin_variance", margins.variance()}};
-  if (!train_scores.empty()) train_report = metrics_json(engine::binary_metrics(train_scores, train_signs));
+  if (train_scores) {
+    const engine::BinaryMetrics m = train_scores->metrics();
+    if (m.rows > 0) train_report = metrics_json(m);
+  }
   report["train"] = train_report;
   if (validated) report["validation"] = validated->metrics;
   if (warm) report["warm_start"] = warm->record;

@@ -464,8 +464,14 @@ Validation score_validation(const engine::Classifier& model, const io::Dataset& 
                       "validation label " + number(label) + " (" + std::to_string(count) +
                           " rows) is not one of the training labels " + labels);
     }
-  std::vector<double> scores, predicted, all_scores;
-  std::vector<std::int8_t> signs;
+  std::vector<double> scores, predicted;
+  engine::BinaryScores binary;
+  if (!model.multiclass()) {
+    std::uint64_t positives = 0, negatives = 0;
+    for (const auto& [label, count] : manifest.label_counts)
+      (model.labels.sign(static_cast<float>(label)) > 0 ? positives : negatives) += count;
+    binary.reserve(positives, negatives);
+  }
   std::uint64_t rows = 0, correct = 0;
   io::ReadOptions read;
   read.shuffle = false;
@@ -477,15 +483,13 @@ Validation score_validation(const engine::Classifier& model, const io::Dataset& 
     for (std::size_t r = 0; r < batch.rows; ++r) {
       ++rows;
       correct += static_cast<float>(predicted[r]) == batch.labels[r];
-      if (model.multiclass()) continue;
-      all_scores.push_back(scores[r]);
-      signs.push_back(static_cast<std::int8_t>(model.labels.sign(batch.labels[r])));
+      if (!model.multiclass()) binary.add(scores[r], model.labels.sign(batch.labels[r]));
     }
   });
   Validation v;
   v.data_checksum = hex64(io::data_checksum(manifest));
   if (!model.multiclass()) {
-    v.metrics = metrics_json(engine::binary_metrics(all_scores, signs));
+    v.metrics = metrics_json(binary.metrics());
   } else {
     const double n = static_cast<double>(rows);
     v.metrics = {{"rows", rows},

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 namespace polymargin::engine {
@@ -49,6 +51,37 @@ TEST(Metrics, AucMatchesBruteForceWithTies) {
     y[i] = (level(rng) + s[i] > 6) ? 1 : -1;
   }
   EXPECT_NEAR(auc(s, y), brute_force_auc(s, y), 1e-12);
+}
+
+// Gathered a row at a time, reserved or not: the same metrics as from whole arrays, and the margins
+// y·s of every row, ascending.
+TEST(Metrics, BinaryScoresGiveTheMetricsAndTheSortedMargins) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> score(0, 1);
+  std::vector<double> s(1000);
+  std::vector<std::int8_t> y(1000);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    s[i] = std::round(score(rng) * 8) / 8;  // ties
+    y[i] = score(rng) + s[i] > 0 ? 1 : -1;
+  }
+  const BinaryMetrics whole = binary_metrics(s, y);
+  EXPECT_NEAR(whole.auc, brute_force_auc(s, y), 1e-12);
+  for (const bool reserved : {false, true}) {
+    BinaryScores rows;
+    if (reserved) rows.reserve(whole.positives, whole.negatives);
+    for (std::size_t i = 0; i < s.size(); ++i) rows.add(s[i], y[i]);
+    const BinaryMetrics m = rows.metrics();
+    EXPECT_EQ(m.rows, whole.rows);
+    EXPECT_EQ(m.true_positives, whole.true_positives);
+    EXPECT_EQ(m.false_positives, whole.false_positives);
+    EXPECT_EQ(m.auc, whole.auc);
+    EXPECT_EQ(m.margin_mean, whole.margin_mean);
+    EXPECT_EQ(m.margin_variance, whole.margin_variance);
+    std::vector<double> margins(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) margins[i] = y[i] * s[i];
+    std::sort(margins.begin(), margins.end());
+    EXPECT_EQ(rows.take_sorted_margins(), margins);
+  }
 }
 
 TEST(Metrics, AucOfOneClassIsHalf) {
