@@ -632,6 +632,7 @@ void CpmTrainer::restore(std::uint64_t batches, const std::vector<SideState>& si
     if (static_cast<std::uint64_t>(counted) > made)
       throw std::invalid_argument(which + "more face counts than steps");
     try {
+      s.history = AssignHistory(0);  // the empty table the constructor made goes first
       s.history = AssignHistory::restore(st.history_capacity, st.history_keys, st.history_faces);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(which + e.what());
