@@ -18,12 +18,18 @@ Eigen::MatrixXd select_rows(const Eigen::MatrixXd& m, const std::vector<Eigen::I
   return out;
 }
 
-Eigen::LLT<Eigen::MatrixXd> factor(const Eigen::MatrixXd& m, const char* name) {
-  Eigen::LLT<Eigen::MatrixXd> llt(m);
+// Factors m in place (its lower triangle becomes L): no second (q+1)² matrix.
+using InPlaceLlt = Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>>;
+void check_factored(const InPlaceLlt& llt, const char* name) {
   if (llt.info() != Eigen::Success)
     throw NumericalError(std::string("Twin LDM: the Cholesky factorisation of ") + name +
                          " failed (not positive definite); raise --epsilon");
-  return llt;
+}
+
+// (h + hᵀ)/2 in place, without a temporary the size of h.
+void symmetrise(Eigen::MatrixXd& h) {
+  for (Eigen::Index j = 0; j < h.cols(); ++j)
+    for (Eigen::Index i = 0; i < j; ++i) h(i, j) = h(j, i) = 0.5 * (h(i, j) + h(j, i));
 }
 
 }  // namespace
@@ -109,6 +115,8 @@ TldmResult solve_tldm(const Eigen::MatrixXd& basis, const Eigen::VectorXd& y,
   for (Eigen::Index i = 0; i < l; ++i) (y(i) > 0 ? positives : negatives).push_back(i);
   if (positives.empty() || negatives.empty())
     throw DataError("", 0, 0, "Twin LDM needs rows of both classes");
+  // M = [basis e], split by class into H (positives) and G (negatives); M itself is freed once
+  // its products are made, so that the planes' solves run beside H and G only.
   Eigen::MatrixXd m(l, q + 1);
   m.leftCols(q) = basis;
   m.col(q).setOnes();
@@ -118,6 +126,7 @@ TldmResult solve_tldm(const Eigen::MatrixXd& basis, const Eigen::VectorXd& y,
   const double ld = static_cast<double>(l);
   const Eigen::VectorXd mty = m.transpose() * y;
   Eigen::MatrixXd distribution = m.transpose() * m;
+  m.resize(0, 0);
   distribution = (config.lambda1 / (ld * ld)) * (ld * distribution - mty * mty.transpose());
   const Eigen::VectorXd qv = (config.lambda2 / ld) * mty;
 
@@ -128,11 +137,12 @@ TldmResult solve_tldm(const Eigen::MatrixXd& basis, const Eigen::VectorXd& y,
     const Eigen::MatrixXd& far = k == 0 ? gm : hm;
     Eigen::MatrixXd p = distribution + near.transpose() * near;
     p.diagonal().array() += config.epsilon;
-    const Eigen::LLT<Eigen::MatrixXd> llt = factor(p, k == 0 ? "P" : "S");
+    const InPlaceLlt llt(p);
+    check_factored(llt, k == 0 ? "P" : "S");
     const Eigen::MatrixXd solved_far = llt.solve(far.transpose());  // P⁻¹Gᵀ or S⁻¹Hᵀ
     const Eigen::VectorXd solved_q = llt.solve(qv);
     Eigen::MatrixXd hessian = far * solved_far;
-    hessian = 0.5 * (hessian + hessian.transpose()).eval();
+    symmetrise(hessian);
     // (11): f = e + GP⁻¹Q, v1 = P⁻¹Q − P⁻¹Gᵀα;  (12): f = e − HS⁻¹Q, v2 = S⁻¹Q + S⁻¹Hᵀγ.
     const double sign = k == 0 ? 1.0 : -1.0;
     const Eigen::VectorXd f =
