@@ -1,6 +1,12 @@
 #include "cli/cpm_checkpoint.h"
 
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <type_traits>
+
 #include "cli/train_jobs.h"
+#include "engine/cpm_assign.h"
 #include "engine/errors.h"
 
 namespace polymargin::cli {
@@ -8,6 +14,32 @@ namespace {
 
 std::string array_name(const char* what, std::size_t side) {
   return std::string(what) + "_" + std::to_string(side);
+}
+
+// A side's ASSIGN history keys or faces, produced a chunk at a time as the writer asks for them
+// (in order, from offset 0): the table's entries are not copied beside it (12 bytes an outer row).
+template <typename T>
+io::ModelArrayView history_array(std::string name, const engine::AssignHistory& history) {
+  struct Cursor {
+    std::uint64_t offset = 0, slot = 0;
+  };
+  auto cursor = std::make_shared<Cursor>();
+  return {std::move(name),
+          io::ModelArray::dtype_of<T>(),
+          {history.size()},
+          history.size() * sizeof(T),
+          [&history, cursor](std::uint64_t offset, std::span<char> out) {
+            if (offset == 0) *cursor = {};
+            if (offset != cursor->offset || out.size() % sizeof(T) != 0)
+              throw std::logic_error("ASSIGN history asked for out of order");
+            // The writer's chunk buffer comes from operator new: aligned for any element type.
+            const std::span<T> elements(reinterpret_cast<T*>(out.data()), out.size() / sizeof(T));
+            if constexpr (std::is_same_v<T, std::uint64_t>)
+              cursor->slot = history.copy_keys(cursor->slot, elements);
+            else
+              cursor->slot = history.copy_faces(cursor->slot, elements);
+            cursor->offset += out.size();
+          }};
 }
 
 }  // namespace
@@ -19,7 +51,8 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
   const auto faces = static_cast<std::uint64_t>(trainer.config().faces);
   // The side states own the small arrays while the views below point into them.
   std::vector<engine::CpmTrainer::SideState> states;
-  for (std::size_t i = 0; i < trainer.sides(); ++i) states.push_back(trainer.side_state(i));
+  for (std::size_t i = 0; i < trainer.sides(); ++i)
+    states.push_back(trainer.side_state(i, /*history=*/false));
   nlohmann::json sides = nlohmann::json::array();
   std::vector<io::ModelArrayView> arrays;
   for (std::size_t i = 0; i < states.size(); ++i) {
@@ -36,8 +69,9 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
                       {u.size() / (dbl ? 8 : 4) / faces, faces}, u});
     arrays.push_back(io::view_of(array_name("intercept_sums", i), s.intercept_sums));
     arrays.push_back(io::view_of(array_name("face_counts", i), s.face_counts));
-    arrays.push_back(io::view_of(array_name("history_keys", i), s.history_keys));
-    arrays.push_back(io::view_of(array_name("history_faces", i), s.history_faces));
+    const engine::AssignHistory& history = trainer.side_history(i);
+    arrays.push_back(history_array<std::uint64_t>(array_name("history_keys", i), history));
+    arrays.push_back(history_array<std::int32_t>(array_name("history_faces", i), history));
   }
   const nlohmann::json header = {
       {"kind", "cpm_checkpoint"},

@@ -31,6 +31,8 @@
 
 namespace polymargin::engine {
 
+class AssignHistory;  // engine/cpm_assign.h
+
 enum class CpmSides { kDouble, kOuterPositive, kOuterNegative };
 enum class CpmPrecision { kDouble, kFloat };
 
@@ -143,7 +145,11 @@ class CpmTrainer {
     std::vector<std::uint64_t> history_keys;  // its entries: row key → last natural face
     std::vector<std::int32_t> history_faces;
   };
-  SideState side_state(std::size_t side) const;
+  /// With `history` false the ASSIGN entries are left out (history_keys/faces empty): a
+  /// checkpoint takes them a chunk at a time from side_history instead of as a copy.
+  SideState side_state(std::size_t side, bool history = true) const;
+  /// A side's ASSIGN history (UNADJ), valid until finish().
+  const AssignHistory& side_history(std::size_t side) const;
   /// U of a side as bytes: slots × K accumulators in config().precision (8 or 4 bytes each), for
   /// writing without a copy. Valid until finish().
   std::string_view side_weights(std::size_t side) const;

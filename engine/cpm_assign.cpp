@@ -71,6 +71,23 @@ void AssignHistory::export_entries(std::vector<std::uint64_t>& keys,
     }
 }
 
+template <typename T>
+std::uint64_t AssignHistory::copy_field(std::uint64_t slot, std::span<T> out,
+                                        T Entry::*field) const {
+  std::size_t filled = 0;
+  for (; slot < entries_.size() && filled < out.size(); ++slot)
+    if (entries_[slot].key != 0) out[filled++] = entries_[slot].*field;
+  return slot;
+}
+
+std::uint64_t AssignHistory::copy_keys(std::uint64_t slot, std::span<std::uint64_t> out) const {
+  return copy_field(slot, out, &Entry::key);
+}
+
+std::uint64_t AssignHistory::copy_faces(std::uint64_t slot, std::span<std::int32_t> out) const {
+  return copy_field(slot, out, &Entry::face);
+}
+
 AssignHistory AssignHistory::restore(std::uint64_t capacity,
                                      const std::vector<std::uint64_t>& keys,
                                      const std::vector<std::int32_t>& faces) {

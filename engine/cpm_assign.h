@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace polymargin::engine {
@@ -103,6 +104,12 @@ class AssignHistory {
   std::uint64_t capacity() const { return entries_.size(); }
   /// The entries in table order, as two plain arrays (a checkpoint's content).
   void export_entries(std::vector<std::uint64_t>& keys, std::vector<std::int32_t>& faces) const;
+  /// The same a chunk at a time, without a copy of the table (a checkpoint written as it goes):
+  /// from table slot `slot` on, the keys (or the faces) of the next entries into `out` until it
+  /// is full or the table ends; returns the slot to go on from. Chunks taken one after the other
+  /// from slot 0 give export_entries' arrays.
+  std::uint64_t copy_keys(std::uint64_t slot, std::span<std::uint64_t> out) const;
+  std::uint64_t copy_faces(std::uint64_t slot, std::span<std::int32_t> out) const;
   /// A table of `capacity` slots (a power of two) holding the exported entries: every look-up,
   /// insertion and growth then goes as in the table they came from (a key's slot may differ,
   /// which no result depends on). std::invalid_argument for a capacity or entries that cannot be.
@@ -117,6 +124,8 @@ class AssignHistory {
     std::int32_t face = -1;
   };
   void grow();
+  template <typename T>
+  std::uint64_t copy_field(std::uint64_t slot, std::span<T> out, T Entry::*field) const;
   std::vector<Entry> entries_;
   std::uint64_t size_ = 0;
 };

@@ -578,7 +578,7 @@ std::vector<CpmTrainer::SideStatus> CpmTrainer::status() const {
   return out;
 }
 
-CpmTrainer::SideState CpmTrainer::side_state(std::size_t side) const {
+CpmTrainer::SideState CpmTrainer::side_state(std::size_t side, bool history) const {
   const Side& s = *sides_.at(side);
   SideState st;
   st.steps = s.steps;
@@ -589,8 +589,12 @@ CpmTrainer::SideState CpmTrainer::side_state(std::size_t side) const {
   for (int k = 0; k < s.faces; ++k) st.intercept_sums.push_back(s.b(k));
   st.face_counts = s.counts.counts();
   st.history_capacity = s.history.capacity();
-  s.history.export_entries(st.history_keys, st.history_faces);
+  if (history) s.history.export_entries(st.history_keys, st.history_faces);
   return st;
+}
+
+const AssignHistory& CpmTrainer::side_history(std::size_t side) const {
+  return sides_.at(side)->history;
 }
 
 std::string_view CpmTrainer::side_weights(std::size_t side) const {

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -194,6 +196,32 @@ TEST(CpmState, HistoryRestoredFromItsEntriesAnswersAndGrowsAlike) {
                                       std::vector<std::int32_t>(13, 0)),
                std::invalid_argument);  // over 3/4 full
   EXPECT_THROW(AssignHistory::restore(16, {0}, {0}), std::invalid_argument);  // the empty mark
+}
+
+TEST(CpmState, HistoryCopiedAChunkAtATimeGivesTheExportedEntries) {
+  AssignHistory history(8);
+  for (std::uint64_t key = 1; key <= 300; ++key)
+    history.face_of(key * 0x9e3779b97f4a7c15ull) = int(key % 7);
+  std::vector<std::uint64_t> keys;
+  std::vector<std::int32_t> faces;
+  history.export_entries(keys, faces);
+  for (const std::size_t chunk : {1u, 7u, 64u, 300u, 1000u}) {
+    std::vector<std::uint64_t> got_keys(keys.size(), 0);
+    std::vector<std::int32_t> got_faces(faces.size(), -2);
+    std::uint64_t key_slot = 0, face_slot = 0;
+    for (std::size_t at = 0; at < keys.size(); at += chunk) {
+      const std::size_t n = std::min(chunk, keys.size() - at);
+      key_slot = history.copy_keys(key_slot, std::span(got_keys).subspan(at, n));
+      face_slot = history.copy_faces(face_slot, std::span(got_faces).subspan(at, n));
+      EXPECT_EQ(key_slot, face_slot);
+    }
+    EXPECT_EQ(got_keys, keys) << "chunks of " << chunk;
+    EXPECT_EQ(got_faces, faces) << "chunks of " << chunk;
+    // Past the last entry there is nothing more to copy.
+    std::vector<std::uint64_t> more(4, 9);
+    EXPECT_EQ(history.copy_keys(key_slot, more), history.capacity());
+    EXPECT_EQ(more, std::vector<std::uint64_t>(4, 9));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
