@@ -70,7 +70,7 @@ void save_cpm_model(engine::CpmModel model, const std::string& path,
   write_model_container(path, header, arrays);
 }
 
-engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
+engine::CpmModel cpm_from(ModelContainer&& file, const std::string& path) {
   engine::CpmModel model;
   read_model_info(file, path, model);
   const std::uint64_t features_slots = std::uint64_t{model.max_index} + 1;
@@ -98,8 +98,8 @@ engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
         f.faces = header_integer<int>(js.at("faces"), path, "faces");
         f.slots = header_integer<std::uint64_t>(js.at("slots"), path, "slots");
         const std::size_t m = model.machines.size(), s = b.sides.size();
-        f.weights = file.array(array_name("weights", m, s), path).as<float>(path);
-        f.intercepts = file.array(array_name("intercepts", m, s), path).as<double>(path);
+        f.weights = file.array(array_name("weights", m, s), path).take<float>(path);
+        f.intercepts = file.array(array_name("intercepts", m, s), path).take<double>(path);
         if ((f.outer != 1 && f.outer != -1) || f.faces < 1 || f.slots != slots ||
             f.weights.size() != f.slots * static_cast<std::uint64_t>(f.faces) ||
             f.intercepts.size() != static_cast<std::size_t>(f.faces))
@@ -121,8 +121,8 @@ engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
     corrupt(path, "a CPM over " + std::to_string(model.multiclass() ? classes : 2) +
                       " classes needs " + std::to_string(expected) + " machines, the file has " +
                       std::to_string(model.machines.size()));
-  for (const ModelArray& a : file.arrays)
-    if (a.name == "maxabs") model.maxabs = a.as<float>(path);
+  for (ModelArray& a : file.arrays)
+    if (a.name == "maxabs") model.maxabs = a.take<float>(path);
   if (!model.maxabs.empty() && model.maxabs.size() != features_slots)
     corrupt(path, "maxabs count does not match max_index " + std::to_string(model.max_index));
   require_finite_all(model.maxabs, path, "maxabs");
@@ -130,10 +130,10 @@ engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path) {
 }
 
 engine::CpmModel load_cpm_model(const std::string& path) {
-  const ModelContainer file = read_model_container(path);
+  ModelContainer file = read_model_container(path);
   const auto kind = file.header.value("kind", std::string());
   if (kind != "cpm") corrupt(path, "holds a '" + kind + "' model, not a cpm one");
-  return cpm_from(file, path);
+  return cpm_from(std::move(file), path);
 }
 
 }  // namespace polymargin::io

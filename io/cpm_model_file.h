@@ -27,8 +27,9 @@ using CpmWeightSource =
 void save_cpm_model(engine::CpmModel model, const std::string& path,
                     const CpmWeightSource& weights);
 engine::CpmModel load_cpm_model(const std::string& path);
-/// The model in an already read container (load_classifier's dispatch); DataError naming `path`
-/// when a field or array is missing or does not match the layout.
-engine::CpmModel cpm_from(const ModelContainer& file, const std::string& path);
+/// The model in an already read container (load_classifier's dispatch), whose arrays it takes
+/// (their bytes freed as each is converted); DataError naming `path` when a field or array is
+/// missing or does not match the layout.
+engine::CpmModel cpm_from(ModelContainer&& file, const std::string& path);
 
 }  // namespace polymargin::io

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <utility>
 
 #include "engine/errors.h"
 #include "io/atomic_file.h"
@@ -94,6 +95,10 @@ const ModelArray& ModelContainer::array(const std::string& name, const std::stri
   for (const ModelArray& a : arrays)
     if (a.name == name) return a;
   corrupt(file, "model file has no array '" + name + "'");
+}
+
+ModelArray& ModelContainer::array(const std::string& name, const std::string& file) {
+  return const_cast<ModelArray&>(std::as_const(*this).array(name, file));
 }
 
 void write_model_container(const std::string& path, const ModelContainer& model) {
@@ -245,6 +250,134 @@ std::string model_file_kind(const std::string& path) {
   }
 }
 
+namespace {
+
+// An array as the header places it: its name, dtype and shape (data still empty), and its bytes.
+struct PlacedArray {
+  ModelArray array;
+  std::uint64_t offset = 0, bytes = 0;
+};
+
+// The header's text parsed: its fields and its arrays, each checked to lie within the `body`
+// bytes the checksum covers, after the header, and apart from the others.
+std::vector<PlacedArray> parse_header(const std::string& text, std::uint64_t body,
+                                      const std::string& path, ModelContainer& model) {
+  std::vector<PlacedArray> placed;
+  try {
+    model.header = nlohmann::json::parse(text);
+    for (const nlohmann::json& a : model.header.at("arrays")) {
+      PlacedArray p;
+      p.array.name = a.at("name").get<std::string>();
+      p.array.dtype = a.at("dtype").get<std::string>();
+      if (!a.at("shape").is_array())
+        corrupt(path, "array '" + p.array.name + "' has no shape list");
+      for (const nlohmann::json& n : a.at("shape"))
+        p.array.shape.push_back(header_integer<std::uint64_t>(n, path, "a shape"));
+      p.offset = header_integer<std::uint64_t>(a.at("offset"), path, "offset");
+      p.bytes = header_integer<std::uint64_t>(a.at("bytes"), path, "bytes");
+      std::uint64_t elements = 1;
+      for (const std::uint64_t n : p.array.shape) elements *= n;
+      if (dtype_size(p.array.dtype) == 0 || elements * dtype_size(p.array.dtype) != p.bytes ||
+          p.offset < kPreambleBytes + text.size() || p.offset > body || p.bytes > body - p.offset)
+        corrupt(path, "array '" + p.array.name + "' is malformed or out of range");
+      placed.push_back(std::move(p));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(path, std::string("malformed model header: ") + e.what());
+  }
+  model.header.erase("arrays");
+  std::vector<const PlacedArray*> by_offset;
+  for (const PlacedArray& p : placed) by_offset.push_back(&p);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const PlacedArray* a, const PlacedArray* b) { return a->offset < b->offset; });
+  for (std::size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i]->offset < by_offset[i - 1]->offset + by_offset[i - 1]->bytes)
+      corrupt(path, "arrays '" + by_offset[i - 1]->array.name + "' and '" +
+                        by_offset[i]->array.name + "' overlap");
+  return placed;
+}
+
+// The next `n` bytes of `in` fed to `state`, a megabyte at a time; false when the stream ends
+// first.
+bool hash_through(std::istream& in, std::uint64_t n, XXH64_state_t& state) {
+  std::vector<char> buffer(std::min<std::uint64_t>(n, std::uint64_t{1} << 20));
+  while (n > 0) {
+    const auto want = static_cast<std::streamsize>(std::min<std::uint64_t>(n, buffer.size()));
+    if (!in.read(buffer.data(), want)) return false;
+    XXH64_update(&state, buffer.data(), static_cast<std::size_t>(want));
+    n -= static_cast<std::uint64_t>(want);
+  }
+  return true;
+}
+
+struct Xxh64StateDeleter {
+  void operator()(XXH64_state_t* state) const { XXH64_freeState(state); }
+};
+using Xxh64State = std::unique_ptr<XXH64_state_t, Xxh64StateDeleter>;
+
+Xxh64State new_hash(const std::string& preamble) {
+  Xxh64State state(XXH64_createState());
+  if (!state) throw std::bad_alloc();
+  XXH64_reset(state.get(), 0);
+  XXH64_update(state.get(), preamble.data(), preamble.size());
+  return state;
+}
+
+// A regular file read in two passes, so that it is held once, not twice (the whole file, then
+// each array copied out of it: a KDD-size CPM is GBs). The first pass checks the checksum over
+// every byte, a megabyte at a time, before anything in the file is believed; the second reads
+// the header, then each array straight into its own buffer, hashing again: a file that changed
+// between the passes is an error, never a model.
+ModelContainer read_regular_model_file(std::ifstream& in, const std::string& preamble,
+                                       const std::string& path) {
+  const auto header_bytes = get<std::uint64_t>(preamble, 16);
+  const auto file_bytes = get<std::uint64_t>(preamble, 24);
+  const std::uint64_t body = file_bytes - kChecksumBytes;
+  auto read_checksum = [&] {
+    std::string bytes(kChecksumBytes, '\0');
+    if (!in.read(bytes.data(), kChecksumBytes)) throw IoError("cannot read model file " + path);
+    return get<std::uint64_t>(bytes, 0);
+  };
+  Xxh64State state = new_hash(preamble);
+  if (!hash_through(in, body - kPreambleBytes, *state))
+    throw IoError("cannot read model file " + path);
+  const std::uint64_t checksum = read_checksum();
+  if (XXH64_digest(state.get()) != checksum)
+    corrupt(path, "model file is corrupt (checksum mismatch)");
+  if (header_bytes > body - kPreambleBytes) corrupt(path, "model header length out of range");
+
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(kPreambleBytes));
+  std::string text(header_bytes, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(header_bytes)))
+    throw IoError("cannot read model file " + path);
+  ModelContainer model;
+  std::vector<PlacedArray> placed = parse_header(text, body, path, model);
+  std::vector<std::size_t> order(placed.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return placed[a].offset < placed[b].offset; });
+  state = new_hash(preamble);
+  XXH64_update(state.get(), text.data(), text.size());
+  std::uint64_t position = kPreambleBytes + header_bytes;
+  bool read = true;
+  for (const std::size_t i : order) {
+    PlacedArray& p = placed[i];
+    read = read && hash_through(in, p.offset - position, *state);
+    p.array.data.resize(p.bytes);
+    read = read && in.read(p.array.data.data(), static_cast<std::streamsize>(p.bytes));
+    XXH64_update(state.get(), p.array.data.data(), p.array.data.size());
+    position = p.offset + p.bytes;
+  }
+  read = read && hash_through(in, body - position, *state);
+  if (!read || XXH64_digest(state.get()) != checksum || read_checksum() != checksum)
+    throw IoError("model file " + path + " changed while it was read");
+  for (PlacedArray& p : placed) model.arrays.push_back(std::move(p.array));
+  return model;
+}
+
+}  // namespace
+
 ModelContainer read_model_container(const std::string& path) {
   std::ifstream in = open_model_file(path);
   // The preamble first: a stream that is not a model file (/dev/urandom) is refused after 32
@@ -252,58 +385,32 @@ ModelContainer read_model_container(const std::string& path) {
   std::string bytes = read_preamble(in, path);
   const auto header_bytes = get<std::uint64_t>(bytes, 16);
   const auto file_bytes = get<std::uint64_t>(bytes, 24);
-  if (check_declared_size(path, file_bytes, true)) {
-    // One read of the file's size (a KDD-size CPM or its checkpoint is GBs: a character-wise
-    // copy took seconds).
-    bytes.resize(file_bytes);
-    if (!in.read(bytes.data() + kPreambleBytes,
-                 static_cast<std::streamsize>(file_bytes - kPreambleBytes)))
-      throw IoError("cannot read model file " + path);
-  } else {
-    // A stream without a size (a pipe): read in pieces as they come, up to the declared length.
-    constexpr std::uint64_t kPiece = std::uint64_t{64} << 20;
-    while (bytes.size() <= file_bytes && in) {
-      const std::size_t at = bytes.size();
-      const std::uint64_t want = std::min<std::uint64_t>(kPiece, file_bytes + 1 - at);
-      bytes.resize(at + want);
-      in.read(bytes.data() + at, static_cast<std::streamsize>(want));
-      bytes.resize(at + static_cast<std::size_t>(in.gcount()));
-    }
-    if (in.bad()) throw IoError("cannot read model file " + path);
-    if (bytes.size() < file_bytes)
-      corrupt(path, "model file is truncated: " + std::to_string(bytes.size()) + " of " +
-                        std::to_string(file_bytes) + " bytes");
-    if (bytes.size() > file_bytes) corrupt(path, "model file has unexpected trailing bytes");
+  if (check_declared_size(path, file_bytes, true)) return read_regular_model_file(in, bytes, path);
+  // A stream without a size (a pipe): read in pieces as they come, up to the declared length,
+  // then each array copied out of it.
+  constexpr std::uint64_t kPiece = std::uint64_t{64} << 20;
+  while (bytes.size() <= file_bytes && in) {
+    const std::size_t at = bytes.size();
+    const std::uint64_t want = std::min<std::uint64_t>(kPiece, file_bytes + 1 - at);
+    bytes.resize(at + want);
+    in.read(bytes.data() + at, static_cast<std::streamsize>(want));
+    bytes.resize(at + static_cast<std::size_t>(in.gcount()));
   }
+  if (in.bad()) throw IoError("cannot read model file " + path);
+  if (bytes.size() < file_bytes)
+    corrupt(path, "model file is truncated: " + std::to_string(bytes.size()) + " of " +
+                      std::to_string(file_bytes) + " bytes");
+  if (bytes.size() > file_bytes) corrupt(path, "model file has unexpected trailing bytes");
   const std::size_t body = bytes.size() - kChecksumBytes;
   if (XXH64(bytes.data(), body, 0) != get<std::uint64_t>(bytes, body))
     corrupt(path, "model file is corrupt (checksum mismatch)");
   if (header_bytes > body - kPreambleBytes) corrupt(path, "model header length out of range");
-
   ModelContainer model;
-  try {
-    model.header = nlohmann::json::parse(bytes.substr(kPreambleBytes, header_bytes));
-    for (const nlohmann::json& a : model.header.at("arrays")) {
-      ModelArray array;
-      array.name = a.at("name").get<std::string>();
-      array.dtype = a.at("dtype").get<std::string>();
-      if (!a.at("shape").is_array()) corrupt(path, "array '" + array.name + "' has no shape list");
-      for (const nlohmann::json& n : a.at("shape"))
-        array.shape.push_back(header_integer<std::uint64_t>(n, path, "a shape"));
-      const auto offset = header_integer<std::uint64_t>(a.at("offset"), path, "offset");
-      const auto size = header_integer<std::uint64_t>(a.at("bytes"), path, "bytes");
-      std::uint64_t elements = 1;
-      for (const std::uint64_t n : array.shape) elements *= n;
-      if (dtype_size(array.dtype) == 0 || elements * dtype_size(array.dtype) != size ||
-          offset > body || size > body - offset)
-        corrupt(path, "array '" + array.name + "' is malformed or out of range");
-      array.data = bytes.substr(offset, size);
-      model.arrays.push_back(std::move(array));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    corrupt(path, std::string("malformed model header: ") + e.what());
+  for (PlacedArray& p :
+       parse_header(bytes.substr(kPreambleBytes, header_bytes), body, path, model)) {
+    p.array.data = bytes.substr(p.offset, p.bytes);
+    model.arrays.push_back(std::move(p.array));
   }
-  model.header.erase("arrays");
   return model;
 }
 
@@ -362,7 +469,7 @@ std::string model_kind(const ModelContainer& file, const std::string& path) {
   return file.header["kind"].get<std::string>();
 }
 
-engine::LinearModel linear_from(const ModelContainer& file, const std::string& path) {
+engine::LinearModel linear_from(ModelContainer&& file, const std::string& path) {
   engine::LinearModel model;
   read_model_info(file, path, model);
   try {
@@ -376,9 +483,9 @@ engine::LinearModel linear_from(const ModelContainer& file, const std::string& p
     corrupt(path, std::string("malformed linear model header: ") + e.what());
   }
   model.weights =
-      file.array("weights", path).as<double, engine::sparse::HugePageAllocator<double>>(path);
-  for (const ModelArray& a : file.arrays)
-    if (a.name == "scale") model.scale = a.as<float>(path);
+      file.array("weights", path).take<double, engine::sparse::HugePageAllocator<double>>(path);
+  for (ModelArray& a : file.arrays)
+    if (a.name == "scale") model.scale = a.take<float>(path);
   const std::size_t slots = std::size_t{model.max_index} + 1;
   if (model.weights.size() != slots || (!model.scale.empty() && model.scale.size() != slots))
     corrupt(path,
@@ -401,19 +508,20 @@ void refuse_checkpoint(const std::string& path, const std::string& kind) {
 }  // namespace
 
 engine::LinearModel load_model(const std::string& path) {
-  const ModelContainer file = read_model_container(path);
+  ModelContainer file = read_model_container(path);
   const std::string kind = model_kind(file, path);
   refuse_checkpoint(path, kind);
   if (kind != "linear") corrupt(path, "holds a '" + kind + "' model, not a linear one");
-  return linear_from(file, path);
+  return linear_from(std::move(file), path);
 }
 
 std::unique_ptr<engine::Classifier> load_classifier(const std::string& path) {
-  const ModelContainer file = read_model_container(path);
+  ModelContainer file = read_model_container(path);
   const std::string kind = model_kind(file, path);
   // One line per model kind: its loader lives beside its save function.
-  if (kind == "linear") return std::make_unique<engine::LinearModel>(linear_from(file, path));
-  if (kind == "cpm") return std::make_unique<engine::CpmModel>(cpm_from(file, path));
+  if (kind == "linear")
+    return std::make_unique<engine::LinearModel>(linear_from(std::move(file), path));
+  if (kind == "cpm") return std::make_unique<engine::CpmModel>(cpm_from(std::move(file), path));
   if (kind == "kernel") return std::make_unique<engine::KernelModel>(kernel_model_from(file, path));
   refuse_checkpoint(path, kind);
   corrupt(path, "holds a model of kind '" + kind + "', which this build does not know");

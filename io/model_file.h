@@ -76,6 +76,14 @@ struct ModelArray {
     if (!values.empty()) std::memcpy(values.data(), data.data(), values.size() * sizeof(T));
     return values;
   }
+  /// As as(), the bytes freed once copied: a loader that converts each array once holds the
+  /// model once plus the array in hand, not twice.
+  template <typename T, typename Alloc = std::allocator<T>>
+  std::vector<T, Alloc> take(const std::string& file) {
+    std::vector<T, Alloc> values = as<T, Alloc>(file);
+    std::string().swap(data);
+    return values;
+  }
 
  private:
   void check_dtype(const char* expected, const std::string& file) const;
@@ -88,6 +96,7 @@ struct ModelContainer {
 
   /// The array called `name`; throws DataError naming `file` when it is missing.
   const ModelArray& array(const std::string& name, const std::string& file) const;
+  ModelArray& array(const std::string& name, const std::string& file);
 };
 
 /// Writes atomically; throws IoError.

@@ -141,4 +141,21 @@ if [ -x /usr/bin/time ] && [ -z "${POLYMARGIN_SANITIZE:-}" ]; then
   grown=$(($(tail -1 "$tmp/rss.eval.900000") - $(tail -1 "$tmp/rss.eval.100000")))
   [ "$grown" -lt 16000 ] || fail "eval: 800,000 more rows took $grown KiB more (9 bytes a row: 7,000)"
 fi
+# A model is held once while it loads, plus the array in hand (the whole file was read, then each
+# array copied out of it, then converted: twice the model): a CPM of two 40 MB sides loads within
+# 1.6 times its bytes above one of a few kilobytes.
+if [ -x /usr/bin/time ] && [ -z "${POLYMARGIN_SANITIZE:-}" ]; then
+  "$bin" gen --model polytope --rows 400 --features 100 --nnz 5 --seed 8 -o "$tmp/narrow.svm" \
+    > /dev/null 2>&1 || fail "gen narrow"
+  { cat "$tmp/narrow.svm"; echo "1 2000000:1"; } > "$tmp/wide.svm"
+  for set in narrow wide; do
+    "$bin" train --algo cpm -k 5 -d "$tmp/$set.svm" -o "$tmp/$set.cpm" > /dev/null 2>&1 ||
+      fail "train cpm on $set"
+    /usr/bin/time -f %M -o "$tmp/load.rss.$set" "$bin" predict -m "$tmp/$set.cpm" \
+      -d "$tmp/narrow.svm" -o "$tmp/$set.pred" 2> /dev/null || fail "predict with the $set cpm"
+  done
+  model=$(stat -c %s "$tmp/wide.cpm")
+  held=$((($(tail -1 "$tmp/load.rss.wide") - $(tail -1 "$tmp/load.rss.narrow")) * 1024))
+  [ $((10 * held)) -le $((16 * model)) ] || fail "loading a $model-byte CPM held $held bytes"
+fi
 echo "eval/predict/export: all checks passed"

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cmath>
 #include <cstring>
@@ -269,6 +270,41 @@ TEST_F(ModelFileTest, ContainerReadsFromAPipe) {
   writer.join();
   EXPECT_EQ(r.header, c.header);
   EXPECT_EQ(r.array("weights", "x").as<double>("x"), std::vector<double>(5000, 0.25));
+}
+
+// Arrays lie apart, one after another: a header that places two over the same bytes (the
+// checksum made anew over it) is refused, from a file and from a pipe alike.
+TEST_F(ModelFileTest, ArraysOverTheSameBytesAreRefused) {
+  ModelContainer c;
+  c.header = {{"kind", "cpm"}};
+  c.arrays.push_back(ModelArray::of("first", std::vector<double>(4, 1.0)));
+  c.arrays.push_back(ModelArray::of("second", std::vector<double>(4, 2.0)));
+  write_model_container(path("o.model"), c);
+  std::string bytes = read(path("o.model"));
+  std::uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, bytes.data() + 16, 8);
+  const nlohmann::json arrays = nlohmann::json::parse(bytes.substr(32, header_bytes))["arrays"];
+  const std::string first = std::to_string(arrays[0]["offset"].get<std::uint64_t>());
+  const std::string second = std::to_string(arrays[1]["offset"].get<std::uint64_t>());
+  ASSERT_EQ(first.size(), second.size());  // the header keeps its length
+  const std::size_t at = bytes.find("\"offset\":" + second, 32);
+  ASSERT_LT(at, 32 + header_bytes);
+  bytes.replace(at + 9, second.size(), first);
+  const std::uint64_t checksum = XXH64(bytes.data(), bytes.size() - 8, 0);
+  std::memcpy(bytes.data() + bytes.size() - 8, &checksum, 8);
+  write(path("o.model"), bytes);
+  try {
+    read_model_container(path("o.model"));
+    FAIL() << "overlapping arrays read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("arrays 'first' and 'second' overlap"), std::string::npos)
+        << e.what();
+  }
+  const std::string fifo = path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << bytes; });
+  EXPECT_THROW(read_model_container(fifo), DataError);
+  writer.join();
 }
 
 TEST_F(ModelFileTest, ADirectoryIsAnIoError) {
