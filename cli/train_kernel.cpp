@@ -132,7 +132,9 @@ double parse_bytes(const std::string& text) {
   return value * unit;
 }
 
-void check_common(const CommonOptions& o) {
+// The common options checked; a kernel option given that the chosen kernel does not use is
+// named in a warning (it changes nothing: the model is the one trained without it).
+void check_common(const CommonOptions& o, const po::variables_map& vm) {
   if (o.inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   if (o.scale != "maxabs" && o.scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + o.scale + "')");
@@ -142,6 +144,19 @@ void check_common(const CommonOptions& o) {
     throw UsageError("train: --rbf-width must be > 0 (got " + number(o.rbf_width) + ")");
   if (!(o.gamma >= 0) || !std::isfinite(o.gamma))
     throw UsageError("train: --gamma must be ≥ 0 (got " + number(o.gamma) + ")");
+  const engine::KernelType type = engine::parse_kernel(o.kernel);
+  auto given = [&](const char* name) { return vm.count(name) > 0 && !vm[name].defaulted(); };
+  auto unused = [&](const char* name, const char* why) {
+    if (given(name)) err_printf("warning: --%s has no effect %s (ignored)\n", name, why);
+  };
+  if (type == engine::KernelType::kLinear)
+    for (const char* name : {"rbf-width", "gamma", "degree", "coef0"})
+      unused(name, "with --kernel linear");
+  if (type == engine::KernelType::kRbf) {
+    for (const char* name : {"degree", "coef0"}) unused(name, "with --kernel rbf");
+    if (o.gamma > 0) unused("rbf-width", "beside --gamma, which sets the RBF width itself");
+  }
+  if (type == engine::KernelType::kPolynomial) unused("rbf-width", "with --kernel poly");
 }
 
 // Loads every row (unshuffled, in file order) and scales it as the reader's --scale maxabs does.
@@ -489,7 +504,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   po::variables_map vm;
   if (!parse_options("train", "--algo kldm -d TRAIN -o MODEL [options]", opts, positional, args, vm))
     return kHelpShown;
-  check_common(o);
+  check_common(o, vm);
   config.shrinking = !no_shrinking;
   config.seed = o.seed;
   engine::parse_kernel(o.kernel);
@@ -644,7 +659,7 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   po::variables_map vm;
   if (!parse_options("train", "--algo tldm -d TRAIN -o MODEL [options]", opts, positional, args, vm))
     return kHelpShown;
-  check_common(o);
+  check_common(o, vm);
   if (engine::parse_kernel(o.kernel) == engine::KernelType::kPolynomial)
     throw UsageError("train: --algo tldm takes --kernel linear or rbf (got 'poly')");
   if (o.bias != 0)
@@ -777,7 +792,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   if (!parse_options("train", "--algo cmm -d TRAIN -o MODEL [--unlabeled FILE] [options]", opts,
                      positional, args, vm))
     return kHelpShown;
-  check_common(o);
+  check_common(o, vm);
   engine::parse_kernel(o.kernel);
   if (variant != "cmm" && variant != "rmm")
     throw UsageError("train: --variant must be cmm or rmm (got '" + variant + "')");

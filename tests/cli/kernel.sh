@@ -53,6 +53,17 @@ check_learner tldm-rbf 0.78 --algo tldm --kernel rbf --rbf-width 4
 "$bin" train --algo tldm --kernel rbf -d "$train" -o "$tmp/tt1.model" --threads 1 > /dev/null 2>&1
 "$bin" train --algo tldm --kernel rbf -d "$train" -o "$tmp/tt2.model" --threads 2 > /dev/null 2>&1
 cmp -s "$tmp/tt1.model" "$tmp/tt2.model" || fail "tldm model depends on --threads"
+# A kernel option the kernel does not use is named in a warning and changes nothing.
+"$bin" train --algo tldm --kernel linear --gamma 3 --rbf-width 2 -d "$train" -o "$tmp/tg.model" \
+  > /dev/null 2> "$tmp/tg.err" || fail "tldm linear with --gamma"
+grep -q -- "--gamma has no effect with --kernel linear" "$tmp/tg.err" || fail "no --gamma warning"
+grep -q -- "--rbf-width has no effect with --kernel linear" "$tmp/tg.err" ||
+  fail "no --rbf-width warning"
+"$bin" train --algo tldm --kernel linear -d "$train" -o "$tmp/tl.model" > /dev/null 2>&1
+cmp -s "$tmp/tg.model" "$tmp/tl.model" || fail "an unused --gamma changed the tldm model"
+"$bin" train --algo kldm --kernel rbf --degree 2 -d "$train" -o "$tmp/kd.model" > /dev/null \
+  2> "$tmp/kd.err" || fail "kldm rbf with --degree"
+grep -q -- "--degree has no effect with --kernel rbf" "$tmp/kd.err" || fail "no --degree warning"
 # CMM: 15% of the labels kept, the rest labelled 0 (unlabelled), or given with --unlabeled.
 awk '{ if (NR % 7 != 0) $1 = 0; print }' "$train" > "$tmp/semi.svm"
 awk '$1 != 0' "$tmp/semi.svm" > "$tmp/labelled.svm"
