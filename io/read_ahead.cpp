@@ -38,7 +38,7 @@ ReadAhead::ReadAhead(WindowExtents extents, std::uint64_t first, std::uint64_t e
       budget_(budget_bytes),
       drop_(drop),
       consumed_(first) {
-  if ((budget_ > 0 || drop_) && first < end_) thread_ = std::thread([this] { run(); });
+  if ((budget_ > 0 || drop_) && first < end_) thread_ = std::thread([this, first] { run(first); });
 }
 
 ReadAhead::~ReadAhead() {
@@ -90,11 +90,12 @@ std::uint64_t total_bytes(const std::vector<BlockExtent>& extents) {
 // Windows [dropped, issued) have been asked for and not yet consumed; `ahead` holds their bytes.
 // The reads go out a window at a time while the bytes ahead stay within the budget; the windows up
 // to the one after the window being consumed always go, however large, so that even a budget
-// below a window's size overlaps the next window's reading with this one's learning.
-void ReadAhead::run() {
+// below a window's size overlaps the next window's reading with this one's learning. It starts
+// from `first`, not from consumed_, which the scan may already be moving under the mutex.
+void ReadAhead::run(std::uint64_t first) {
   std::vector<BlockExtent> extents;
   std::deque<std::uint64_t> ahead;
-  std::uint64_t issued = consumed_, dropped = consumed_, ahead_bytes = 0;
+  std::uint64_t issued = first, dropped = first, ahead_bytes = 0;
   std::unique_lock lock(mutex_);
   while (!stop_) {
     const std::uint64_t consumed = consumed_;

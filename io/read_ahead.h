@@ -51,7 +51,7 @@ class ReadAhead {
   void consumed(std::uint64_t n);
 
  private:
-  void run();
+  void run(std::uint64_t first);
 
   WindowExtents extents_;
   const std::uint64_t end_;

@@ -1,6 +1,8 @@
 # Helpers shared by the shell tests of tests/cli (sourced; not a test itself, hence not *.sh).
 # The sourcing script sets $bin (the polymargin binary) and $work (its scratch directory) first.
 
+cli_tests=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # this folder, wherever the test runs
+
 fail() {
   echo "FAIL: $*" >&2
   exit 1
@@ -42,4 +44,17 @@ term_when_logged() {
   kill -TERM "$1"
   rc=0
   wait "$1" || rc=$?
+}
+
+# mpi_test_env: what the MPI tests need of their environment, set here only, never in the user's.
+# The harness runs as root in CI, which Open MPI refuses unless told; --oversubscribe: more ranks
+# than this machine's cores. Under AddressSanitizer, Open MPI's libraries and plugins keep
+# allocations to the end by design and their frames (no frame pointers, plugins unloaded at exit)
+# cannot be named in a suppression: leak checking stays on in every other test of the same code.
+# Under ThreadSanitizer, openmpi.tsan.supp names what Open MPI's own threads report.
+mpi_test_env() {
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+  export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$cli_tests/openmpi.tsan.supp"
 }

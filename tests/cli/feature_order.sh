@@ -77,9 +77,7 @@ expect 2 "--feature-order must be given or frequency" train -d raw.shards -o x.b
 
 # --- 6. MPI ranks, where mpirun is here and the build has MPI --------------------------------------
 if command -v mpirun > /dev/null; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  export OMPI_MCA_rmaps_base_oversubscribe=1
-  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"  # as tests/cli/mpi.sh says
+  mpi_test_env
   if mpirun -np 2 "$bin" train -d raw.shards -o r_given.bin --epochs 2 --feature-order given \
     > /dev/null 2> mpi.err; then
     mpirun -np 2 "$bin" train -d raw.shards -o r_freq.bin --epochs 2 --feature-order frequency \
