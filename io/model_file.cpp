@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <stdexcept>
 #include <utility>
 
 #include "engine/errors.h"
@@ -286,6 +287,10 @@ std::vector<PlacedArray> parse_header(const std::string& text, std::uint64_t bod
     corrupt(path, std::string("malformed model header: ") + e.what());
   }
   model.header.erase("arrays");
+  for (std::size_t i = 0; i < placed.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (placed[i].array.name == placed[j].array.name)
+        corrupt(path, "model file has two arrays named '" + placed[i].array.name + "'");
   std::vector<const PlacedArray*> by_offset;
   for (const PlacedArray& p : placed) by_offset.push_back(&p);
   std::sort(by_offset.begin(), by_offset.end(),
@@ -328,8 +333,25 @@ Xxh64State new_hash(const std::string& preamble) {
 // every byte, a megabyte at a time, before anything in the file is believed; the second reads
 // the header, then each array straight into its own buffer, hashing again: a file that changed
 // between the passes is an error, never a model.
+// The buffer `place` gives an array, or its own data, `bytes` long.
+std::span<char> destination(PlacedArray& p, const nlohmann::json& header, const ArrayPlace& place,
+                            const std::string& path) {
+  if (place) {
+    const std::span<char> into = place(header, p.array, p.bytes);
+    if (into.size() == p.bytes && !into.empty()) {
+      p.array.placed = true;
+      return into;
+    }
+    if (!into.empty())
+      throw std::logic_error("a buffer of the wrong size for array '" + p.array.name + "' of " +
+                             path);
+  }
+  p.array.data.resize(p.bytes);
+  return {p.array.data.data(), p.array.data.size()};
+}
+
 ModelContainer read_regular_model_file(std::ifstream& in, const std::string& preamble,
-                                       const std::string& path) {
+                                       const std::string& path, const ArrayPlace& place) {
   const auto header_bytes = get<std::uint64_t>(preamble, 16);
   const auto file_bytes = get<std::uint64_t>(preamble, 24);
   const std::uint64_t body = file_bytes - kChecksumBytes;
@@ -364,9 +386,9 @@ ModelContainer read_regular_model_file(std::ifstream& in, const std::string& pre
   for (const std::size_t i : order) {
     PlacedArray& p = placed[i];
     read = read && hash_through(in, p.offset - position, *state);
-    p.array.data.resize(p.bytes);
-    read = read && in.read(p.array.data.data(), static_cast<std::streamsize>(p.bytes));
-    XXH64_update(state.get(), p.array.data.data(), p.array.data.size());
+    const std::span<char> into = destination(p, model.header, place, path);
+    read = read && in.read(into.data(), static_cast<std::streamsize>(into.size()));
+    XXH64_update(state.get(), into.data(), into.size());
     position = p.offset + p.bytes;
   }
   read = read && hash_through(in, body - position, *state);
@@ -378,14 +400,15 @@ ModelContainer read_regular_model_file(std::ifstream& in, const std::string& pre
 
 }  // namespace
 
-ModelContainer read_model_container(const std::string& path) {
+ModelContainer read_model_container(const std::string& path, const ArrayPlace& place) {
   std::ifstream in = open_model_file(path);
   // The preamble first: a stream that is not a model file (/dev/urandom) is refused after 32
   // bytes, and no more than the declared length (plus one byte, to tell trailing bytes) is read.
   std::string bytes = read_preamble(in, path);
   const auto header_bytes = get<std::uint64_t>(bytes, 16);
   const auto file_bytes = get<std::uint64_t>(bytes, 24);
-  if (check_declared_size(path, file_bytes, true)) return read_regular_model_file(in, bytes, path);
+  if (check_declared_size(path, file_bytes, true))
+    return read_regular_model_file(in, bytes, path, place);
   // A stream without a size (a pipe): read in pieces as they come, up to the declared length,
   // then each array copied out of it.
   constexpr std::uint64_t kPiece = std::uint64_t{64} << 20;
@@ -408,7 +431,8 @@ ModelContainer read_model_container(const std::string& path) {
   ModelContainer model;
   for (PlacedArray& p :
        parse_header(bytes.substr(kPreambleBytes, header_bytes), body, path, model)) {
-    p.array.data = bytes.substr(p.offset, p.bytes);
+    const std::span<char> into = destination(p, model.header, place, path);
+    if (!into.empty()) std::memcpy(into.data(), bytes.data() + p.offset, into.size());
     model.arrays.push_back(std::move(p.array));
   }
   return model;
@@ -469,7 +493,32 @@ std::string model_kind(const ModelContainer& file, const std::string& path) {
   return file.header["kind"].get<std::string>();
 }
 
-engine::LinearModel linear_from(ModelContainer&& file, const std::string& path) {
+// A linear model's weights and scale, read straight into the vectors the model keeps (the weights
+// on huge pages): a KDD-size model is held once while it loads, not twice.
+struct LinearArrays {
+  engine::sparse::WeightVector weights;
+  std::vector<float> scale;
+
+  ArrayPlace place() {
+    return [this](const nlohmann::json& header, const ModelArray& array,
+                  std::uint64_t bytes) -> std::span<char> {
+      if (header.value("kind", std::string()) != "linear") return {};
+      if (array.name == "weights" && array.dtype == "f64") return into(weights, bytes);
+      if (array.name == "scale" && array.dtype == "f32") return into(scale, bytes);
+      return {};
+    };
+  }
+
+ private:
+  template <typename Vector>
+  static std::span<char> into(Vector& v, std::uint64_t bytes) {
+    v.resize(bytes / sizeof(typename Vector::value_type));
+    return {reinterpret_cast<char*>(v.data()), bytes};
+  }
+};
+
+engine::LinearModel linear_from(ModelContainer&& file, const std::string& path,
+                                LinearArrays&& read) {
   engine::LinearModel model;
   read_model_info(file, path, model);
   try {
@@ -482,10 +531,12 @@ engine::LinearModel linear_from(ModelContainer&& file, const std::string& path) 
   } catch (const nlohmann::json::exception& e) {
     corrupt(path, std::string("malformed linear model header: ") + e.what());
   }
-  model.weights =
-      file.array("weights", path).take<double, engine::sparse::HugePageAllocator<double>>(path);
+  ModelArray& weights = file.array("weights", path);
+  model.weights = weights.placed
+                      ? std::move(read.weights)
+                      : weights.take<double, engine::sparse::HugePageAllocator<double>>(path);
   for (ModelArray& a : file.arrays)
-    if (a.name == "scale") model.scale = a.take<float>(path);
+    if (a.name == "scale") model.scale = a.placed ? std::move(read.scale) : a.take<float>(path);
   const std::size_t slots = std::size_t{model.max_index} + 1;
   if (model.weights.size() != slots || (!model.scale.empty() && model.scale.size() != slots))
     corrupt(path,
@@ -508,19 +559,22 @@ void refuse_checkpoint(const std::string& path, const std::string& kind) {
 }  // namespace
 
 engine::LinearModel load_model(const std::string& path) {
-  ModelContainer file = read_model_container(path);
+  LinearArrays read;
+  ModelContainer file = read_model_container(path, read.place());
   const std::string kind = model_kind(file, path);
   refuse_checkpoint(path, kind);
   if (kind != "linear") corrupt(path, "holds a '" + kind + "' model, not a linear one");
-  return linear_from(std::move(file), path);
+  return linear_from(std::move(file), path, std::move(read));
 }
 
 std::unique_ptr<engine::Classifier> load_classifier(const std::string& path) {
-  ModelContainer file = read_model_container(path);
+  LinearArrays read;
+  ModelContainer file = read_model_container(path, read.place());
   const std::string kind = model_kind(file, path);
   // One line per model kind: its loader lives beside its save function.
   if (kind == "linear")
-    return std::make_unique<engine::LinearModel>(linear_from(std::move(file), path));
+    return std::make_unique<engine::LinearModel>(
+        linear_from(std::move(file), path, std::move(read)));
   if (kind == "cpm") return std::make_unique<engine::CpmModel>(cpm_from(std::move(file), path));
   if (kind == "kernel") return std::make_unique<engine::KernelModel>(kernel_model_from(file, path));
   refuse_checkpoint(path, kind);

@@ -44,6 +44,7 @@ struct ModelArray {
   std::string dtype;  // "f64", "f32"; checkpoints also "u64", "i64", "i32"
   std::vector<std::uint64_t> shape;
   std::string data;
+  bool placed = false;  // its bytes went to the buffer a reader's ArrayPlace gave, not to data
 
   /// "f64" for double, "f32" for float, "u64" / "i64" / "i32" for those integers.
   template <typename T>
@@ -142,11 +143,18 @@ void write_model_container(const std::string& path, const nlohmann::json& header
 std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
                                                   const nlohmann::json& header,
                                                   const std::vector<ModelArrayView>& arrays);
-/// Reads and validates (magic, version, length, checksum, header, array bounds); throws DataError
-/// naming the file for a foreign, other-version, truncated or corrupt file, IoError if unreadable.
-/// Reads no more than the preamble from a file or stream that is not a model file, and no more
-/// than the length the preamble declares (plus one byte) from one that is.
-ModelContainer read_model_container(const std::string& path);
+/// Where an array's bytes go as a file is read, asked once the header is parsed and checked: a
+/// loader that keeps an array in a buffer of its own (a linear model's weights, hundreds of MB)
+/// sizes that buffer to `bytes` and returns it, so that the array is held once; an empty span
+/// keeps the bytes in ModelArray::data.
+using ArrayPlace = std::function<std::span<char>(const nlohmann::json& header,
+                                                 const ModelArray& array, std::uint64_t bytes)>;
+/// Reads and validates (magic, version, length, checksum, header, array bounds, names unique);
+/// throws DataError naming the file for a foreign, other-version, truncated or corrupt file,
+/// IoError if unreadable. Reads no more than the preamble from a file or stream that is not a
+/// model file, and no more than the length the preamble declares (plus one byte) from one that is.
+/// An array that `place` gives a buffer is read into it and marked `placed`.
+ModelContainer read_model_container(const std::string& path, const ArrayPlace& place = {});
 /// The "kind" of the model file `path` ("linear", "checkpoint", ...) read from its header alone,
 /// or "" when `path` is not a polymargin model file; DataError for a malformed header, IoError when
 /// it cannot be read.

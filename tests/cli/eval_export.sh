@@ -157,5 +157,20 @@ if [ -x /usr/bin/time ] && [ -z "${POLYMARGIN_SANITIZE:-}" ]; then
   model=$(stat -c %s "$tmp/wide.cpm")
   held=$((($(tail -1 "$tmp/load.rss.wide") - $(tail -1 "$tmp/load.rss.narrow")) * 1024))
   [ $((10 * held)) -le $((16 * model)) ] || fail "loading a $model-byte CPM held $held bytes"
+  # A linear model's weights and scale are read straight into the model's vectors: 1.25 times its
+  # bytes (they were read into buffers of their own, then copied: twice the model).
+  { cat "$tmp/narrow.svm"; echo "1 6000000:1"; } > "$tmp/wide6.svm"
+  for set in narrow wide6; do
+    "$bin" train --scale maxabs -d "$tmp/$set.svm" -o "$tmp/$set.ldm" > /dev/null 2>&1 ||
+      fail "train ldm on $set"
+    /usr/bin/time -f %M -o "$tmp/load.rss.$set.ldm" "$bin" predict -m "$tmp/$set.ldm" \
+      -d "$tmp/narrow.svm" -o "$tmp/$set.ldm.pred" 2> /dev/null || fail "predict with the $set ldm"
+  done
+  [ "$(wc -l < "$tmp/wide6.ldm.pred")" = 400 ] || fail "predict with the wide ldm"
+  cat "$tmp/wide6.ldm" | "$bin" predict -m /dev/stdin -d "$tmp/narrow.svm" 2> /dev/null |
+    cmp -s - "$tmp/wide6.ldm.pred" || fail "the wide ldm read from a pipe predicts otherwise"
+  model=$(stat -c %s "$tmp/wide6.ldm")
+  held=$((($(tail -1 "$tmp/load.rss.wide6.ldm") - $(tail -1 "$tmp/load.rss.narrow.ldm")) * 1024))
+  [ $((100 * held)) -le $((125 * model)) ] || fail "loading a $model-byte linear model held $held bytes"
 fi
 echo "eval/predict/export: all checks passed"

@@ -307,6 +307,55 @@ TEST_F(ModelFileTest, ArraysOverTheSameBytesAreRefused) {
   writer.join();
 }
 
+TEST_F(ModelFileTest, TwoArraysOfOneNameAreRefused) {
+  ModelContainer c;
+  c.header = {{"kind", "linear"}};
+  c.arrays.push_back(ModelArray::of("weights", std::vector<double>(4, 1.0)));
+  c.arrays.push_back(ModelArray::of("weights", std::vector<double>(4, 2.0)));
+  write_model_container(path("twice.model"), c);
+  try {
+    read_model_container(path("twice.model"));
+    FAIL() << "two arrays of one name read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("two arrays named 'weights'"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(ModelFileTest, AnArrayIsReadIntoTheBufferItsPlaceGives) {
+  ModelContainer c;
+  c.header = {{"kind", "linear"}};
+  const std::vector<double> weights{1.5, -2.0, 0.25};
+  c.arrays.push_back(ModelArray::of("scale", std::vector<float>{0.5f, 2.0f, 1.0f}));
+  c.arrays.push_back(ModelArray::of("weights", weights));
+  write_model_container(path("placed.model"), c);
+  const std::string fifo = path("placed.pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string bytes = read(path("placed.model"));
+  for (const std::string& from : {path("placed.model"), fifo}) {
+    std::vector<double> into;
+    std::string kind;
+    const ArrayPlace place = [&](const nlohmann::json& header, const ModelArray& a,
+                                 std::uint64_t n) -> std::span<char> {
+      kind = header.value("kind", std::string());
+      if (a.name != "weights") return {};
+      into.resize(n / sizeof(double));
+      return {reinterpret_cast<char*>(into.data()), n};
+    };
+    std::thread writer;
+    if (from == fifo) writer = std::thread([&] { std::ofstream(fifo, std::ios::binary) << bytes; });
+    const ModelContainer r = read_model_container(from, place);
+    if (writer.joinable()) writer.join();
+    EXPECT_EQ(kind, "linear") << from;
+    EXPECT_EQ(into, weights) << from;
+    EXPECT_TRUE(r.array("weights", from).placed) << from;
+    EXPECT_TRUE(r.array("weights", from).data.empty()) << from;
+    EXPECT_FALSE(r.array("scale", from).placed) << from;
+    EXPECT_EQ(r.array("scale", from).as<float>(from), (std::vector<float>{0.5f, 2.0f, 1.0f}))
+        << from;
+  }
+}
+
 TEST_F(ModelFileTest, ADirectoryIsAnIoError) {
   EXPECT_THROW(read_model_container(dir_.string()), IoError);
 }
