@@ -36,6 +36,14 @@ bool is_unsigned(const std::type_info& type) {
          type == typeid(unsigned long) || type == typeid(unsigned long long);
 }
 
+// An option of several values (`data`, eval's `model`): its key may be given once a line, as often
+// as needed, in a config file; Boost appends each line's value.
+bool takes_several(const po::option_description& option) {
+  const auto* typed = dynamic_cast<const po::typed_value_base*>(option.semantic().get());
+  return option.semantic()->is_composing() ||
+         (typed && typed->value_type() == typeid(std::vector<std::string>));
+}
+
 // `train --tune`'s own keys: read from the config file by train's dispatcher (cli/tune.h) before a
 // learner runs, and no learner's options.
 bool tune_key(const std::string& command, const std::string& key) {
@@ -80,7 +88,7 @@ void store_config_file(const std::string& command, const std::string& path,
       throw UsageError(at + "unknown key '" + key + "' (" + command +
                        " takes the long option names as keys: polymargin " + command + " --help)");
     const auto [seen, added] = first_line.emplace(key, number);
-    if (!added && !option->semantic()->is_composing())
+    if (!added && !takes_several(*option))
       throw UsageError(at + "'" + key + "' is given twice (also on line " +
                        std::to_string(seen->second) + ")");
     kept += line + "\n";

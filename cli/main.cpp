@@ -29,8 +29,8 @@ void print_usage(std::ostream& out) {
   for (const auto& c : polymargin::cli::commands())
     out << "  " << c.name << std::string(c.name.size() < 12 ? 12 - c.name.size() : 1, ' ')
         << c.summary << "\n";
-  out << "\nexit codes: 0 ok, 2 usage, 3 data, 4 I/O, 5 numerical failure, 6 interrupted, 7 would "
-         "not fit in memory\n";
+  out << "\nexit codes: 0 ok, 1 internal error, 2 usage, 3 data, 4 I/O, 5 numerical failure,\n"
+         "6 interrupted (resume it), 7 would not fit in memory, 128 + signal stopped by a signal\n";
 }
 
 // The exit of a command that only prints (usage, version): 4 if that could not be written.

@@ -128,11 +128,12 @@ struct CpmRun : TrainRun {
 
 bool CpmRun::parse(const std::vector<std::string>& args) {
   po::options_description opts(
-      "train --algo cpm options\n"
       "Memory: K x (features + 1) weights per side in double (8 bytes; float, 4 bytes, when\n"
       "double does not fit), two sides per machine, plus (with --entropy above 1) 32-64 bytes\n"
       "per outer-class row for ASSIGN's history, and 256 MiB. It is computed before anything is\n"
-      "allocated; a run that would not fit is refused: use --hash-bits B (2^B slots per face)");
+      "allocated; a run that would not fit is refused: use --hash-bits B (2^B slots per face).\n"
+      "\n"
+      "train --algo cpm options");
   opts.add_options()("algo", po::value(&algo)->default_value("cpm"), "cpm")(
       "data,d", po::value(&inputs)->multitoken(),
       "training data: LIBSVM text (plain, gzip, bzip2, zstd; several files) or a shard directory")(

@@ -63,7 +63,8 @@ struct CommonOptions {
 };
 
 void add_common_options(po::options_description& opts, CommonOptions& o, const std::string& kernels,
-                        double default_bias, double default_width, bool bias_applies = true) {
+                        double default_bias, double default_width, bool poly,
+                        bool bias_applies = true) {
   opts.add_options()("data,d", po::value(&o.inputs)->multitoken(),
                      "training data: LIBSVM text (plain, gzip, bzip2, zstd; several files) or a "
                      "shard directory; held in memory (regular-scale data)")(
@@ -73,9 +74,13 @@ void add_common_options(po::options_description& opts, CommonOptions& o, const s
       "RBF width σ as a multiple of δ, the mean distance between training rows (the LDM paper's "
       "grid: 0.25, 0.5, 1, 2, 4); k = exp(−‖u−v‖²/(2σ²))")(
       "gamma", po::value(&o.gamma)->default_value(0),
-      "RBF: γ of exp(−γ‖u−v‖²) directly, instead of --rbf-width; poly: γ of (γu·v + c0)^degree "
-      "(0: 1)")("degree", po::value(&o.degree)->default_value(3), "poly: degree")(
-      "coef0", po::value(&o.coef0)->default_value(0), "poly: c0")(
+      poly ? "RBF: γ of exp(−γ‖u−v‖²) directly, instead of --rbf-width; poly: γ of (γu·v + "
+             "c0)^degree (0: 1)"
+           : "RBF: γ of exp(−γ‖u−v‖²) directly, instead of --rbf-width");
+  if (poly)
+    opts.add_options()("degree", po::value(&o.degree)->default_value(3), "poly: degree")(
+        "coef0", po::value(&o.coef0)->default_value(0), "poly: c0");
+  opts.add_options()(
       "bias", po::value(&o.bias)->default_value(default_bias),
       bias_applies
           ? "value B of a constant (regularised) bias feature: adds B² to the kernel; 0: none"
@@ -334,12 +339,12 @@ nlohmann::ordered_json common_summary(const std::string& algo, const TrainingSet
                               {"rows", t.y.size()},
                               {"features", t.features},
                               {"nnz", t.nnz},
-                              {"kernel", engine::kernel_name(k.spec.type)},
-                              {"gamma", k.spec.gamma},
-                              {"bias", k.spec.bias},
-                              {"scale", o.scale},
-                              {"normalize", o.normalize},
-                              {"seed", o.seed}};
+                              {"kernel", engine::kernel_name(k.spec.type)}};
+  if (k.spec.type != engine::KernelType::kLinear) j["gamma"] = k.spec.gamma;
+  j["bias"] = k.spec.bias;
+  j["scale"] = o.scale;
+  j["normalize"] = o.normalize;
+  j["seed"] = o.seed;
   if (k.mean_distance > 0) {
     j["rbf_width"] = o.rbf_width;
     j["mean_distance"] = k.mean_distance;
@@ -485,7 +490,7 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   bool no_shrinking = false;
   po::options_description opts("train --algo kldm options");
   opts.add_options()("algo", po::value(&algo)->default_value("kldm"), "kldm");
-  add_common_options(opts, o, "linear | rbf | poly", 0, 1);
+  add_common_options(opts, o, "linear | rbf | poly", 0, 1, /*poly=*/true);
   opts.add_options()(
       "lambda1", po::value<double>(),
       "weight of the margin variance (paper units, eq. 8); default 1e-4·m·C")(
@@ -639,14 +644,14 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   // The defaults: width 4·δ and C = 1/8, the setting within 2 points of the best on the most of
   // 19 UCI sets (docs/accuracy.md, "The Twin LDM's defaults").
   add_common_options(opts, o, "linear (planes in feature space, eqs. 9-12) | rbf (eqs. 13-16)", 0,
-                     4, /*bias_applies=*/false);
+                     4, /*poly=*/false, /*bias_applies=*/false);
   opts.add_options()("cost,c", po::value(&config.c)->default_value(0.125),
                      "c1 = c2, weight of the slacks (the paper's grid: 2^-8 … 2^8)")(
       "lambda1", po::value(&config.lambda1)->default_value(1),
       "λ1 = λ3, weight of the margin variance (paper's grid: 2^-8 … 2^8)")(
       "lambda2", po::value(&config.lambda2)->default_value(1),
       "λ2 = λ4, weight of the margin mean (paper's grid: 2^-8 … 2^8)")(
-      "epsilon", po::value(&config.epsilon)->default_value(1e-6),
+      "epsilon", po::value(&config.epsilon)->default_value(1e-6, "1e-06"),
       "ε of the ε·I that keeps P and S invertible (TWSVM: 1e-6)")(
       "sor-omega", po::value(&config.omega)->default_value(1.0),
       "relaxation factor of the SOR solver, in (0, 2)")(
@@ -761,7 +766,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   bool no_balance = false;
   po::options_description opts("train --algo cmm options");
   opts.add_options()("algo", po::value(&algo)->default_value("cmm"), "cmm");
-  add_common_options(opts, o, "linear | rbf | poly", 1, 1);
+  add_common_options(opts, o, "linear | rbf | poly", 1, 1, /*poly=*/true);
   opts.add_options()(
       "unlabeled", po::value(&unlabelled)->multitoken(),
       "unlabelled rows (their labels are ignored); rows labelled 0 in --data are unlabelled too")(
@@ -869,7 +874,7 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   summary["support_vectors"] = model.vectors.size();
   summary["objective"] = result.objectives.back();
   summary["objectives"] = result.objectives;
-  summary["memory_bytes"] = engine::square_matrix_bytes(n);
+  summary["memory_bytes"] = static_cast<std::uint64_t>(engine::square_matrix_bytes(n));
   save_and_report(model, summary, result.scores, t.y,
                   {t.open_seconds, gram_seconds, 0.0, solve_seconds}, job.start, o, t.validation,
                   metrics);

@@ -13,7 +13,7 @@ echo
 echo "== inspect --verify"
 "$bin" inspect "$out/a9a.shards" --verify
 echo
-# C, λ1/(mC), λ2/(mC) for a9a from the README's small grid.
+# C, λ1/(mC), λ2/(mC) for a9a from the small grid of docs/accuracy.md.
 echo "== train --algo svm"
 "$bin" train --algo svm -d "$out/a9a.shards" -o "$out/a9a.svm.model" -c 0.03 --seed 1
 echo

@@ -339,11 +339,10 @@ class TwinLDMClassifier(_Polymargin):
 
     _algo = "tldm"
 
-    def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
-                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None,
-                 cost=None, lambda1=None, lambda2=None, epsilon=None, sor_omega=None,
-                 tolerance=None, max_sweeps=None, tune=False, tune_folds=None, tune_repeats=None,
-                 tune_rows=None, tune_budget=None):
+    def __init__(self, *, kernel=None, rbf_width=None, gamma=None, bias=None, scale=None,
+                 normalize=None, max_memory=None, seed=None, threads=None, cost=None, lambda1=None,
+                 lambda2=None, epsilon=None, sor_omega=None, tolerance=None, max_sweeps=None,
+                 tune=False, tune_folds=None, tune_repeats=None, tune_rows=None, tune_budget=None):
         _keep(self, locals())
 
 

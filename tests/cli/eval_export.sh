@@ -14,7 +14,7 @@ expect_exit() {  # expect_exit CODE PATTERN -- command...
 }
 
 "$bin" convert data/a9a.zst -o "$tmp/a9a.shards" > /dev/null || fail "convert"
-# a9a hyper-parameters from the small grid documented in the README (tests/cli/train_test.cpp).
+# a9a hyper-parameters from the small grid of docs/accuracy.md (tests/cli/train_test.cpp).
 "$bin" train --algo ldm -d "$tmp/a9a.shards" -o "$tmp/ldm.model" -c 0.03 --lambda1-rel 1e-4 \
   --lambda2-rel 1e-2 --seed 3 > /dev/null \
   || fail "train ldm"
@@ -99,6 +99,19 @@ grep -q '"ignored_nonzeros": 1' "$tmp/wide.json" || fail "ignored features not c
 "$bin" export -m "$tmp/cfg.model" --format text | grep -v '^config' > "$tmp/cfg.txt"
 "$bin" export -m "$tmp/flags.model" --format text | grep -v '^config' > "$tmp/flags.txt"
 cmp -s "$tmp/cfg.txt" "$tmp/flags.txt" || fail "config file and flags trained different models"
+# A key of several values is given once a line: two data files, two models to compare.
+zstd -dc data/a9a.t.zst | head -3000 > "$tmp/part1.svm"
+zstd -dc data/a9a.t.zst | sed -n 3001,6000p > "$tmp/part2.svm"
+printf 'data = %s\ndata = %s\noutput = %s\nseed = 5\n' "$tmp/part1.svm" "$tmp/part2.svm" \
+  "$tmp/two.model" > "$tmp/two.conf"
+"$bin" train --config "$tmp/two.conf" > /dev/null 2>&1 || fail "train --config with two data lines"
+"$bin" train -d "$tmp/part1.svm" "$tmp/part2.svm" -o "$tmp/two.flags.model" --seed 5 \
+  > /dev/null 2>&1 || fail "train on two files"
+cmp -s "$tmp/two.model" "$tmp/two.flags.model" || fail "two data lines trained another model"
+printf 'model = %s\nmodel = %s\ndata = %s\n' "$tmp/two.model" "$tmp/ldm.model" \
+  "$tmp/part2.svm" > "$tmp/models.conf"
+"$bin" eval --config "$tmp/models.conf" --json > "$tmp/models.json" || fail "eval --config, two models"
+[ "$(grep -c '"accuracy"' "$tmp/models.json")" = 2 ] || fail "eval --config compared $(cat "$tmp/models.json")"
 # Standard output that cannot take the output (a full disk under `> file`): exit 4, said.
 if [ -w /dev/full ]; then
   for cmd in "predict -m $tmp/ldm.model -d data/a9a.t.zst" "eval -m $tmp/ldm.model -d data/a9a.t.zst --json" \

@@ -26,9 +26,17 @@ check_learner() {  # check_learner NAME FLOOR train-options...
   local name=$1 floor=$2; shift 2
   "$bin" train -d "$train" -o "$tmp/$name.model" --json "$@" > "$tmp/$name.train.json" \
     2> "$tmp/$name.train.err" || { cat "$tmp/$name.train.err" >&2; fail "train $name"; }
-  for key in algorithm rows kernel gamma objective train_accuracy solve_seconds model_path; do
+  for key in algorithm rows kernel objective train_accuracy solve_seconds model_path; do
     grep -q "\"$key\"" "$tmp/$name.train.json" || fail "train $name --json lacks $key"
   done
+  # gamma where the kernel has one; the bytes the memory check counted, an integer.
+  if grep -q '"kernel": "linear"' "$tmp/$name.train.json"; then
+    grep -q '"gamma"' "$tmp/$name.train.json" && fail "train $name --json: gamma of a linear kernel"
+  else
+    grep -q '"gamma"' "$tmp/$name.train.json" || fail "train $name --json lacks gamma"
+  fi
+  grep -Eq '"memory_bytes": [0-9]+,?$' "$tmp/$name.train.json" ||
+    fail "train $name --json: memory_bytes $(grep memory_bytes "$tmp/$name.train.json")"
   "$bin" eval -m "$tmp/$name.model" -d "$test" --json > "$tmp/$name.eval.json" || fail "eval $name"
   local acc; acc=$(accuracy "$tmp/$name.eval.json")
   awk -v a="$acc" -v f="$floor" 'BEGIN { exit !(a >= f) }' \
@@ -64,6 +72,13 @@ cmp -s "$tmp/tg.model" "$tmp/tl.model" || fail "an unused --gamma changed the tl
 "$bin" train --algo kldm --kernel rbf --degree 2 -d "$train" -o "$tmp/kd.model" > /dev/null \
   2> "$tmp/kd.err" || fail "kldm rbf with --degree"
 grep -q -- "--degree has no effect with --kernel rbf" "$tmp/kd.err" || fail "no --degree warning"
+# The Twin LDM has no polynomial kernel, nor its options.
+rc=0
+"$bin" train --algo tldm --degree 2 -d "$train" -o "$tmp/td.model" > /dev/null 2> "$tmp/td.err" ||
+  rc=$?
+[ "$rc" = 2 ] && grep -q "unrecognised option '--degree'" "$tmp/td.err" ||
+  fail "tldm --degree: exit $rc, $(cat "$tmp/td.err")"
+"$bin" train --algo tldm --help | grep -q -- "--coef0" && fail "tldm --help offers --coef0"
 # CMM: 15% of the labels kept, the rest labelled 0 (unlabelled), or given with --unlabeled.
 awk '{ if (NR % 7 != 0) $1 = 0; print }' "$train" > "$tmp/semi.svm"
 awk '$1 != 0' "$tmp/semi.svm" > "$tmp/labelled.svm"
