@@ -11,6 +11,8 @@
 #include <iterator>
 #include <memory>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 
 #include "engine/errors.h"
@@ -287,12 +289,15 @@ std::vector<PlacedArray> parse_header(const std::string& text, std::uint64_t bod
     corrupt(path, std::string("malformed model header: ") + e.what());
   }
   model.header.erase("arrays");
-  for (std::size_t i = 0; i < placed.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (placed[i].array.name == placed[j].array.name)
-        corrupt(path, "model file has two arrays named '" + placed[i].array.name + "'");
+  std::unordered_set<std::string_view> names;
+  for (const PlacedArray& p : placed)
+    if (!names.insert(p.array.name).second)
+      corrupt(path, "model file has two arrays named '" + p.array.name + "'");
+  // An empty array (a one-vs-one CPM's ASSIGN history without an entropy floor) holds no bytes:
+  // it may sit where another begins.
   std::vector<const PlacedArray*> by_offset;
-  for (const PlacedArray& p : placed) by_offset.push_back(&p);
+  for (const PlacedArray& p : placed)
+    if (p.bytes > 0) by_offset.push_back(&p);
   std::sort(by_offset.begin(), by_offset.end(),
             [](const PlacedArray* a, const PlacedArray* b) { return a->offset < b->offset; });
   for (std::size_t i = 1; i < by_offset.size(); ++i)
@@ -385,6 +390,7 @@ ModelContainer read_regular_model_file(std::ifstream& in, const std::string& pre
   bool read = true;
   for (const std::size_t i : order) {
     PlacedArray& p = placed[i];
+    if (p.bytes == 0) continue;  // nothing to read, and maybe at an offset already passed
     read = read && hash_through(in, p.offset - position, *state);
     const std::span<char> into = destination(p, model.header, place, path);
     read = read && in.read(into.data(), static_cast<std::streamsize>(into.size()));

@@ -63,6 +63,9 @@ stops outer+1-1thread "${common[*]} --sides outer=+1 --threads 1" 3000 12500
 stops outer-1-2threads "${common[*]} --sides outer=-1 --threads 2" 9500
 stops float "${common[*]} --precision float --threads 2" 4000 15000
 stops multiclass "--algo cpm -d $work/mc.shards --seed 2 ${opts[*]} --threads 2" 1500 6000 10000
+# Without an entropy floor each side's ASSIGN history is an empty array of the checkpoint, placed
+# where the next machine's weights begin.
+stops multiclass-no-entropy "--algo cpm -d $work/mc.shards --seed 2 -k 4 -c 0.1 --epochs 3 --window-blocks 2" 1500
 # The model does not depend on the thread count (so a resume may use another one).
 "$bin" train "${common[@]}" --threads 1 -o "$work/m1" > /dev/null 2>&1
 cmp -s "$work/ref" "$work/m1" || fail "1 and 2 threads: other models"

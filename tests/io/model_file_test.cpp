@@ -307,6 +307,34 @@ TEST_F(ModelFileTest, ArraysOverTheSameBytesAreRefused) {
   writer.join();
 }
 
+TEST_F(ModelFileTest, EmptyArraysWhereOthersBeginAreRead) {
+  // A one-vs-one CPM checkpoint without an entropy floor has an empty history array per side,
+  // each at the offset where the next machine's weights begin.
+  ModelContainer c;
+  c.header = {{"kind", "cpm_checkpoint"}};
+  for (int m = 0; m < 12; ++m) {
+    c.arrays.push_back(ModelArray::of("weights_" + std::to_string(m), std::vector<double>(3, m)));
+    c.arrays.push_back(ModelArray::of("history_" + std::to_string(m), std::vector<double>()));
+  }
+  write_model_container(path("empty.model"), c);
+  const std::string fifo = path("empty.pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string bytes = read(path("empty.model"));
+  for (const std::string& from : {path("empty.model"), fifo}) {
+    std::thread writer;
+    if (from == fifo) writer = std::thread([&] { std::ofstream(fifo, std::ios::binary) << bytes; });
+    const ModelContainer r = read_model_container(from);
+    if (writer.joinable()) writer.join();
+    ASSERT_EQ(r.arrays.size(), 24u) << from;
+    for (int m = 0; m < 12; ++m) {
+      EXPECT_EQ(r.array("weights_" + std::to_string(m), from).as<double>(from),
+                std::vector<double>(3, m))
+          << from;
+      EXPECT_TRUE(r.array("history_" + std::to_string(m), from).data.empty()) << from;
+    }
+  }
+}
+
 TEST_F(ModelFileTest, TwoArraysOfOneNameAreRefused) {
   ModelContainer c;
   c.header = {{"kind", "linear"}};
