@@ -151,6 +151,7 @@ struct LinearRun : TrainRun {
   std::optional<engine::LdmReplicas> replicas;  // one in all: exactly a single LdmTrainer
   nlohmann::json run_config, run_data;
   TrainPosition position;  // where training starts: (0, 0), or the checkpoint's position
+  std::uint64_t run_rows = 0;  // rows the run learnt before it starts (a resumed run's)
   io::ReadOptions read;
   std::vector<float> maxabs;  // a warm start's scaling (see open())
   // --feature-order frequency: the slot of each feature id's weights, the
@@ -350,12 +351,13 @@ void LinearRun::open() {
         resumed->position.rows > manifest.rows)
       throw DataError(resume, 0, 0, "checkpoint position lies beyond the run");
     position = resumed->position;
+    run_rows = position.epoch * manifest.rows + position.rows;
     try {
       trainer().restore(std::move(resumed->state), resumed->progress, resumed->eta0_clamped);
     } catch (const std::invalid_argument& e) {
       throw DataError(resume, 0, 0, std::string("checkpoint does not fit the data: ") + e.what());
     }
-    replicas->spread_lead();
+    replicas->spread_lead(run_rows);
     report["resumed_from"] = {{"checkpoint", resume},
                               {"epoch", position.epoch},
                               {"rows", position.rows}};
@@ -395,7 +397,7 @@ void LinearRun::open() {
 void LinearRun::apply_warm_start() {
   trainer().warm_start(warm_weights(*warm, read.scale_maxabs ? &maxabs : nullptr),
                        warm->model.bias_weight);
-  replicas->spread_lead();
+  replicas->spread_lead(0);
   warm_pending = false;
   err_printf("warm start from %s: %u feature slots, %llu new\n", warm->path.c_str(),
                max_index + 1, static_cast<unsigned long long>(max_index - warm->model.max_index));
@@ -498,15 +500,14 @@ void LinearRun::train() {
   loop.sync_windows = replicated() ? parallel.sync_windows : 0;
   parallel.sync_bytes = replicated() ? replicas.sync_bytes() : 0;
   loop.peers = &parallel.peers;
-  // Rows learnt: the steps of all replicas (at averagings, when a replicated run polls).
-  loop.stop_requested = [&](std::uint64_t) {
-    return stop_requested(trainer().state().t * static_cast<std::uint64_t>(replicas.total()),
-                          job.stop_after_rows);
+  // Rows learnt by the run (polled at averagings when replicated; under MPI, the ranks' sum).
+  loop.stop_requested = [&](std::uint64_t rows) {
+    return stop_requested(rows, job.stop_after_rows);
   };
   try {
-    trained = driver::run_passes(
-        shards, learner, loop,
-        {position.epoch, position.windows, position.rows, trainer().state().t}, job.resume);
+    trained =
+        driver::run_passes(shards, learner, loop,
+                           {position.epoch, position.windows, position.rows, run_rows}, job.resume);
   } catch (...) {
     progress.clear();
     throw;

@@ -15,6 +15,9 @@ namespace polymargin::engine {
 namespace {
 
 constexpr std::size_t kStride = LdmState::kStride;
+// An average's scalars, summed over the processes: renormalisations, replicas averaging, the
+// progressive margins (rows, correct, sum, sum of squares, hinge), the steps since the last one.
+constexpr std::size_t kScalars = 8;
 // Feature slots a task of the averaging passes handles: 256 KiB of each replica's array.
 constexpr std::size_t kSlotGrain = 16384;
 // Seed stream of the replicas' pairing generators (kPermutation), apart from every other stream.
@@ -87,31 +90,30 @@ void LdmReplicas::average(const Peers& peers) {
   LdmState& lead = replicas_.front()->state_;
   const std::size_t slots = lead.wa.size() / kStride;
 
-  // The scalars: Σt, Σ renormalisations, replicas averaging, the progressive margins, and the
+  // The scalars: Σ renormalisations, replicas averaging, the progressive margins, and the
   // steps made since the last average; summed over the processes first, for the weights.
-  std::array<double, 9> scalars{};
+  std::array<double, kScalars> scalars{};
   std::vector<double> steps(n);
   for (std::size_t k = 0; k < n; ++k) {
     const LdmState& s = replicas_[k]->state_;
     const MarginStats& p = replicas_[k]->progress_;
     steps[k] = static_cast<double>(s.t - synced_t_);
-    scalars[0] += static_cast<double>(s.t);
-    scalars[1] += static_cast<double>(s.renorms);
-    scalars[2] += s.avg_is_zero ? 0 : 1;
-    scalars[3] += static_cast<double>(p.rows);
-    scalars[4] += static_cast<double>(p.correct);
-    scalars[5] += p.sum;
-    scalars[6] += p.sum_sq;
-    scalars[7] += p.hinge;
-    scalars[8] += steps[k];
+    scalars[0] += static_cast<double>(s.renorms);
+    scalars[1] += s.avg_is_zero ? 0 : 1;
+    scalars[2] += static_cast<double>(p.rows);
+    scalars[3] += static_cast<double>(p.correct);
+    scalars[4] += p.sum;
+    scalars[5] += p.sum_sq;
+    scalars[6] += p.hinge;
+    scalars[7] += steps[k];
   }
   peers.sum_in_place(scalars);
   // Replica k's weight is its steps over all replicas' steps: a share of the rows, as one learner
   // would have made them. No steps anywhere (every replica still holds the last mean): equal
   // weights.
-  const bool stepped = scalars[8] > 0;
+  const bool stepped = scalars[7] > 0;
   if (!stepped) std::fill(steps.begin(), steps.end(), 1.0);
-  const double inverse = 1.0 / (stepped ? scalars[8] : static_cast<double>(total_));
+  const double inverse = 1.0 / (stepped ? scalars[7] : static_cast<double>(total_));
 
   // What each local replica represents, summed slot by slot in replica order into the lead's
   // array: w at W's place, w̄ at A's.
@@ -147,7 +149,7 @@ void LdmReplicas::average(const Peers& peers) {
                         for (std::size_t f = range.begin(); f != range.end(); ++f) body(f);
                       });
   };
-  const bool averaging = scalars[2] > 0;
+  const bool averaging = scalars[1] > 0;
   if (peers.alone()) {
     // One pass: each slot's sum becomes its mean in every replica at once.
     each_slot([&](std::size_t f) {
@@ -169,7 +171,10 @@ void LdmReplicas::average(const Peers& peers) {
                  averaging ? arrays[0][kStride * f + 1] * inverse : 0.0);
     });
   }
-  const auto t = static_cast<std::uint64_t>(scalars[0]) / static_cast<std::uint64_t>(total_);
+  // The mean step: the run's steps over the replicas (Σ_p t_p / P would drop the remainder at
+  // every average; with more replicas than rows between two averages t would never move).
+  run_steps_ += static_cast<std::uint64_t>(scalars[7]);
+  const std::uint64_t t = run_steps_ / static_cast<std::uint64_t>(total_);
   synced_t_ = t;
   for (std::size_t k = 0; k < n; ++k) {
     LdmTrainer& replica = *replicas_[k];
@@ -181,17 +186,18 @@ void LdmReplicas::average(const Peers& peers) {
     s.b = s.avg_is_zero ? 1 : 0;
     s.t = t;
     const bool holds_totals = first_ == 0 && k == 0;
-    s.renorms = holds_totals ? static_cast<std::uint64_t>(scalars[1]) : 0;
+    s.renorms = holds_totals ? static_cast<std::uint64_t>(scalars[0]) : 0;
     replica.progress_ = {};
     if (holds_totals)
-      replica.progress_ = {static_cast<std::uint64_t>(scalars[3]),
-                           static_cast<std::uint64_t>(scalars[4]), scalars[5], scalars[6],
-                           scalars[7]};
+      replica.progress_ = {static_cast<std::uint64_t>(scalars[2]),
+                           static_cast<std::uint64_t>(scalars[3]), scalars[4], scalars[5],
+                           scalars[6]};
     set_rng(replica, first_ + static_cast<int>(k));
   }
 }
 
-void LdmReplicas::spread_lead() {
+void LdmReplicas::spread_lead(std::uint64_t run_steps) {
+  run_steps_ = run_steps;
   if (total_ == 1) return;
   LdmTrainer& lead = this->lead();
   if (first_ != 0) {  // the run's totals are process 0's
@@ -231,7 +237,7 @@ MarginStats LdmReplicas::take_progress() {
 }
 
 std::uint64_t LdmReplicas::sync_bytes() const {
-  return lead().state_.wa.size() * sizeof(double) + 9 * sizeof(double);
+  return lead().state_.wa.size() * sizeof(double) + kScalars * sizeof(double);
 }
 
 }  // namespace polymargin::engine

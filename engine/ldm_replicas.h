@@ -61,8 +61,9 @@ class LdmReplicas {
   /// Local replica k (0: the lead).
   const LdmTrainer& replica(int k) const { return *replicas_.at(static_cast<std::size_t>(k)); }
   /// Every local replica takes the lead's state (after lead().restore() or warm_start()): a
-  /// resumed or warm-started run continues from one averaged state.
-  void spread_lead();
+  /// resumed or warm-started run continues from one averaged state. `run_steps`: the steps the
+  /// run's replicas made before it, all together (its rows learnt; 0 for a warm start).
+  void spread_lead(std::uint64_t run_steps);
   /// Takes and clears the progressive margins of every local replica (summed). After average(),
   /// on process 0, those of the whole run.
   MarginStats take_progress();
@@ -82,6 +83,9 @@ class LdmReplicas {
 
   std::vector<std::unique_ptr<LdmTrainer>> replicas_;
   std::uint64_t synced_t_ = 0;  // every replica's t at the last average (or the lead's, spread)
+  // The steps of every replica of the run, all together (the rows it learnt): after an average,
+  // t = run_steps_ / total, so that no remainder is lost from one average to the next.
+  std::uint64_t run_steps_ = 0;
   int total_, first_;
 };
 

@@ -100,8 +100,9 @@ grep -q '"ignored_nonzeros": 1' "$tmp/wide.json" || fail "ignored features not c
 "$bin" export -m "$tmp/flags.model" --format text | grep -v '^config' > "$tmp/flags.txt"
 cmp -s "$tmp/cfg.txt" "$tmp/flags.txt" || fail "config file and flags trained different models"
 # A key of several values is given once a line: two data files, two models to compare.
-zstd -dc data/a9a.t.zst | head -3000 > "$tmp/part1.svm"
-zstd -dc data/a9a.t.zst | sed -n 3001,6000p > "$tmp/part2.svm"
+zstd -dc data/a9a.t.zst > "$tmp/a9a.t.svm"
+head -3000 "$tmp/a9a.t.svm" > "$tmp/part1.svm"
+sed -n 3001,6000p "$tmp/a9a.t.svm" > "$tmp/part2.svm"
 printf 'data = %s\ndata = %s\noutput = %s\nseed = 5\n' "$tmp/part1.svm" "$tmp/part2.svm" \
   "$tmp/two.model" > "$tmp/two.conf"
 "$bin" train --config "$tmp/two.conf" > /dev/null 2>&1 || fail "train --config with two data lines"

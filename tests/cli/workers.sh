@@ -102,6 +102,27 @@ rc=0
 "$bin" train -d a9a.shards -o part.bin --workers 2 --window-blocks 1 --epochs 3 \
   --checkpoint ck.bin --resume ck.bin > /dev/null 2> resume.err || fail "resume: $(cat resume.err)"
 cmp -s whole.bin part.bin || fail "--workers 2: the resumed model differs from the whole run's"
+# More replicas than rows between averagings (300 rows in blocks of 3, an averaging a block):
+# --stop-after-rows counts the rows learnt, the mean step t keeps the remainder of each averaging
+# (it lost it, and stayed 0 with 4 replicas: no step size decay, no averaging), and the run resumes
+# byte for byte from a stop between two of its own averagings' row counts.
+zstd -dc "$root/data/a9a.zst" > a9a.svm
+head -300 a9a.svm > h300.svm
+"$bin" convert h300.svm -o h300.shards --block-rows 3 > /dev/null 2>&1
+tiny=(-d h300.shards --epochs 4 --window-blocks 1 --sync-rows 3)
+for n in 3 4; do
+  "$bin" train "${tiny[@]}" --workers $n -o tiny.whole > /dev/null 2>&1 || fail "tiny run, $n workers"
+  steps=$("$bin" export -m tiny.whole --format json | jq -r '.config.steps')
+  [ "$steps" = $((1200 / n)) ] || fail "--workers $n: mean steps $steps after 1200 rows"
+  rc=0
+  "$bin" train "${tiny[@]}" --workers $n -o tiny.part --checkpoint tiny.ck --stop-after-rows 151 \
+    --metrics-json tiny.json > /dev/null 2>&1 || rc=$?
+  [ "$rc" = 6 ] && [ "$(jq -r '.interrupted.rows' tiny.json)" = 153 ] ||
+    fail "--workers $n --stop-after-rows 151: exit $rc, $(jq -c '.interrupted' tiny.json)"
+  "$bin" train "${tiny[@]}" --workers $n -o tiny.part --checkpoint tiny.ck --resume tiny.ck \
+    > /dev/null 2>&1 || fail "tiny resume, $n workers"
+  cmp -s tiny.whole tiny.part || fail "--workers $n: stopped at row 153 and resumed: another model"
+done
 # Another worker count is another run.
 "$bin" train -d a9a.shards -o x.bin --workers 2 --window-blocks 1 --epochs 3 \
   --checkpoint ck2.bin --stop-after-rows 40000 > /dev/null 2>&1 || true
