@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -140,12 +141,18 @@ std::uint64_t CpmModel::predict_batch(const CsrView& rows, double* scores,
     std::size_t pick = tied[0];
     if (tied.size() > 1) {
       // Ties broken uniformly at random, seeded by the model and the row's content, so a row
-      // gets the same prediction wherever it appears and whatever the thread count.
-      const std::uint32_t b = rows.offsets[r], n = rows.offsets[r + 1] - b;
-      std::uint64_t h =
-          XXH3_64bits_withSeed(rows.indices + b, n * sizeof(std::uint32_t), vote_seed);
-      if (rows.values) h = XXH3_64bits_withSeed(rows.values + b, n * sizeof(float), h);
-      SplitMix64 rng(h);
+      // gets the same prediction wherever it appears and whatever the thread count: its non-zero
+      // (id, value) pairs, whether or not its data stores values (a set whose values are all 1
+      // stores none) and whatever explicit zeros it was written with.
+      std::vector<std::uint32_t> content;
+      for (std::uint32_t k = rows.offsets[r]; k < rows.offsets[r + 1]; ++k) {
+        const float v = rows.value(k);
+        if (v == 0.0f) continue;
+        content.push_back(rows.indices[k]);
+        content.push_back(std::bit_cast<std::uint32_t>(v));
+      }
+      SplitMix64 rng(
+          XXH3_64bits_withSeed(content.data(), content.size() * sizeof(std::uint32_t), vote_seed));
       pick = tied[rng.below(tied.size())];
     }
     predicted[r] = classes[pick];

@@ -147,5 +147,24 @@ done
 "$bin" train --algo cpm -d "$work/three.svm" -o "$work/three.t1.cpm" -k 3 -c 0.01 --epochs 3 \
   --classes=-1,1,2 --threads 1 > /dev/null 2>&1
 cmp -s "$work/three.cpm" "$work/three.t1.cpm" || fail "one-vs-one depends on --threads"
+# A three-way tie (each class wins one pairing: score 0.5) is broken by the row's content alone:
+# not by whether its file stores values (a9a's are all 1: stored only beside a row with another
+# value), nor by explicit zeros. Classes by row number: pairings that vote in circles.
+awk '{ $1 = NR % 3 } { print }' "$work/a9a.svm" > "$work/circle.svm"
+"$bin" train --algo cpm -d "$work/circle.svm" -o "$work/circle.cpm" -k 3 -c 0.01 --epochs 1 \
+  > /dev/null 2>&1 || fail "train on three classes by row number"
+"$bin" predict -m "$work/circle.cpm" -d "$work/circle.svm" -o "$work/circle.pred" 2> /dev/null
+paste -d' ' "$work/circle.pred" "$work/circle.svm" | awk '$2 == 0.5 && n++ < 300' |
+  cut -d' ' -f3- > "$work/ties.svm"
+[ "$(wc -l < "$work/ties.svm")" -ge 20 ] || fail "only $(wc -l < "$work/ties.svm") tied rows"
+{ cat "$work/ties.svm"; echo "1 1:2"; } > "$work/ties.values.svm"
+sed 's/$/ 124:0/' "$work/ties.svm" > "$work/ties.zeros.svm"
+"$bin" predict -m "$work/circle.cpm" -d "$work/ties.svm" > "$work/ties.pred" 2> /dev/null
+"$bin" predict -m "$work/circle.cpm" -d "$work/ties.values.svm" 2> /dev/null |
+  sed '$d' | cmp -s - "$work/ties.pred" ||
+  fail "a tie broken otherwise beside a row with a value other than 1"
+"$bin" predict -m "$work/circle.cpm" -d "$work/ties.zeros.svm" 2> /dev/null |
+  cmp -s - "$work/ties.pred" || fail "a tie broken otherwise with an explicit zero in the row"
+[ "$(cut -d' ' -f1 "$work/ties.pred" | sort -u | wc -l)" = 3 ] || fail "ties not spread over the classes"
 
 echo "cpm: all checks passed"
