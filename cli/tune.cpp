@@ -584,6 +584,35 @@ struct Cell {
   std::string error;
 };
 
+// CHECKPOINT.tune, the search's cells, is removed once the run ends well: it must not be or hold an
+// input, and a directory there must be a cell cache already (each entry a cell's file, named by the
+// 32 hex digits of its key's hash), not the user's (refused, exit 2, before any work).
+void check_cell_cache(const std::vector<io::NamedPath>& inputs, const std::string& cache_dir) {
+  io::check_outputs(inputs, {{"--checkpoint's cell cache", cache_dir, true, ""}});
+  std::error_code ec;
+  const fs::file_status status = fs::symlink_status(cache_dir, ec);
+  if (!fs::exists(status)) return;
+  const auto cell_file = [](const fs::directory_entry& entry) {
+    const std::string name = entry.path().filename().string();
+    return entry.is_regular_file() && name.size() > 33 && name[32] == '.' &&
+           std::all_of(name.begin(), name.begin() + 32,
+                       [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  };
+  bool cells = fs::is_directory(status);
+  try {
+    if (cells)
+      cells = std::all_of(fs::directory_iterator(cache_dir), fs::directory_iterator(), cell_file);
+  } catch (const fs::filesystem_error&) {
+    cells = false;
+  }
+  if (!cells)
+    throw io::OutputPathError("train: " + cache_dir +
+                                  " exists and is not the cell cache of a --tune run with "
+                                  "--checkpoint (it would be removed when the run ends): move it "
+                                  "away or choose another --checkpoint",
+                              {"--checkpoint"});
+}
+
 // The search's cells, run in parallel (oneTBB) and, in an MPI job, shared out between the ranks:
 // rank r runs cells r, r + R, r + 2R, ... of each batch, and one sum (Peers::sum) over the ranks
 // gives every rank every cell's result, so that all make the same choices from then on. A cell's
@@ -985,6 +1014,7 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
 
   // The outputs against the inputs, as train checks them, but before the search, not after it.
   check_train_paths(t.inputs, t.output, t.checkpoint, t.metrics_json);
+  if (!cache_dir.empty()) check_cell_cache(t.inputs, cache_dir);
 
   // --warm-start: the final run starts from this model, so it must be one of this learner's
   // (checked with the data's labels, below), and the final run must have its bias and

@@ -19,8 +19,15 @@ FileLock::FileLock(const std::string& path, const std::string& what) {
   // The holder unlinks the file when it releases the lock, so a lock taken on a file that has
   // since been unlinked (or replaced) is worthless: retake it until the locked inode is the one
   // the path names.
+  // A name that is not a lock file of ours (a symbolic link, a FIFO, a file of other content,
+  // maybe the command's own input) is never truncated, written or removed: refused (exit 2).
+  const auto not_ours = [&](const std::string& is) {
+    throw UsageError(lock_path_ + " " + is + ", not the lock file of the " + what + " " + path +
+                     " that polymargin takes beside it: move it away (nothing was written)");
+  };
   for (;;) {
-    fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd_ < 0 && errno == ELOOP) not_ours("is a symbolic link");
     if (fd_ < 0)
       throw IoError("cannot create lock file " + lock_path_ + ": " + std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -44,6 +51,20 @@ FileLock::FileLock(const std::string& path, const std::string& what) {
       break;
     ::close(fd_);  // unlinked or replaced between open and flock: try again
     fd_ = -1;
+  }
+  // Ours: empty (new), or the pid line of a holder that died (its lock went with it).
+  struct stat held {};
+  char content[32] = {};
+  const ssize_t n = ::fstat(fd_, &held) == 0 && S_ISREG(held.st_mode) && held.st_size < 32
+                        ? ::pread(fd_, content, sizeof content, 0)
+                        : -1;
+  bool pid_line = n >= 0;
+  for (ssize_t i = 0; i < n && pid_line; ++i)
+    pid_line = (content[i] >= '0' && content[i] <= '9') || (content[i] == '\n' && i == n - 1);
+  if (!pid_line) {
+    ::close(fd_);
+    fd_ = -1;
+    not_ours(S_ISREG(held.st_mode) ? "holds other data" : "is not a regular file");
   }
   registered_ = TemporaryPath(lock_path_);
   const std::string pid = std::to_string(::getpid()) + "\n";

@@ -329,6 +329,36 @@ done
 expect 7 "faces (-k)" train --algo cpm -d in.svm -o x.model -k 1000000000 --iterations 1
 expect 2 "overflows" train -d in.svm -o x.model --lambda1-rel 1e308 -c 1e30
 
+# --- 17. files beside an output that are not ours: a lock file's name, a --tune cell cache --------
+# MODEL.lock is taken, truncated and removed: never when it is not a lock file of ours (an input of
+# the command, a link to the user's file, a FIFO): exit 2, the file as it was.
+cp in.svm l.model.lock
+expect 2 "l.model.lock holds other data, not the lock file of the model l.model" \
+  train -d l.model.lock -o l.model
+cmp -s l.model.lock in.svm || fail "an input named MODEL.lock was changed"
+cp in.svm precious.svm
+ln -s precious.svm l2.model.lock
+expect 2 "l2.model.lock is a symbolic link" train -d in.svm -o l2.model
+cmp -s precious.svm in.svm && [ -L l2.model.lock ] || fail "a link named MODEL.lock or its file changed"
+mkfifo l3.model.lock
+expect 2 "l3.model.lock is not a regular file" train -d in.svm -o l3.model
+[ -p l3.model.lock ] || fail "a FIFO named MODEL.lock was removed"
+[ ! -e l.model ] && [ ! -e l2.model ] && [ ! -e l3.model ] || fail "a model was written beside them"
+echo 4242 > l4.model.lock  # a dead holder's
+"$bin" train -d in.svm -o l4.model > /dev/null 2>&1 || fail "a dead holder's lock file refused"
+[ ! -e l4.model.lock ] || fail "the lock file was not removed"
+# CHECKPOINT.tune, the search's cells, is removed at the end: never the input, nor a directory
+# that is not a cell cache.
+cp -r d.shards ck.tune
+expect 2 "--checkpoint's cell cache ck.tune is the input --data ck.tune" \
+  train -d ck.tune -o t.model --checkpoint ck --tune --tune-budget 2
+mkdir notes.tune
+echo mine > notes.tune/notes.txt
+expect 2 "notes.tune exists and is not the cell cache of a --tune run" \
+  train -d d.shards -o t.model --checkpoint notes --tune --tune-budget 2
+[ -f notes.tune/notes.txt ] && [ -f ck.tune/manifest.json ] && [ ! -e t.model ] ||
+  fail "a directory named CHECKPOINT.tune was changed, or a model written"
+
 unchanged
 no_temporaries .
 echo "hostile: all checks passed"
