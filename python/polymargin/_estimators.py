@@ -125,7 +125,10 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
             raise ValueError(f"{type(self).__name__} is a binary classifier; got "
                              f"{len(classes)} classes (CPMClassifier takes several)")
         labels = _engine_labels(classes)
-        if self._semi_supervised:  # the CMM reads a label 0 as unlabelled: the classes are ±1
+        # The CMM reads a label 0 as unlabelled: classes stored as 0 (a class 0, or classes that
+        # are not numbers) are trained as -1 and +1, the labels the model file then has. Other
+        # classes are stored as they are, as `train --algo cmm` stores them.
+        if self._semi_supervised and np.any(labels == 0):
             labels = np.array([-1.0, 1.0], dtype=np.float32)
         kind = "csr" if sp.issparse(X) else "dense"
         name = data_name or f"<{kind} {X.shape[0]}x{X.shape[1]}>"

@@ -188,7 +188,7 @@ def test_string_and_multiclass_labels():
     assert ((binary.decision_function(X[y < 2]) > 0) == (binary.predict(X[y < 2]) == 6)).all()
 
 
-def test_kernel_learners_and_semi_supervised():
+def test_kernel_learners_and_semi_supervised(tmp_path):
     X, y = make_classification(n_samples=300, n_features=6, n_informative=4, random_state=1)
     for cls in (pm.KernelLDMClassifier, pm.TwinLDMClassifier):
         est = cls().fit(X[:200], y[:200])
@@ -202,6 +202,14 @@ def test_kernel_learners_and_semi_supervised():
     assert cmm.model_info_["config"]["unlabelled_rows"] == 150
     again = pm.CMMClassifier().fit(X[:200], partly)
     assert again.model_ == cmm.model_  # deterministic, whatever the temporary paths
+    # Classes other than 0 are stored as they are, as `train --algo cmm` stores them: the saved
+    # model loads with them (it had -1 and 1, and refused the data's labels).
+    cmm12 = pm.CMMClassifier().fit(X[:200], np.where(partly == -1, -1, partly + 1))
+    cmm12.save(tmp_path / "cmm12.model")
+    back = pm.load(tmp_path / "cmm12.model")
+    np.testing.assert_array_equal(back.classes_, [1, 2])
+    np.testing.assert_array_equal(back.predict(X[200:]), cmm12.predict(X[200:]))
+    assert back.score(X[200:], y[200:] + 1) == cmm12.score(X[200:], y[200:] + 1) > 0.7
 
 
 def test_tune_chooses_and_records():
