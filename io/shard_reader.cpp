@@ -306,6 +306,47 @@ struct ShardSet::Impl {
   mutable std::once_flag maxabs_once, scaling_once;
   mutable std::vector<float> maxabs;
   mutable std::unique_ptr<Scaling> scaling;
+  // Each block's checksum as this set first read it (0: not read yet), and how many were read.
+  mutable std::unique_ptr<std::atomic<std::uint64_t>[]> first_read;
+  mutable std::atomic<std::uint64_t> blocks_read{0};
+
+  // check_block, and block b holds the bytes it held when this set first read it. A shard file
+  // rewritten in place during a run (with whole blocks of other data, each with a checksum of its
+  // own) is then an error, never a model of two data sets: a block read again with other bytes,
+  // or, once every block was read, checksums that are not the manifest's content checksum (blocks
+  // rewritten before their first read).
+  shard::BlockHeader check(std::uint64_t b, const std::uint8_t* data) const {
+    const shard::BlockHeader h = shard::check_block(data, blocks[b].entry, manifest.codec, name(b));
+    std::uint64_t sum;
+    std::memcpy(&sum, data + blocks[b].entry.bytes - sizeof sum, sizeof sum);
+    const std::uint64_t mark = sum == 0 ? 1 : sum;  // 0 means "not read yet"
+    std::uint64_t first = 0;
+    if (first_read[b].compare_exchange_strong(first, mark, std::memory_order_relaxed)) {
+      if (blocks_read.fetch_add(1, std::memory_order_acq_rel) + 1 == blocks.size()) check_content();
+    } else if (first != mark) {
+      throw DataError(paths[blocks[b].shard], 0, 0,
+                      "block " + std::to_string(blocks[b].local) +
+                          " changed while this run read the data (the shard file was rewritten "
+                          "in place): nothing was written; re-run convert, then the command");
+    }
+    return h;
+  }
+  void check_content() const {
+    std::vector<std::vector<std::uint64_t>> per_shard(manifest.shards.size());
+    for (std::uint64_t b = 0; b < blocks.size(); ++b) {
+      const std::uint64_t mark = first_read[b].load(std::memory_order_relaxed);
+      per_shard[blocks[b].shard].push_back(mark == 1 ? 0 : mark);
+    }
+    for (std::size_t s = 0; s < per_shard.size(); ++s) {
+      const std::uint64_t expected = manifest.shards[s].content_checksum;
+      if (expected != 0 &&
+          shard::checksum(per_shard[s].data(), per_shard[s].size() * 8) != expected)
+        throw DataError(paths[s], 0, 0,
+                        "its blocks are not those of the manifest's content checksum: the shard "
+                        "file was rewritten in place while this run read it; nothing was written; "
+                        "re-run convert, then the command");
+    }
+  }
 
   shard::BlockName name(std::uint64_t b) const {
     return {paths[blocks[b].shard], blocks[b].local, b};
@@ -494,8 +535,7 @@ struct ShardSet::Impl {
     for (std::size_t i = 0; i < w.block_count; ++i) {
       const std::uint32_t b = w.blocks[i];
       const std::uint8_t* data = fetch(b, o, w.bytes[i]);
-      const shard::BlockHeader h =
-          shard::check_block(data, blocks[b].entry, manifest.codec, name(b));
+      const shard::BlockHeader h = check(b, data);
       rows += h.rows;
       nnz += h.nnz;
       any_values |= (h.flags & shard::kBlockHasValues) != 0;
@@ -582,8 +622,7 @@ struct ShardSet::Impl {
       }
       const std::uint32_t b = r.blocks[i];
       const std::uint8_t* data = fetch(b, o, r.bytes[i]);
-      const shard::BlockHeader h =
-          shard::check_block(data, blocks[b].entry, manifest.codec, name(b));
+      const shard::BlockHeader h = check(b, data);
       const bool values = (h.flags & shard::kBlockHasValues) != 0;
       if (values) r.any_values.store(true, std::memory_order_relaxed);
       if (manifest.codec == Codec::kRaw) {
@@ -930,6 +969,7 @@ ShardSet ShardSet::open(const std::string& dir, bool check_sources) {
     trailers.push_back(impl.open_shard(s));
   impl.blocks.resize(impl.manifest.total_blocks);
   for (std::uint32_t s = 0; s < impl.manifest.shards.size(); ++s) impl.index_shard(s, trailers[s]);
+  impl.first_read = std::make_unique<std::atomic<std::uint64_t>[]>(impl.blocks.size());
   // A manifest without its own checksum may also misstate max_index, which sizes the learners'
   // weights while the blocks hold the ids (a lowered one made --scale none write past them): it is
   // checked against the scaling table convert sized by the same max_index, a header's read.
