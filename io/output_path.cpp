@@ -51,6 +51,29 @@ std::string spelled(const std::string& path) {
   return ec ? fs::absolute(path).lexically_normal().string() : p.string();
 }
 
+// An output written to one of the process's streams (`-`: standard output; /dev/stdout, /dev/fd/N)
+// that is a regular file, when that file is an input (`>> in.svm`, `1<> in.svm`; a `-` input is
+// standard input): refused, as an output that is an input under any name.
+void refuse_stream_over_input(const OutputPath& out, int stream,
+                              const std::vector<NamedPath>& inputs) {
+  struct stat o {};
+  if (::fstat(stream, &o) != 0 || !S_ISREG(o.st_mode)) return;
+  const std::string what = out.path != "-"                   ? " " + out.path
+                           : out.option == "standard output" ? ""
+                                                             : " - (standard output)";
+  for (const NamedPath& in : inputs) {
+    if (in.path.empty() || (!out.may_be_input.empty() && in.option == out.may_be_input)) continue;
+    struct stat i {};
+    const bool found =
+        in.path == "-" ? ::fstat(STDIN_FILENO, &i) == 0 : ::stat(in.path.c_str(), &i) == 0;
+    if (found && same_file(o, i))
+      throw OutputPathError(out.option + what + " is the input " +
+                                named(in.option, in.path == "-" ? "- (standard input)" : in.path) +
+                                ": writing it would destroy the input; choose another output",
+                            {out.option, in.option});
+  }
+}
+
 }  // namespace
 
 int stream_descriptor(const std::string& path) {
@@ -99,9 +122,14 @@ std::string rename_target(const std::string& path) {
 }
 
 void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<OutputPath>& outputs) {
+  // What a command prints goes to standard output: never into one of its inputs either.
+  refuse_stream_over_input({"standard output", "-"}, STDOUT_FILENO, inputs);
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     const OutputPath& out = outputs[k];
-    if (out.path.empty() || out.path == "-") continue;
+    if (out.path.empty()) continue;
+    const int stream = out.path == "-" ? STDOUT_FILENO : stream_descriptor(out.path);
+    if (stream >= 0) refuse_stream_over_input(out, stream, inputs);
+    if (out.path == "-") continue;
     const std::optional<struct stat> o = stat_of(out.path);
     if (!o) {
       fs::path target = fs::absolute(rename_target(out.path)).lexically_normal();

@@ -358,6 +358,21 @@ expect 2 "notes.tune exists and is not the cell cache of a --tune run" \
   train -d d.shards -o t.model --checkpoint notes --tune --tune-budget 2
 [ -f notes.tune/notes.txt ] && [ -f ck.tune/manifest.json ] && [ ! -e t.model ] ||
   fail "a directory named CHECKPOINT.tune was changed, or a model written"
+# Standard output that is an input (appended to, or opened read-write) is refused before any work.
+rc=0
+"$bin" predict -m m.model -d in.svm >> in.svm 2> so.err || rc=$?
+[ "$rc" = 2 ] && grep -q "standard output is the input --data in.svm" so.err ||
+  fail "predict >> its input: exit $rc, $(cat so.err)"
+rc=0
+"$bin" predict -m m.model -d in.svm -o /dev/stdout 1<> in.svm 2> so.err || rc=$?
+[ "$rc" = 2 ] || fail "predict -o /dev/stdout 1<> its input: exit $rc, $(cat so.err)"
+rc=0
+"$bin" predict -m m.model -d - < in.svm >> in.svm 2> so.err || rc=$?
+[ "$rc" = 2 ] && grep -q "the input --data - (standard input)" so.err ||
+  fail "predict -d - < in.svm >> in.svm: exit $rc, $(cat so.err)"
+rc=0
+"$bin" export -m m.model >> m.model 2> so.err || rc=$?
+[ "$rc" = 2 ] || fail "export >> its model: exit $rc, $(cat so.err)"
 
 unchanged
 no_temporaries .
