@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "cli/signals.h"
 #include "engine/errors.h"
 
 namespace polymargin::cli {
@@ -207,11 +208,13 @@ std::vector<io::NamedPath> input_paths(const po::variables_map& vm,
 
 namespace {
 extern "C" void on_sigbus(int) {
-  // Only async-signal-safe calls here: write and _exit.
+  // Only async-signal-safe calls here: write, kill, pause and _exit. The signal thread removes the
+  // unfinished outputs and ends the process (exit 4).
   static const char kMessage[] =
       "error: an input file was cut short while it was being read (SIGBUS on a memory-mapped "
       "file): was it rewritten or truncated by another program?\n";
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  relay_fatal_io_error();
   ::_exit(kExitIo);
 }
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/exit_codes.h"
 #include "io/temporaries.h"
 
 namespace polymargin::cli {
@@ -17,12 +18,18 @@ namespace {
 std::atomic<int> g_received{0};
 std::atomic<bool> g_stop_politely{false};
 
+std::atomic<bool> g_thread_runs{false};
+
+// The relay of relay_fatal_io_error(): a real-time signal no library of ours uses.
+int relay_signal() { return SIGRTMIN + 2; }
+
 sigset_t handled_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
+  sigaddset(&set, relay_signal());
   return set;
 }
 
@@ -49,6 +56,13 @@ void wait_for_signals(sigset_t set) {
   for (;;) {
     int signal = 0;
     if (sigwait(&set, &signal) != 0) continue;
+    if (signal == relay_signal()) {  // the faulting thread has said what happened
+      if (io::remove_temporaries() > 0) {
+        static const char kLine[] = "polymargin: unfinished output removed, nothing was written\n";
+        [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kLine, sizeof kLine - 1);
+      }
+      ::_exit(kExitIo);
+    }
     int none = 0;
     if (g_stop_politely.load() && g_received.compare_exchange_strong(none, signal)) continue;
     die_of(signal);
@@ -61,6 +75,13 @@ void start_signal_thread() {
   const sigset_t set = handled_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread(wait_for_signals, set).detach();
+  g_thread_runs.store(true);
+}
+
+void relay_fatal_io_error() {
+  if (!g_thread_runs.load()) return;
+  ::kill(::getpid(), relay_signal());
+  for (;;) ::pause();
 }
 
 StopSignals::StopSignals() {

@@ -14,6 +14,12 @@ namespace polymargin::cli {
 /// it) and starts the thread that handles them. Call first thing in main().
 void start_signal_thread();
 
+/// For a SIGBUS handler (an input file cut short under its memory map), in the thread that took the
+/// fault: has the signal thread remove the registered temporaries and end the process with exit 4,
+/// and waits for it (the faulting read is never resumed). Async-signal-safe; returns only when no
+/// signal thread runs.
+void relay_fatal_io_error();
+
 /// While one lives, the first SIGTERM, SIGINT or SIGHUP only sets a flag (see above).
 class StopSignals {
  public:
