@@ -74,6 +74,11 @@ void MetricsFile::finish(int exit_code, const std::string& status, const std::st
                  path_.c_str());
     return;
   }
+  // Its directory missing is what refused the run at its start, and that error says so.
+  std::error_code missing;
+  const std::filesystem::path dir =
+      std::filesystem::absolute(io::rename_target(path_)).parent_path();
+  if (!io::writes_in_place(path_) && !std::filesystem::is_directory(dir, missing)) return;
   json_["status"] = status;
   json_["exit_code"] = exit_code;
   if (!error.empty()) json_["error"] = error;

@@ -281,6 +281,7 @@ cat in.svm > data.fifo &
 # --- 12. a metrics file that cannot be written is refused before the run ---------------------------
 expect 4 "does not exist" train -d in.svm -o x.model --metrics-json nodir/r.json
 [ ! -e x.model ] || fail "train ran although --metrics-json could not be written"
+grep -q "tmp-" "$work/stderr" && fail "the refusal named a temporary: $(cat "$work/stderr")"
 # A metrics directory that cannot be written (a read-only file system, where mounting one is
 # allowed): refused before the run, exit 4.
 mkdir rofs
