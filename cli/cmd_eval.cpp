@@ -5,6 +5,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -303,6 +304,14 @@ void write_margin_curves(const std::vector<EvalResult>& results, const std::stri
     for (const EvalResult* r : binary)
       curves.push_back(engine::margin_curve(r->margins, lo, hi, points));
   }
+  // Both files written and synced under their temporary names first, then renamed: a disk that
+  // fills on the second leaves the old pair, not a new CSV beside an old plot.
+  std::vector<std::unique_ptr<io::AtomicFile>> staged;
+  const auto stage = [&](const std::string& path, const std::string& content) {
+    staged.push_back(std::make_unique<io::AtomicFile>(path));
+    staged.back()->write(content);
+    staged.back()->sync();
+  };
   if (!margins_csv.empty()) {
     std::ostringstream csv;
     csv.precision(9);
@@ -314,17 +323,17 @@ void write_margin_curves(const std::vector<EvalResult>& results, const std::stri
       for (const auto& c : curves) csv << "," << c.cumulative[p];
       csv << "\n";
     }
-    io::write_file_atomically(margins_csv, csv.str());
+    stage(margins_csv, csv.str());
   }
   if (!plot_svg.empty()) {
     std::vector<Series> series;
     for (std::size_t k = 0; k < binary.size(); ++k)
       series.push_back({binary[k]->model->algorithm + " (" + binary[k]->path + ")",
                         curves[k].thresholds, curves[k].cumulative});
-    io::write_file_atomically(
-        plot_svg, svg_line_plot(series, {"Cumulative margin distribution", "margin y·f(x)",
-                                         "fraction of rows with margin ≤ x"}));
+    stage(plot_svg, svg_line_plot(series, {"Cumulative margin distribution", "margin y·f(x)",
+                                           "fraction of rows with margin ≤ x"}));
   }
+  for (const auto& file : staged) file->commit();
 }
 
 // The table of each model's results, on stdout.

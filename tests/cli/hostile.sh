@@ -294,6 +294,22 @@ if mount -t tmpfs -o size=1m tmpfs rofs 2> /dev/null; then
   [ ! -e ro2.model ] || fail "train ran although --metrics-json could not be written"
   umount rofs
 fi
+# eval's two outputs: a disk that fills on the second leaves the old pair, not a new CSV beside the
+# old plot (the CSV of 20,000 points, ~460 KB, fits; the plot, ~315 KB, does not).
+mkdir evfs
+if mount -t tmpfs -o size=2m tmpfs evfs 2> /dev/null; then
+  "$bin" eval -m m.model -d in.svm --margins evfs/m.csv --plot evfs/m.svg > /dev/null 2>&1 ||
+    fail "eval --margins --plot on the tmpfs"
+  cp evfs/m.csv old.csv
+  cp evfs/m.svg old.svg
+  free=$(df --output=avail -B1 evfs | tail -1)
+  head -c $((free - 600 * 1024)) /dev/zero > evfs/filler
+  expect 4 "No space left on device" \
+    eval -m m.model -d in.svm --margins evfs/m.csv --plot evfs/m.svg --points 20000
+  cmp -s evfs/m.csv old.csv && cmp -s evfs/m.svg old.svg || fail "eval replaced one of its pair"
+  no_temporaries evfs
+  umount evfs
+fi
 # An output under a file: said as such, not as a missing directory.
 expect 4 "in.svm is not a directory" predict -m m.model -d in.svm -o in.svm/p
 
