@@ -53,6 +53,17 @@ Manifest convert_text(const std::vector<std::string>& inputs, const std::string&
     nnz += batch.nnz();
     if (progress) progress(rows, nnz);
   });
+  // A source that changed while it was read gives shards that every later use refuses as stale:
+  // refused now, with nothing written.
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == "-") continue;
+    SourceInfo now;
+    if (!shard::stat_source(sources[i].path, now) || now.size != sources[i].size ||
+        now.mtime_ns != sources[i].mtime_ns)
+      throw DataError(inputs[i], 0, 0,
+                      "changed while it was converted (another program wrote or replaced it): "
+                      "nothing was written; convert it again once it is complete");
+  }
   writer.set_text_bytes(stats.bytes);
   return writer.finish(index_base_value(stats.resolved_base), sources, stats.bad_lines,
                        stats.bad_line_messages);

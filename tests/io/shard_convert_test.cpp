@@ -98,6 +98,27 @@ TEST_F(ShardConvert, EditingTheTextMakesTheShardsStale) {
   EXPECT_THROW(ShardSet::open(dir), DataError);
 }
 
+// The text changed while it is read (appended to by another program, here as the first rows
+// arrive): refused, naming it, with nothing written, rather than shards that are stale at once.
+TEST_F(ShardConvert, TextChangedWhileConvertedIsRefusedWithNoOutput) {
+  const std::string dir = (root_ / "c.shards").string();
+  bool appended = false;
+  try {
+    convert_text({text_.string()}, dir, ConvertOptions{}, 1, [&](std::uint64_t, std::uint64_t) {
+      if (!appended) std::ofstream(text_, std::ios::app) << "+1 11:1\n";
+      appended = true;
+    });
+    FAIL() << "a text changed while converted gave shards";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("changed while it was converted"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find(text_.string()), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(appended);
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 1);
+}
+
 TEST_F(ShardConvert, ParseErrorsLeaveNoOutput) {
   const fs::path bad = root_ / "bad.svm";
   std::ofstream(bad) << "+1 1:1\n+1 3:1 2:1\n";
