@@ -332,10 +332,21 @@ nlohmann::json data_identity(const io::Manifest& m) {
 void check_resumable(const std::string& path, const nlohmann::json& saved_config,
                      const nlohmann::json& saved_data, const nlohmann::json& config,
                      const nlohmann::json& data) {
-  if (saved_data != data)
+  if (saved_data != data) {
+    // The same counts, other blocks: maybe the same rows in another form, which the blocks'
+    // checksums tell apart (text is converted to raw blocks, standard input to zstd ones).
+    nlohmann::json saved_counts = saved_data, counts = data;
+    saved_counts.erase("data_checksum");
+    counts.erase("data_checksum");
     throw DataError(path, 0, 0,
                     "cannot resume: the checkpoint was written for other training data (" +
-                        differences(saved_data, data) + ")");
+                        differences(saved_data, data) + ")" +
+                        (saved_counts == counts
+                             ? "; the same rows given in another form (a text file, standard "
+                               "input, shards converted from it) are other data to a checkpoint: "
+                               "resume with the -d of the interrupted run"
+                             : ""));
+  }
   if (saved_config != config)
     throw UsageError("cannot resume from " + path +
                      ": the checkpoint was written with other options (" +

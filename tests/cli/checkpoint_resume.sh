@@ -75,6 +75,15 @@ expect 2 "c 10.0 -> 1.0" train "${common[@]}" -c 1 -o "$work/m" --resume "$work/
 expect 3 "other training data" train -d "$work/other.shards" --seed 3 "${opts[@]}" -o "$work/m" \
   --resume "$work/ck"
 expect 3 "not a training checkpoint" train "${common[@]}" -o "$work/m" --resume "$work/ref.ldm"
+# The same rows in another form (a text file's, from standard input) are other blocks: said so.
+"$bin" gen --like kdda --rows 3000 --features 300 --nnz 8 --seed 6 -o "$work/t.svm" > /dev/null
+expect 6 "checkpoint written" train -d "$work/t.svm" --epochs 2 -o "$work/tm" \
+  --checkpoint "$work/tck" --stop-after-rows 1000
+rc=0
+"$bin" train -d - --epochs 2 -o "$work/tm" --resume "$work/tck" < "$work/t.svm" > /dev/null \
+  2> "$work/stdin.err" || rc=$?
+[ "$rc" = 3 ] && grep -q "the same rows given in another form" "$work/stdin.err" ||
+  fail "resume from stdin of the same text: exit $rc, $(cat "$work/stdin.err")"
 # ... and a checkpoint where a model is expected.
 for cmd in eval predict; do
   expect 3 "is a training checkpoint, not a model" $cmd -m "$work/ck" -d "$work/d.shards"
