@@ -16,10 +16,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <thread>
 
+#include "cli/signals.h"
 #include "engine/errors.h"
 #include "io/atomic_file.h"
 #include "io/shards.h"
@@ -124,6 +126,9 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& w
   const auto start = std::chrono::steady_clock::now();
   // fork + exec rather than posix_spawn, for PR_SET_PDEATHSIG. Between the two only
   // async-signal-safe calls, as the parent has threads.
+  // Registered from before the fork until it is reaped: a signal that ends this process stops it
+  // first (cli/signals.h).
+  std::optional<RunningChild> running(std::in_place);
   const pid_t pid = ::fork();
   if (pid < 0) throw IoError(std::string("cannot start ") + argv[0] + ": " + std::strerror(errno));
   if (pid == 0) {
@@ -144,6 +149,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& w
     ::execvpe(args[0], args.data(), env.data());
     ::_exit(127);
   }
+  running->started(pid);
   int status = 0;
   struct rusage usage{};
   bool stopped = false;
@@ -163,6 +169,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& w
       pause = std::min(2 * pause, std::chrono::milliseconds(20));
     }
   }
+  running.reset();
   ChildResult r;
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +

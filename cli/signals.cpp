@@ -5,6 +5,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -19,6 +23,35 @@ std::atomic<int> g_received{0};
 std::atomic<bool> g_stop_politely{false};
 
 std::atomic<bool> g_thread_runs{false};
+
+// The children RunningChild registered, those being forked, and the signal of stop_children()
+// once it has run.
+struct Children {
+  std::mutex mutex;
+  std::condition_variable gone;
+  std::set<int> pids;
+  int forking = 0;
+  int stopping = 0;
+};
+Children& children() {
+  static Children c;
+  return c;
+}
+
+// SIGTERM to every running child, then up to 10 s for their threads to reap them; a child started
+// after this gets SIGTERM at its registration.
+void stop_children() {
+  Children& c = children();
+  std::unique_lock lock(c.mutex);
+  c.stopping = SIGTERM;
+  for (const int pid : c.pids) ::kill(pid, SIGTERM);
+  c.gone.wait_for(lock, std::chrono::seconds(10), [&] { return c.pids.empty() && c.forking == 0; });
+}
+
+// Where a thread waits for the end of a process that is ending (die_of).
+[[noreturn]] void wait_for_the_end() {
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
 
 // The relay of relay_fatal_io_error(): a real-time signal no library of ours uses.
 int relay_signal() { return SIGRTMIN + 2; }
@@ -38,6 +71,7 @@ const char* name_of(int signal) {
 }
 
 [[noreturn]] void die_of(int signal) {
+  stop_children();
   const int removed = io::remove_temporaries();
   const std::string line =
       std::string("polymargin: stopped by ") + name_of(signal) +
@@ -76,6 +110,40 @@ void start_signal_thread() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread(wait_for_signals, set).detach();
   g_thread_runs.store(true);
+}
+
+RunningChild::RunningChild() {
+  Children& c = children();
+  std::unique_lock lock(c.mutex);
+  if (c.stopping != 0) {  // the process is ending: no further child
+    lock.unlock();
+    wait_for_the_end();
+  }
+  ++c.forking;
+}
+
+void RunningChild::started(int pid) {
+  Children& c = children();
+  const std::lock_guard lock(c.mutex);
+  --c.forking;
+  pid_ = pid;
+  c.pids.insert(pid);
+  if (c.stopping != 0) ::kill(pid, c.stopping);  // forked as the process began to end
+}
+
+RunningChild::~RunningChild() {
+  Children& c = children();
+  std::unique_lock lock(c.mutex);
+  if (pid_ < 0)
+    --c.forking;  // the fork failed
+  else
+    c.pids.erase(pid_);
+  if (c.pids.empty() && c.forking == 0) c.gone.notify_all();
+  if (c.stopping == 0) return;
+  // The process is ending (die_of): this thread starts no further cell and writes nothing more
+  // while the temporaries are removed.
+  lock.unlock();
+  wait_for_the_end();
 }
 
 void relay_fatal_io_error() {

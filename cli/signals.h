@@ -14,6 +14,24 @@ namespace polymargin::cli {
 /// it) and starts the thread that handles them. Call first thing in main().
 void start_signal_thread();
 
+/// A child process (an experiment's or a --tune search's cell) registered while it runs: a signal
+/// that ends this process first sends it SIGTERM and waits for it (up to 10 s) to remove its own
+/// unfinished outputs and end, since it would otherwise die of SIGKILL with this process
+/// (PR_SET_PDEATHSIG) and leave them. Construct before the fork, call started() after it, destroy
+/// once the child is reaped. Once the process is ending, neither the constructor nor the
+/// destructor returns: their thread starts and writes nothing more.
+class RunningChild {
+ public:
+  RunningChild();
+  void started(int pid);
+  ~RunningChild();
+  RunningChild(const RunningChild&) = delete;
+  RunningChild& operator=(const RunningChild&) = delete;
+
+ private:
+  int pid_ = -1;
+};
+
 /// For a SIGBUS handler (an input file cut short under its memory map), in the thread that took the
 /// fault: has the signal thread remove the registered temporaries and end the process with exit 4,
 /// and waits for it (the faulting read is never resumed). Async-signal-safe; returns only when no

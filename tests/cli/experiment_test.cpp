@@ -383,9 +383,10 @@ fs::path small_config(const fs::path& dir) {
 }
 
 // `experiment CONFIG -o OUT --jobs 1` started in the background, quiet; its pid (< 0: no fork).
-pid_t start_experiment(const fs::path& config, const fs::path& out) {
+pid_t start_experiment(const fs::path& config, const fs::path& out, const fs::path& tmp = {}) {
   const pid_t pid = ::fork();
   if (pid == 0) {
+    if (!tmp.empty()) ::setenv("TMPDIR", tmp.c_str(), 1);  // where the cells convert their folds
     ::freopen("/dev/null", "w", stderr);
     ::freopen("/dev/null", "w", stdout);
     ::execl(kBinary.c_str(), kBinary.c_str(), "experiment", config.c_str(), "-o", out.c_str(),
@@ -430,11 +431,15 @@ TEST(Experiment, ResumesAfterAKillWithoutRecomputingFinishedCells) {
   for (const auto& [path, time] : finished) EXPECT_EQ(fs::last_write_time(path), time) << path;
 }
 
-TEST(Experiment, ASignalRemovesTheWorkDirectoryAndTheLock) {
+// The signal reaches the experiment alone (as from `timeout` or a scheduler, not a terminal's
+// Ctrl-C, which reaches the cells too): it stops the running cell first, which removes its own
+// on-the-fly conversion in $TMPDIR (the cell died of SIGKILL with the experiment and left it).
+TEST(Experiment, ASignalRemovesTheWorkDirectoryTheLockAndTheCellsTemporaries) {
   TempDir dir;
   const fs::path config = small_config(dir.path());
-  const fs::path out = dir.path() / "out", cells = out / "cells";
-  const pid_t pid = start_experiment(config, out);
+  const fs::path out = dir.path() / "out", cells = out / "cells", tmp = dir.path() / "tmp";
+  fs::create_directory(tmp);
+  const pid_t pid = start_experiment(config, out, tmp);
   ASSERT_GE(pid, 0);
   wait_for_cells(cells, 2);
   ::kill(pid, SIGTERM);
@@ -444,6 +449,8 @@ TEST(Experiment, ASignalRemovesTheWorkDirectoryAndTheLock) {
   EXPECT_FALSE(fs::exists(out / "work"));
   EXPECT_FALSE(fs::exists(out / "experiment.lock"));
   EXPECT_TRUE(fs::exists(cells));  // the finished cells stay, for the next run
+  for (const fs::directory_entry& left : fs::directory_iterator(tmp))
+    ADD_FAILURE() << "left in $TMPDIR: " << left.path();
 }
 
 TEST(Experiment, AChangedInputIsRecomputedAndOnlyIt) {
