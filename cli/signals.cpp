@@ -24,14 +24,14 @@ std::atomic<bool> g_stop_politely{false};
 
 std::atomic<bool> g_thread_runs{false};
 
-// The children RunningChild registered, those being forked, and the signal of stop_children()
-// once it has run.
+// The children RunningChild registered, those being forked, and whether stop_children() has run
+// (the process is ending).
 struct Children {
   std::mutex mutex;
   std::condition_variable gone;
   std::set<int> pids;
   int forking = 0;
-  int stopping = 0;
+  bool ending = false;
 };
 Children& children() {
   static Children c;
@@ -43,7 +43,7 @@ Children& children() {
 void stop_children() {
   Children& c = children();
   std::unique_lock lock(c.mutex);
-  c.stopping = SIGTERM;
+  c.ending = true;
   for (const int pid : c.pids) ::kill(pid, SIGTERM);
   c.gone.wait_for(lock, std::chrono::seconds(10), [&] { return c.pids.empty() && c.forking == 0; });
 }
@@ -115,7 +115,7 @@ void start_signal_thread() {
 RunningChild::RunningChild() {
   Children& c = children();
   std::unique_lock lock(c.mutex);
-  if (c.stopping != 0) {  // the process is ending: no further child
+  if (c.ending) {  // no further child
     lock.unlock();
     wait_for_the_end();
   }
@@ -128,7 +128,7 @@ void RunningChild::started(int pid) {
   --c.forking;
   pid_ = pid;
   c.pids.insert(pid);
-  if (c.stopping != 0) ::kill(pid, c.stopping);  // forked as the process began to end
+  if (c.ending) ::kill(pid, SIGTERM);  // forked as the process began to end
 }
 
 RunningChild::~RunningChild() {
@@ -139,7 +139,7 @@ RunningChild::~RunningChild() {
   else
     c.pids.erase(pid_);
   if (c.pids.empty() && c.forking == 0) c.gone.notify_all();
-  if (c.stopping == 0) return;
+  if (!c.ending) return;
   // The process is ending (die_of): this thread starts no further cell and writes nothing more
   // while the temporaries are removed.
   lock.unlock();

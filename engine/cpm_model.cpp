@@ -144,7 +144,8 @@ std::uint64_t CpmModel::predict_batch(const CsrView& rows, double* scores,
       // gets the same prediction wherever it appears and whatever the thread count: its non-zero
       // (id, value) pairs, whether or not its data stores values (a set whose values are all 1
       // stores none) and whatever explicit zeros it was written with.
-      std::vector<std::uint32_t> content;
+      thread_local std::vector<std::uint32_t> content;  // kept from one tie to the next
+      content.clear();
       for (std::uint32_t k = rows.offsets[r]; k < rows.offsets[r + 1]; ++k) {
         const float v = rows.value(k);
         if (v == 0.0f) continue;

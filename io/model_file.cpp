@@ -333,11 +333,6 @@ Xxh64State new_hash(const std::string& preamble) {
   return state;
 }
 
-// A regular file read in two passes, so that it is held once, not twice (the whole file, then
-// each array copied out of it: a KDD-size CPM is GBs). The first pass checks the checksum over
-// every byte, a megabyte at a time, before anything in the file is believed; the second reads
-// the header, then each array straight into its own buffer, hashing again: a file that changed
-// between the passes is an error, never a model.
 // The buffer `place` gives an array, or its own data, `bytes` long.
 std::span<char> destination(PlacedArray& p, const nlohmann::json& header, const ArrayPlace& place,
                             const std::string& path) {
@@ -355,6 +350,11 @@ std::span<char> destination(PlacedArray& p, const nlohmann::json& header, const 
   return {p.array.data.data(), p.array.data.size()};
 }
 
+// A regular file read in two passes, so that it is held once, not twice (the whole file, then
+// each array copied out of it: a KDD-size CPM is GBs). The first pass checks the checksum over
+// every byte, a megabyte at a time, before anything in the file is believed; the second reads
+// the header, then each array straight into its own buffer, hashing again: a file that changed
+// between the passes is an error, never a model.
 ModelContainer read_regular_model_file(std::ifstream& in, const std::string& preamble,
                                        const std::string& path, const ArrayPlace& place) {
   const auto header_bytes = get<std::uint64_t>(preamble, 16);

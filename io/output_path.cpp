@@ -51,16 +51,14 @@ std::string spelled(const std::string& path) {
   return ec ? fs::absolute(path).lexically_normal().string() : p.string();
 }
 
-// An output written to one of the process's streams (`-`: standard output; /dev/stdout, /dev/fd/N)
-// that is a regular file, when that file is an input (`>> in.svm`, `1<> in.svm`; a `-` input is
-// standard input): refused, as an output that is an input under any name.
+// One of the process's streams (standard output; an output named /dev/fd/N, `out.path`) that is a
+// regular file, when that file is an input (`>> in.svm`, `1<> in.svm`; a `-` input is standard
+// input): refused, as an output that is an input under any name.
 void refuse_stream_over_input(const OutputPath& out, int stream,
                               const std::vector<NamedPath>& inputs) {
   struct stat o {};
   if (::fstat(stream, &o) != 0 || !S_ISREG(o.st_mode)) return;
-  const std::string what = out.path != "-"                   ? " " + out.path
-                           : out.option == "standard output" ? ""
-                                                             : " - (standard output)";
+  const std::string what = out.path.empty() ? "" : " " + out.path;
   for (const NamedPath& in : inputs) {
     if (in.path.empty() || (!out.may_be_input.empty() && in.option == out.may_be_input)) continue;
     struct stat i {};
@@ -122,14 +120,14 @@ std::string rename_target(const std::string& path) {
 }
 
 void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<OutputPath>& outputs) {
-  // What a command prints goes to standard output: never into one of its inputs either.
-  refuse_stream_over_input({"standard output", "-"}, STDOUT_FILENO, inputs);
+  // What a command prints, or writes to `-` or /dev/stdout, goes to standard output: never into
+  // one of its inputs either.
+  refuse_stream_over_input({"standard output", "", false, ""}, STDOUT_FILENO, inputs);
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     const OutputPath& out = outputs[k];
-    if (out.path.empty()) continue;
-    const int stream = out.path == "-" ? STDOUT_FILENO : stream_descriptor(out.path);
-    if (stream >= 0) refuse_stream_over_input(out, stream, inputs);
-    if (out.path == "-") continue;
+    if (out.path.empty() || out.path == "-") continue;
+    if (const int stream = stream_descriptor(out.path); stream >= 0 && stream != STDOUT_FILENO)
+      refuse_stream_over_input(out, stream, inputs);
     const std::optional<struct stat> o = stat_of(out.path);
     if (!o) {
       fs::path target = fs::absolute(rename_target(out.path)).lexically_normal();

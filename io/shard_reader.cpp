@@ -26,10 +26,12 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <stdexcept>
 
@@ -332,20 +334,31 @@ struct ShardSet::Impl {
     return h;
   }
   void check_content() const {
-    std::vector<std::vector<std::uint64_t>> per_shard(manifest.shards.size());
-    for (std::uint64_t b = 0; b < blocks.size(); ++b) {
+    const std::optional<std::size_t> s = shard_off_content([&](std::uint64_t b) {
       const std::uint64_t mark = first_read[b].load(std::memory_order_relaxed);
-      per_shard[blocks[b].shard].push_back(mark == 1 ? 0 : mark);
-    }
+      return mark == 1 ? 0 : mark;
+    });
+    if (s)
+      throw DataError(paths[*s], 0, 0,
+                      "its blocks are not those of the manifest's content checksum: the shard "
+                      "file was rewritten in place while this run read it; nothing was written; "
+                      "re-run convert, then the command");
+  }
+  // The first shard whose blocks' checksums (`checksum_of(b)`, by global block) do not give the
+  // content checksum its manifest entry was written with; blocks go round robin, so walking the
+  // global order gathers each shard's checksums in its own order.
+  std::optional<std::size_t> shard_off_content(
+      const std::function<std::uint64_t(std::uint64_t)>& checksum_of) const {
+    std::vector<std::vector<std::uint64_t>> per_shard(manifest.shards.size());
+    for (std::uint64_t b = 0; b < blocks.size(); ++b)
+      per_shard[blocks[b].shard].push_back(checksum_of(b));
     for (std::size_t s = 0; s < per_shard.size(); ++s) {
       const std::uint64_t expected = manifest.shards[s].content_checksum;
       if (expected != 0 &&
           shard::checksum(per_shard[s].data(), per_shard[s].size() * 8) != expected)
-        throw DataError(paths[s], 0, 0,
-                        "its blocks are not those of the manifest's content checksum: the shard "
-                        "file was rewritten in place while this run read it; nothing was written; "
-                        "re-run convert, then the command");
+        return s;
     }
+    return std::nullopt;
   }
 
   shard::BlockName name(std::uint64_t b) const {
@@ -909,19 +922,12 @@ struct ShardSet::Impl {
                         });
     });
     if (error) std::rethrow_exception(error);
-    // Each shard's blocks must be those its manifest entry was written with (blocks go round
-    // robin, so walking the global order gathers each shard's checksums in its own order).
-    std::vector<std::vector<std::uint64_t>> per_shard(manifest.shards.size());
-    for (std::uint64_t b = 0; b < blocks.size(); ++b)
-      per_shard[blocks[b].shard].push_back(block_checksums[b]);
-    for (std::size_t s = 0; s < per_shard.size(); ++s) {
-      const std::uint64_t expected = manifest.shards[s].content_checksum;
-      if (expected != 0 &&
-          shard::checksum(per_shard[s].data(), per_shard[s].size() * 8) != expected)
-        throw DataError(dir + "/" + manifest.shards[s].file, 0, 0,
-                        "the blocks do not match the manifest's content checksum: blocks of "
-                        "another conversion (re-run convert)");
-    }
+    // Each shard's blocks must be those its manifest entry was written with.
+    if (const std::optional<std::size_t> s =
+            shard_off_content([&](std::uint64_t b) { return block_checksums[b]; }))
+      throw DataError(dir + "/" + manifest.shards[*s].file, 0, 0,
+                      "the blocks do not match the manifest's content checksum: blocks of "
+                      "another conversion (re-run convert)");
     // The manifest's counts, which the blocks' checksums do not cover, against the rows decoded.
     std::map<double, std::uint64_t> labels;
     std::uint32_t max_index = 0;

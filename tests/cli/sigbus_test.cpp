@@ -15,22 +15,33 @@
 namespace polymargin::cli {
 namespace {
 
+// A megabyte of LIBSVM text in `dir`; its path.
+std::string mapped_input(io::testing::TempDir& dir) {
+  std::string text;
+  while (text.size() < (1u << 20)) text += "1 3:0.5 17:1 400:2\n";
+  return dir.write("cut.svm", text);
+}
+
+// Maps `path`, cuts it to nothing and reads a page beyond its new end: SIGBUS. Exits 1 when the
+// file is not mapped (nothing to test) or cannot be cut, 0 if the read passes.
+[[noreturn]] void fault_on(const std::string& path) {
+  auto source = io::open_byte_source(path);
+  const std::string_view mapped = source->mapped();
+  if (mapped.size() != std::filesystem::file_size(path)) std::_Exit(1);
+  if (::truncate(path.c_str(), 0) != 0) std::_Exit(1);
+  volatile char c = mapped[mapped.size() / 2];
+  (void)c;
+  std::_Exit(0);
+}
+
 TEST(SigbusDeathTest, TruncatedMappedInputEndsAsAnIoError) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   io::testing::TempDir dir;
-  std::string text;
-  while (text.size() < (1u << 20)) text += "1 3:0.5 17:1 400:2\n";
-  const std::string path = dir.write("cut.svm", text);
+  const std::string path = mapped_input(dir);
   EXPECT_EXIT(
       {
         report_sigbus_as_io_error();
-        auto source = io::open_byte_source(path);
-        const std::string_view mapped = source->mapped();
-        if (mapped.size() != text.size()) std::_Exit(1);  // not mapped: nothing to test
-        if (::truncate(path.c_str(), 0) != 0) std::_Exit(1);
-        volatile char c = mapped[mapped.size() / 2];  // a page beyond the new end of the file
-        (void)c;
-        std::_Exit(0);
+        fault_on(path);
       },
       ::testing::ExitedWithCode(4), "cut short while it was being read");
 }
@@ -42,22 +53,14 @@ TEST(SigbusDeathTest, TruncatedMappedInputRemovesTheUnfinishedOutputs) {
   // below ("threadsafe" runs the test again from the start, in another temporary directory).
   GTEST_FLAG_SET(death_test_style, "fast");
   io::testing::TempDir dir;
-  std::string text;
-  while (text.size() < (1u << 20)) text += "1 3:0.5 17:1 400:2\n";
-  const std::string path = dir.write("cut.svm", text);
+  const std::string path = mapped_input(dir);
   const std::string unfinished = dir.write("out.shards.tmp-1", "partial");
   EXPECT_EXIT(
       {
         start_signal_thread();
         report_sigbus_as_io_error();
         const io::TemporaryPath registered(unfinished);
-        auto source = io::open_byte_source(path);
-        const std::string_view mapped = source->mapped();
-        if (mapped.size() != text.size()) std::_Exit(1);  // not mapped: nothing to test
-        if (::truncate(path.c_str(), 0) != 0) std::_Exit(1);
-        volatile char c = mapped[mapped.size() / 2];
-        (void)c;
-        std::_Exit(0);
+        fault_on(path);
       },
       ::testing::ExitedWithCode(4),
       "cut short while it was being read(.|\n)*unfinished output removed");
