@@ -54,12 +54,22 @@ AtomicFile::AtomicFile(std::string path, bool durable) : path_(std::move(path)),
   struct stat s {};
   if (::stat(target_.c_str(), &s) == 0 && S_ISDIR(s.st_mode))
     throw IoError("cannot write " + path_ + ": it is a directory");
+  const bool replaces = ::stat(target_.c_str(), &s) == 0 && S_ISREG(s.st_mode);
   temp_path_ =
       target_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
   temporary_ = TemporaryPath(temp_path_);
   file_ = std::fopen(temp_path_.c_str(), "wb");
   if (!file_) throw IoError("cannot create " + temp_path_ + ": " + errno_text());
   pending_ = true;
+  // The file that replaces another keeps its permissions (a private 0600 model stays private;
+  // the special bits are not carried over) and, where the process may give them, its owner and
+  // group; a new file gets the umask's.
+  if (replaces) {
+    const int fd = ::fileno(file_);
+    if (::fchown(fd, s.st_uid, s.st_gid) != 0) (void)::fchown(fd, static_cast<uid_t>(-1), s.st_gid);
+    if (::fchmod(fd, s.st_mode & 0777) != 0)
+      throw IoError("cannot set the permissions of " + temp_path_ + ": " + errno_text());
+  }
 }
 
 AtomicFile::~AtomicFile() {

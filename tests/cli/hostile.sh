@@ -128,6 +128,23 @@ fi
 ln -s real.model link.model
 "$bin" train -d in.svm -o link.model --epochs 3 > /dev/null 2>&1
 [ -L link.model ] && [ -f real.model ] || fail "-o LINK: the link was not kept"
+# A replaced file keeps its permission bits (a private model stays private, a read-only one stays
+# read-only) and, as root, its owner and group; a new file gets the umask's.
+cp m.model own.model
+chmod 600 own.model
+"$bin" train -d in.svm -o own.model --epochs 2 > /dev/null 2>&1 || fail "train over a 0600 model"
+[ "$(stat -c %a own.model)" = 600 ] || fail "a 0600 model was replaced as $(stat -c %a own.model)"
+chmod 444 own.model
+"$bin" export -m m.model -o own.model > /dev/null 2>&1 || fail "export over a 0444 file"
+[ "$(stat -c %a own.model)" = 444 ] || fail "a 0444 file was replaced as $(stat -c %a own.model)"
+if [ "$(id -u)" = 0 ]; then
+  chown 65534:65534 own.model
+  "$bin" export -m m.model -o own.model > /dev/null 2>&1 || fail "export over another's file"
+  [ "$(stat -c %u:%g own.model)" = 65534:65534 ] ||
+    fail "a file of 65534:65534 was replaced as $(stat -c %u:%g own.model)"
+fi
+(umask 077 && "$bin" export -m m.model -o new.model > /dev/null 2>&1) || fail "export to a new file"
+[ "$(stat -c %a new.model)" = 600 ] || fail "a new file under umask 077 is $(stat -c %a new.model)"
 unchanged
 
 # --- 3. a shard of another conversion is refused, whatever the codec ---------------------------------
