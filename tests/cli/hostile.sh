@@ -144,6 +144,11 @@ if [ "$(id -u)" = 0 ]; then
     fail "a file of 65534:65534 was replaced as $(stat -c %u:%g own.model)"
 fi
 (umask 077 && "$bin" export -m m.model -o new.model > /dev/null 2>&1) || fail "export to a new file"
+# So does a replaced shard directory.
+"$bin" convert in.svm -o own.shards > /dev/null 2>&1 || fail "convert"
+chmod 700 own.shards
+"$bin" convert in.svm -o own.shards > /dev/null 2>&1 || fail "convert over a 0700 directory"
+[ "$(stat -c %a own.shards)" = 700 ] || fail "a 0700 shard directory came back $(stat -c %a own.shards)"
 [ "$(stat -c %a new.model)" = 600 ] || fail "a new file under umask 077 is $(stat -c %a new.model)"
 unchanged
 
