@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/exit_codes.h"
+#include "io/atomic_file.h"
 #include "io/temporaries.h"
 
 namespace polymargin::cli {
@@ -98,7 +99,10 @@ void wait_for_signals(sigset_t set) {
       ::_exit(kExitIo);
     }
     int none = 0;
-    if (g_stop_politely.load() && g_received.compare_exchange_strong(none, signal)) continue;
+    // An output FIFO without a reader holds the process in open(), where no flag is polled.
+    if (g_stop_politely.load() && !io::waiting_for_reader() &&
+        g_received.compare_exchange_strong(none, signal))
+      continue;
     die_of(signal);
   }
 }

@@ -18,6 +18,17 @@ namespace polymargin::io {
 
 namespace {
 std::atomic<unsigned> temp_counter{0};
+std::atomic<int> waiting_openers{0};
+
+// open() of an output written in place; for a FIFO it waits for a reader (waiting_for_reader()).
+int open_in_place(const std::string& path) {
+  struct stat s {};
+  const bool fifo = ::stat(path.c_str(), &s) == 0 && S_ISFIFO(s.st_mode);
+  if (fifo) ++waiting_openers;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fifo) --waiting_openers;
+  return fd;
+}
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -41,8 +52,7 @@ void sync_directory_of(const std::string& path) {
 AtomicFile::AtomicFile(std::string path, bool durable) : path_(std::move(path)), durable_(durable) {
   if (writes_in_place(path_)) {
     const int stream = stream_descriptor(path_);
-    const int fd = stream >= 0 ? ::fcntl(stream, F_DUPFD_CLOEXEC, 3)
-                               : ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    const int fd = stream >= 0 ? ::fcntl(stream, F_DUPFD_CLOEXEC, 3) : open_in_place(path_);
     if (fd < 0 || !(file_ = ::fdopen(fd, "wb"))) {
       const std::string error = errno_text();
       if (fd >= 0) ::close(fd);
@@ -120,6 +130,8 @@ void AtomicFile::commit() {
   pending_ = false;
   if (durable_) sync_directory_of(target_);
 }
+
+bool waiting_for_reader() { return waiting_openers.load() > 0; }
 
 void write_file_atomically(const std::string& path, std::string_view content, bool durable) {
   AtomicFile file(path, durable);

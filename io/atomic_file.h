@@ -46,6 +46,11 @@ class AtomicFile {
   TemporaryPath temporary_;
 };
 
+/// True while a thread waits in open() for a FIFO output's reader (an AtomicFile written in
+/// place): nothing polls a stop request meanwhile, so a signal's handler ends the process at once.
+/// Async-signal-safe.
+bool waiting_for_reader();
+
 /// Writes `content` to `path` atomically (`durable`: as AtomicFile's).
 void write_file_atomically(const std::string& path, std::string_view content, bool durable = true);
 

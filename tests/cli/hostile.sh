@@ -109,6 +109,24 @@ reader=$!
 wait $reader
 cmp -s from_pipe.txt expected.txt || fail "export into a FIFO lost its text"
 [ -p pipe ] || fail "the FIFO was replaced"
+# A train whose -o is a FIFO nobody reads waits in open() once its epochs are done: one SIGTERM
+# ends it there (nothing polls the stop request the first signal is otherwise taken as).
+"$bin" train -d in.svm -o pipe --epochs 2 > /dev/null 2> err.txt &
+job=$!
+for _ in $(seq 600); do  # until a thread waits in open() for the FIFO's reader
+  grep -qs wait_for_partner /proc/"$job"/task/*/wchan && break
+  sleep 0.1
+done
+kill -TERM "$job"
+for _ in $(seq 100); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
+if kill -0 "$job" 2> /dev/null; then
+  kill -KILL "$job"
+  fail "train -o FIFO without a reader did not end on one SIGTERM"
+fi
+status=0
+wait "$job" || status=$?
+[ "$status" -eq 143 ] || fail "train -o FIFO without a reader, SIGTERM: exit $status, not 143"
+[ -p pipe ] || fail "the FIFO was replaced"
 "$bin" train -d in.svm -o /dev/null --epochs 3 > /dev/null 2>&1 || fail "train -o /dev/null failed"
 if [ "$(id -u)" -eq 0 ]; then
   mknod full c 1 7  # a /dev/full of our own: a regression must not replace the machine's
