@@ -38,24 +38,6 @@
 namespace polymargin::cli {
 namespace {
 
-// One of --lambdaN (paper units) or --lambdaN-rel (λN/(mC)); unset: the engine's default ratio.
-std::optional<double> lambda_option(const po::variables_map& vm, const std::string& name,
-                                    double rows, double c) {
-  const bool paper = vm.count(name) > 0, rel = vm.count(name + "-rel") > 0;
-  if (paper && rel)
-    throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
-  const double value = paper ? vm[name].as<double>() : rel ? vm[name + "-rel"].as<double>() : 0;
-  if (!(value >= 0) || !std::isfinite(value))
-    throw UsageError("train: --" + name + (rel ? "-rel" : "") + " must be ≥ 0 (got " +
-                     number(value) + ")");
-  if (paper) return value;
-  if (!rel) return std::nullopt;
-  if (!std::isfinite(value * rows * c))
-    throw UsageError("train: --" + name + "-rel " + number(value) +
-                     " × m × C overflows (m = " + number(rows) + ", C = " + number(c) + ")");
-  return value * rows * c;
-}
-
 double eta0_option(const std::string& text) {
   if (text == "auto") return 0;
   std::size_t used = 0;
@@ -226,10 +208,7 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
                      args, vm))
     return false;
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
-  if (scale != "maxabs" && scale != "none")
-    throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
-  if (normalize != "l2" && normalize != "none")
-    throw UsageError("train: --normalize must be l2 or none (got '" + normalize + "')");
+  check_scaling(scale, normalize);
   if (window_blocks == 0) throw UsageError("train: --window-blocks must be at least 1");
   if (feature_order != "frequency" && feature_order != "given")
     throw UsageError("train: --feature-order must be given or frequency (got '" +
@@ -338,9 +317,10 @@ void LinearRun::open() {
                 {"max_index", max_index},
                 {"warm_start", warm ? warm->record["model_checksum"] : nlohmann::json()}};
   parallel.plan(manifest, window_blocks, run_config);
-  if (normalize == "l2") run_config["normalize"] = normalize;  // absent: none, as before it was
+  // Keys absent at their defaults, so that checkpoints written without them still resume.
+  if (normalize == "l2") run_config["normalize"] = normalize;
   // A checkpoint holds the weights in slot order: it resumes only with the same table, which the
-  // same data and this key give (absent: by id, as before the option).
+  // same data and this key give (absent: by id).
   if (!slot_of.empty()) run_config["feature_order"] = "frequency";
   run_data = data_identity(manifest);
   report["config"] = run_config;
@@ -768,7 +748,7 @@ int run_train(const std::vector<std::string>& args) {
 
 const TrainAlgorithmRegistration ldm_registration(
     "ldm", "Large Margin Distribution Machine, linear, averaged SGD", run_linear);
-const TrainAlgorithmRegistration svmanifestregistration(
+const TrainAlgorithmRegistration svm_registration(
     "svm", "linear SVM (hinge loss): LDM with lambda1 = lambda2 = 0", run_linear);
 const CommandRegistration registration("train", "train a model (--algo ldm, svm, ...)", run_train);
 

@@ -116,6 +116,35 @@ std::string number(double x) {
   return out.str();
 }
 
+void check_lambda_option(const po::variables_map& vm, const std::string& name) {
+  const bool paper = vm.count(name) > 0, rel = vm.count(name + "-rel") > 0;
+  if (paper && rel)
+    throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
+  const double value = paper ? vm[name].as<double>() : rel ? vm[name + "-rel"].as<double>() : 0;
+  if (!(value >= 0) || !std::isfinite(value))
+    throw UsageError("train: --" + name + (rel ? "-rel" : "") + " must be ≥ 0 (got " +
+                     number(value) + ")");
+}
+
+std::optional<double> lambda_option(const po::variables_map& vm, const std::string& name,
+                                    double rows, double c) {
+  check_lambda_option(vm, name);
+  if (vm.count(name)) return vm[name].as<double>();
+  if (!vm.count(name + "-rel")) return std::nullopt;
+  const double rel = vm[name + "-rel"].as<double>();
+  if (!std::isfinite(rel * rows * c))
+    throw UsageError("train: --" + name + "-rel " + number(rel) +
+                     " × m × C overflows (m = " + number(rows) + ", C = " + number(c) + ")");
+  return rel * rows * c;
+}
+
+void check_scaling(const std::string& scale, const std::string& normalize) {
+  if (scale != "maxabs" && scale != "none")
+    throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
+  if (normalize != "l2" && normalize != "none")
+    throw UsageError("train: --normalize must be l2 or none (got '" + normalize + "')");
+}
+
 engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& data) {
   if (manifest.label_counts.size() != 2) {
     std::string found;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +62,17 @@ std::vector<std::string> data_record(const std::vector<std::string>& inputs,
                                      const std::string& name);
 /// A double printed as people write it (no trailing zeros).
 std::string number(double x);
+
+/// UsageError unless at most one of --NAME (λ in the paper's units) and --NAME-rel (λ/(mC)) is
+/// given, and it is finite and ≥ 0 (what can be checked before the data are read).
+void check_lambda_option(const po::variables_map& vm, const std::string& name);
+/// λ from --NAME or --NAME-rel (checked as above; UsageError when λ/(mC) × m × C overflows), for
+/// m = `rows` and C = `c`; unset: nullopt (the engine's default ratio).
+std::optional<double> lambda_option(const po::variables_map& vm, const std::string& name,
+                                    double rows, double c);
+
+/// UsageError unless --scale is maxabs or none and --normalize l2 or none.
+void check_scaling(const std::string& scale, const std::string& normalize);
 
 /// Exactly two distinct labels, else a DataError naming `data` and the labels found; the larger
 /// becomes +1 (so ±1, 0/1 and any other pair work).

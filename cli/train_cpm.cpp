@@ -53,9 +53,6 @@ void check_cpm_replicas(const DataParallel& parallel, double perplexity) {
 }
 namespace {
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
-constexpr std::uint64_t kOverheadBytes = kRunOverheadBytes;
-
 engine::CpmSides parse_sides(const std::string& text) {
   if (text == "double") return engine::CpmSides::kDouble;
   if (text == "outer=+1" || text == "outer=1") return engine::CpmSides::kOuterPositive;
@@ -182,10 +179,7 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
     return false;
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   if (!warm_start.empty()) refuse_cpm_warm_start();
-  if (scale != "maxabs" && scale != "none")
-    throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
-  if (normalize != "l2" && normalize != "none")
-    throw UsageError("train: --normalize must be l2 or none (got '" + normalize + "')");
+  check_scaling(scale, normalize);
   if (precision != "auto" && precision != "double" && precision != "float")
     throw UsageError("train: --precision must be auto, double or float (got '" + precision + "')");
   if (window_blocks == 0) throw UsageError("train: --window-blocks must be at least 1");
@@ -261,7 +255,7 @@ void CpmRun::size() {
   scale_bytes = scale == "maxabs" ? 2 * sizeof(float) * (std::uint64_t{manifest.max_index} + 1) : 0;
   const auto bytes_of = [&](const engine::CpmConfig& c, engine::CpmPrecision p,
                             std::uint64_t table) {
-    return engine::cpm_training_bytes(c, problem, p) * workers + table + kOverheadBytes;
+    return engine::cpm_training_bytes(c, problem, p) * workers + table + kRunOverheadBytes;
   };
   const std::uint64_t need_double = bytes_of(config, engine::CpmPrecision::kDouble, scale_bytes);
   const std::uint64_t need_float = bytes_of(config, engine::CpmPrecision::kFloat, scale_bytes);
@@ -286,7 +280,7 @@ void CpmRun::size() {
     // (the weights' remedy then sized without it); the largest --hash-bits that does (when hashing
     // has fewer slots than the feature ids), else the most faces that fit.
     std::vector<std::string> remedies;
-    const bool table_fits = fits(scale_bytes + kOverheadBytes);
+    const bool table_fits = fits(scale_bytes + kRunOverheadBytes);
     if (!table_fits)
       remedies.push_back("--scale none (the max |x| table of " +
                          std::to_string(std::uint64_t{manifest.max_index} + 1) +
@@ -351,7 +345,8 @@ void CpmRun::allocate() {
   run_config = config.json();
   run_config["algorithm"] = "cpm";
   run_config["scale"] = scale;
-  if (normalize == "l2") run_config["normalize"] = normalize;  // absent: none, as before it was
+  // Absent at its default, so that checkpoints written without the key still resume.
+  if (normalize == "l2") run_config["normalize"] = normalize;
   run_config["window_blocks"] = window_blocks;
   parallel.plan(manifest, window_blocks, run_config);
   run_data = data_identity(manifest);
@@ -395,7 +390,7 @@ void CpmRun::announce() const {
                config.cost_ratio, sides.c_str(), config.hash_bits, scale.c_str());
   err_printf("precision %s: weights + history %s%s%s + 256 MiB of %s available\n",
              config.precision == engine::CpmPrecision::kDouble ? "double" : "float",
-             gib(need - scale_bytes - kOverheadBytes).c_str(),
+             gib(need - scale_bytes - kRunOverheadBytes).c_str(),
              scale_bytes ? " + max |x| table " : "", scale_bytes ? gib(scale_bytes).c_str() : "",
              available ? gib(available).c_str() : "unknown");
   parallel.announce(replicas->sync_bytes(), "pass");

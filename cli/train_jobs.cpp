@@ -314,12 +314,6 @@ void remove_finished_checkpoint(const std::string& path) {
                error.message().c_str());
 }
 
-std::string hex64(std::uint64_t x) {
-  char text[24];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));
-  return text;
-}
-
 nlohmann::json data_identity(const io::Manifest& m) {
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [label, count] : m.label_counts) labels[io::label_text(label)] = count;

@@ -20,6 +20,7 @@
 #include "engine/metrics.h"
 #include "io/file_lock.h"
 #include "io/model_file.h"
+#include "io/shard_format.h"
 #include "io/shards.h"
 
 namespace polymargin::cli {
@@ -114,8 +115,8 @@ struct Interrupted {
 /// Interrupted::signal of a run that reached --stop-after-rows.
 inline constexpr int kStopAfterRows = -1;
 
-/// Polled between batches: the signal received, else kStopAfterRows once `learnt` rows reach a
-/// non-zero `stop_after_rows`, else 0.
+/// Polled between windows (at syncs when replicated): the signal received, else kStopAfterRows once
+/// `learnt` rows reach a non-zero `stop_after_rows`, else 0.
 int stop_requested(std::uint64_t learnt, std::uint64_t stop_after_rows);
 /// "--stop-after-rows", "SIGTERM", ...: the `interrupted.signal` of --metrics-json.
 std::string stop_name(int signal);
@@ -167,8 +168,7 @@ std::string rank_prefix();
 /// (never a device or FIFO), and one that cannot go is only noted on stderr.
 void remove_finished_checkpoint(const std::string& path);
 
-/// "0123456789abcdef".
-std::string hex64(std::uint64_t x);
+using io::shard::hex64;
 /// The data's identity as a checkpoint records it: a resumed run must see the same rows in the
 /// same order, which the block-index checksum pins (with the counts, for a readable refusal).
 nlohmann::json data_identity(const io::Manifest& manifest);

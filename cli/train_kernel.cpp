@@ -141,10 +141,7 @@ double parse_bytes(const std::string& text) {
 // named in a warning (it changes nothing: the model is the one trained without it).
 void check_common(const CommonOptions& o, const po::variables_map& vm) {
   if (o.inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
-  if (o.scale != "maxabs" && o.scale != "none")
-    throw UsageError("train: --scale must be maxabs or none (got '" + o.scale + "')");
-  if (o.normalize != "l2" && o.normalize != "none")
-    throw UsageError("train: --normalize must be l2 or none (got '" + o.normalize + "')");
+  check_scaling(o.scale, o.normalize);
   if (!(o.rbf_width > 0) || !std::isfinite(o.rbf_width))
     throw UsageError("train: --rbf-width must be > 0 (got " + number(o.rbf_width) + ")");
   if (!(o.gamma >= 0) || !std::isfinite(o.gamma))
@@ -512,15 +509,8 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   check_common(o, vm);
   config.shrinking = !no_shrinking;
   config.seed = o.seed;
-  engine::parse_kernel(o.kernel);
-  for (const std::string name : {"lambda1", "lambda2"}) {
-    if (vm.count(name) && vm.count(name + "-rel"))
-      throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
-    for (const std::string& flag : {name, name + "-rel"})
-      if (vm.count(flag) && !(vm[flag].as<double>() >= 0 && std::isfinite(vm[flag].as<double>())))
-        throw UsageError("train: --" + flag + " must be ≥ 0 (got " + number(vm[flag].as<double>()) +
-                         ")");
-  }
+  check_lambda_option(vm, "lambda1");
+  check_lambda_option(vm, "lambda2");
   check_config(config, {{"c", "--cost"}});  // C first: the λs below are computed from it
   const KernelJob job(vm, o, metrics, algo);
   config.stop = KernelJob::stop_requested;
@@ -532,14 +522,10 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   engine::check_memory(engine::kldm_peak_bytes(t.y.size()), job.max_memory,
                        "kernel LDM on " + std::to_string(t.y.size()) +
                            " rows (G, the Cholesky factor and A: three m × m matrices of doubles)");
-  auto lambda = [&](const std::string& name, double rel_default) {
-    const double value = vm.count(name)            ? vm[name].as<double>()
-                         : vm.count(name + "-rel") ? vm[name + "-rel"].as<double>() * m * config.c
-                                                   : rel_default * m * config.c;
-    return value;
-  };
-  config.lambda1 = lambda("lambda1", engine::kDefaultLambda1Rel);
-  config.lambda2 = lambda("lambda2", engine::kDefaultLambda2Rel);
+  config.lambda1 =
+      lambda_option(vm, "lambda1", m, config.c).value_or(engine::kDefaultLambda1Rel * m * config.c);
+  config.lambda2 =
+      lambda_option(vm, "lambda2", m, config.c).value_or(engine::kDefaultLambda2Rel * m * config.c);
   check_config(config, {{"c", "--cost"}});
   const ResolvedKernel kernel = resolve_kernel(o, t.x);
   err_printf("kernel %s (gamma %g%s)  lambda1 %g  lambda2 %g  C %g  tolerance %g\n",
@@ -798,7 +784,6 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
                      positional, args, vm))
     return kHelpShown;
   check_common(o, vm);
-  engine::parse_kernel(o.kernel);
   if (variant != "cmm" && variant != "rmm")
     throw UsageError("train: --variant must be cmm or rmm (got '" + variant + "')");
   config.rmm_variant = variant == "rmm";

@@ -1,10 +1,10 @@
 // The one epoch loop of polymargin: every streamed learner (the linear LDM/SVM, the CPM) trains
-// through run_passes(), and so will data-parallel workers, MPI ranks and tuning, which need the
-// same loop. It reads the shards pass after pass in the reader's seeded window order, hands each
-// window to the learner, and keeps what every job needs around it: where a resumed run starts
-// (windows of a pass already learnt are not read again), when a checkpoint is due (by rows, time,
-// or at the end of every pass), the stop requests between windows (a signal, the --stop-after-rows
-// budget), and the time spent learning and waiting for data.
+// through run_passes(), with one replica or several (workers, MPI ranks: averaged at the syncs),
+// as do --tune's cells. It reads the shards pass after pass in the reader's seeded window order,
+// hands each window to the learner, and keeps what every job needs around it: where a resumed run
+// starts (windows of a pass already learnt are not read again), when a checkpoint is due (by rows,
+// time, or at the end of every pass), the stop requests between windows (a signal, the
+// --stop-after-rows budget), and the time spent learning and waiting for data.
 //
 // The driver knows nothing of flags, files or printing (docs/design.md, where the epoch loop
 // lives): what a learner does with a window, how it writes a checkpoint and what it reports at the

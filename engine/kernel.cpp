@@ -197,27 +197,6 @@ Eigen::MatrixXd gram_matrix(const RowSet& x, const KernelSpec& kernel) {
   return g;
 }
 
-Eigen::MatrixXd cross_kernel(const RowSet& a, const RowSet& b, const KernelSpec& kernel) {
-  const std::size_t n = a.size(), m = b.size();
-  Eigen::MatrixXd k(n, m);
-  const CsrView va = a.rows.view(), vb = b.rows.view();
-  const std::size_t dim = std::size_t{std::max(a.max_index, b.max_index)} + 1;
-  tbb::enumerable_thread_specific<std::vector<double>> dense([&] {
-    return std::vector<double>(dim, 0.0);
-  });
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 16),
-                    [&](const tbb::blocked_range<std::size_t>& range) {
-                      std::vector<double>& d = dense.local();
-                      for (std::size_t i = range.begin(); i != range.end(); ++i) {
-                        scatter(va, i, d.data(), false);
-                        for (std::size_t j = 0; j < m; ++j)
-                          k(i, j) = kernel(gather_dot(d.data(), vb, j), a.norm2[i], b.norm2[j]);
-                        scatter(va, i, d.data(), true);
-                      }
-                    });
-  return k;
-}
-
 void check_memory(double bytes, double limit, const std::string& what, const std::string& remedy) {
   if (bytes <= limit) return;
   std::ostringstream out;

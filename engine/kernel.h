@@ -73,10 +73,6 @@ double mean_pairwise_distance(const RowSet& x, std::uint64_t seed,
 /// triangle (oneTBB); bit-identical whatever the thread count.
 Eigen::MatrixXd gram_matrix(const RowSet& x, const KernelSpec& kernel);
 
-/// The n × m cross matrix K_ij = k(a_i, b_j) (a: rows, b: columns), bit-identical per entry to
-/// gram_matrix's entries for the same pair of rows in the same roles.
-Eigen::MatrixXd cross_kernel(const RowSet& a, const RowSet& b, const KernelSpec& kernel);
-
 /// Row j of `rows` dotted with a dense copy of another row, its non-zeros gathered in index order
 /// with two accumulators: the one dot product every kernel value is made of, in training and in
 /// prediction alike.

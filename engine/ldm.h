@@ -248,7 +248,6 @@ class LdmTrainer {
   /// The configuration in force, λ1 and λ2 resolved.
   const LdmConfig& config() const { return config_; }
   const LdmState& state() const { return state_; }
-  std::uint64_t rows_per_epoch() const { return m_; }
   double eta0() const { return state_.eta0; }
   bool eta0_clamped() const { return eta0_clamped_; }
 

@@ -1,16 +1,6 @@
 #include "engine/normalize.h"
 
-#include <stdexcept>
-
 namespace polymargin::engine {
-
-Normalize parse_normalize(const std::string& text) {
-  if (text == "none") return Normalize::kNone;
-  if (text == "l2") return Normalize::kL2;
-  throw std::invalid_argument("must be l2 or none (got '" + text + "')");
-}
-
-std::string normalize_name(Normalize n) { return n == Normalize::kL2 ? "l2" : "none"; }
 
 void normalize_rows_l2(CsrBuffer& rows) {
   rows.ensure_values();

@@ -6,18 +6,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "engine/csr.h"
 
 namespace polymargin::engine {
-
-enum class Normalize { kNone, kL2 };
-
-/// "none" | "l2"; std::invalid_argument otherwise (the caller names its flag).
-Normalize parse_normalize(const std::string& text);
-std::string normalize_name(Normalize n);
 
 /// A value as the per-feature scaling hands it to the learners: x / max|x_f| over the training
 /// rows; a feature those rows never had (max 0) counts for nothing. Empty `maxabs`: no scaling.

@@ -22,8 +22,6 @@ class FileLock {
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
-  const std::string& lock_path() const { return lock_path_; }
-
  private:
   std::string lock_path_;
   int fd_ = -1;

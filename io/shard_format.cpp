@@ -179,22 +179,18 @@ std::vector<VarintDecoder> varint_decoders() {
   return all;
 }
 
-namespace {
-
-std::string hex(std::uint64_t v) {
-  char buf[19];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-}  // namespace
-
 std::uint64_t checksum(const void* data, std::size_t size) { return XXH3_64bits(data, size); }
 
 void block_error(const BlockName& name, const std::string& message) {
   throw DataError(name.file, 0, 0,
                   "block " + std::to_string(name.local) + " (global block " +
                       std::to_string(name.global) + "): " + message);
+}
+
+std::string hex64(std::uint64_t checksum) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(checksum));
+  return text;
 }
 
 BlockEncoder::BlockEncoder(Codec codec, int zstd_level, std::string name)
@@ -302,7 +298,7 @@ BlockHeader check_block(const std::uint8_t* data, const IndexEntry& entry, Codec
   const std::uint64_t stored = load<std::uint64_t>(data + checked);
   const std::uint64_t actual = checksum(data, checked);
   if (stored != actual)
-    block_error(name, "checksum mismatch (stored " + hex(stored) + ", computed " + hex(actual) +
+    block_error(name, "checksum mismatch (stored " + hex64(stored) + ", computed " + hex64(actual) +
                           "): the shard is corrupt");
   const BlockHeader h = load<BlockHeader>(data);
   // A block whose checksum holds but whose header disagrees with the index was not written by the

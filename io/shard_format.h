@@ -106,6 +106,8 @@ static_assert(sizeof(MaxabsHeader) == 24);
 
 /// XXH3-64 of a byte range: every checksum of the format.
 std::uint64_t checksum(const void* data, std::size_t size);
+/// A checksum as messages and JSON write it: 16 lower-case hex digits.
+std::string hex64(std::uint64_t checksum);
 
 constexpr std::size_t pad8(std::size_t n) { return (n + 7) & ~std::size_t{7}; }
 

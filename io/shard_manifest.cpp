@@ -44,12 +44,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string hex(std::uint64_t v) {
-  char buf[19];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 // Reads manifest fields with one error shape: the file and the field that is wrong.
 class Fields {
  public:
@@ -196,11 +190,11 @@ std::string manifest_json(const Manifest& m) {
                       {"bytes", s.bytes},
                       {"rows", s.rows},
                       {"blocks", s.blocks},
-                      {"index_checksum", hex(s.index_checksum)},
-                      {"content_checksum", hex(s.content_checksum)}});
+                      {"index_checksum", hex64(s.index_checksum)},
+                      {"content_checksum", hex64(s.content_checksum)}});
   j["shards"] = shards;
-  j["block_index_checksum"] = hex(combined_index_checksum(m.shards));
-  j["manifest_checksum"] = hex(manifest_checksum(j));
+  j["block_index_checksum"] = hex64(combined_index_checksum(m.shards));
+  j["manifest_checksum"] = hex64(manifest_checksum(j));
   return j.dump(2) + "\n";
 }
 

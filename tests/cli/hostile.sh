@@ -385,6 +385,8 @@ for c in 1e308 1e-320; do
 done
 expect 7 "faces (-k)" train --algo cpm -d in.svm -o x.model -k 1000000000 --iterations 1
 expect 2 "overflows" train -d in.svm -o x.model --lambda1-rel 1e308 -c 1e30
+expect 2 "--lambda2-rel 1e+308 × m × C overflows" train --algo kldm -d in.svm -o x.model \
+  --lambda2-rel 1e308 -c 1e30
 
 # --- 17. files beside an output that are not ours: a lock file's name, a --tune cell cache --------
 # MODEL.lock is taken, truncated and removed: never when it is not a lock file of ours (an input of

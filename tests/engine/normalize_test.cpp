@@ -61,13 +61,6 @@ TEST(Normalize, RowsWithoutValuesGetThem) {
   for (const float v : rows.values) EXPECT_FLOAT_EQ(v, 0.5f);
 }
 
-TEST(Normalize, ParsesItsNames) {
-  EXPECT_EQ(parse_normalize("l2"), Normalize::kL2);
-  EXPECT_EQ(parse_normalize("none"), Normalize::kNone);
-  EXPECT_THROW(parse_normalize("l1"), std::invalid_argument);
-  EXPECT_EQ(normalize_name(Normalize::kL2), "l2");
-}
-
 // A normalised linear model scores w·(s∘x)/‖s∘x‖ + b·B, against a dense float64 reference; the
 // features beyond max_index are neither scored nor in the norm.
 TEST(Normalize, LinearModelScoresTheNormalisedRow) {
