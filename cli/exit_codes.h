@@ -2,6 +2,9 @@
 // library throws typed errors (engine/errors.h), and this is where each type becomes a code.
 #pragma once
 
+#include <exception>
+#include <string>
+
 #include "engine/errors.h"
 
 namespace polymargin::cli {
@@ -25,5 +28,18 @@ inline int exit_code_of(const Error& e) {
   if (dynamic_cast<const NumericalError*>(&e)) return kExitNumerical;
   return kExitUsage;  // UsageError, and any other Error: the request cannot be carried out
 }
+
+/// What an exception that ends a command says and exits with, the same for the command line,
+/// --metrics-json and Python.
+struct Failure {
+  enum class Kind { kUsage, kData, kIo, kMemory, kOutOfMemory, kNumerical, kInternal };
+  Kind kind = Kind::kInternal;
+  int code = kExitInternal;
+  /// A ConfigError's with its flag ("--cost must be > 0 (got -1)"), an Error's own, "out of
+  /// memory" (std::bad_alloc: exit 4), "internal error: ..." (anything else: a bug).
+  std::string message;
+};
+/// `error` (not null) described.
+Failure describe_failure(std::exception_ptr error);
 
 }  // namespace polymargin::cli

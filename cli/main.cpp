@@ -104,18 +104,10 @@ int main(int argc, char** argv) {
     int code = cli::kExitOk;
     try {
       code = c.run(args);
-    } catch (const ConfigError& e) {  // a learner's field: said with its flag
-      error = "error: " + cli::flag_of(e.field()) + " " + e.rule();
-      code = cli::exit_code_of(e);
-    } catch (const Error& e) {
-      error = std::string("error: ") + e.what();
-      code = cli::exit_code_of(e);
-    } catch (const std::bad_alloc&) {
-      error = "error: out of memory";
-      code = cli::kExitIo;
-    } catch (const std::exception& e) {
-      error = std::string("internal error: ") + e.what();
-      code = cli::kExitInternal;
+    } catch (...) {
+      const cli::Failure failure = cli::describe_failure(std::current_exception());
+      error = (failure.code == cli::kExitInternal ? "" : "error: ") + failure.message;
+      code = failure.code;
     }
     if (error.empty()) {
       if (const std::string failed = cli::stdout_error(); !failed.empty()) {

@@ -263,17 +263,10 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
     driver::defer_error_to_rank0();
     if (!e.involves("--metrics-json")) metrics.finish(exit_code_of(e), "error", rank + e.what());
     throw;
-  } catch (const Error& e) {
+  } catch (const std::exception&) {
+    const Failure failure = describe_failure(std::current_exception());
     driver::defer_error_to_rank0();
-    metrics.finish(exit_code_of(e), "error", rank + e.what());
-    throw;
-  } catch (const std::bad_alloc&) {
-    driver::defer_error_to_rank0();
-    metrics.finish(kExitIo, "error", rank + "out of memory");
-    throw;
-  } catch (const std::exception& e) {
-    driver::defer_error_to_rank0();
-    metrics.finish(kExitInternal, "error", rank + "internal error: " + e.what());
+    metrics.finish(failure.code, "error", rank + failure.message);
     throw;
   }
 }

@@ -1280,14 +1280,9 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   } catch (const io::OutputPathError& e) {
     if (!e.involves("--metrics-json")) report(exit_code_of(e), e.what());
     throw;
-  } catch (const Error& e) {
-    report(exit_code_of(e), e.what());
-    throw;
-  } catch (const std::bad_alloc&) {
-    report(kExitIo, "out of memory");
-    throw;
-  } catch (const std::exception& e) {
-    report(kExitInternal, std::string("internal error: ") + e.what());
+  } catch (const std::exception&) {
+    const Failure failure = describe_failure(std::current_exception());
+    report(failure.code, failure.message);
     throw;
   }
 }

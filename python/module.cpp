@@ -26,6 +26,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -158,33 +159,52 @@ class SigintToStop {
 };
 
 // What became of a command, held until the GIL is back.
-enum class Failure { kNone, kValue, kOs, kMemory, kNumerical, kInternal };
 struct Outcome {
   int code = cli::kExitOk;
-  Failure failure = Failure::kNone;
-  std::string message;
+  std::optional<cli::Failure> failure;
 };
 
 Outcome run_caught(const cli::Command& command, const std::vector<std::string>& args) {
   Outcome o;
   try {
     o.code = command.run(args);
-  } catch (const ConfigError& e) {
-    o = {cli::kExitUsage, Failure::kValue, cli::flag_of(e.field()) + " " + e.rule()};
-  } catch (const MemoryError& e) {
-    o = {cli::kExitMemory, Failure::kMemory, e.what()};
-  } catch (const IoError& e) {
-    o = {cli::kExitIo, Failure::kOs, e.what()};
-  } catch (const NumericalError& e) {
-    o = {cli::kExitNumerical, Failure::kNumerical, e.what()};
-  } catch (const Error& e) {
-    o = {cli::exit_code_of(e), Failure::kValue, e.what()};
-  } catch (const std::bad_alloc&) {
-    o = {cli::kExitIo, Failure::kMemory, "out of memory"};
-  } catch (const std::exception& e) {
-    o = {cli::kExitInternal, Failure::kInternal, std::string("internal error: ") + e.what()};
+  } catch (const std::exception&) {
+    o.failure = cli::describe_failure(std::current_exception());
+    o.code = o.failure->code;
   }
   return o;
+}
+
+// The Python exception of a failure, set: ValueError for a request or data the library refuses,
+// OSError, MemoryError (refused as too large, or out of memory), FloatingPointError, RuntimeError
+// (a bug).
+void set_error(const cli::Failure& failure) {
+  using Kind = cli::Failure::Kind;
+  PyObject* type = PyExc_RuntimeError;
+  switch (failure.kind) {
+    case Kind::kUsage:
+    case Kind::kData:
+      type = PyExc_ValueError;
+      break;
+    case Kind::kIo:
+      type = PyExc_OSError;
+      break;
+    case Kind::kMemory:
+    case Kind::kOutOfMemory:
+      type = PyExc_MemoryError;
+      break;
+    case Kind::kNumerical:
+      type = PyExc_FloatingPointError;
+      break;
+    case Kind::kInternal:
+      break;
+  }
+  PyErr_SetString(type, failure.message.c_str());
+}
+
+[[noreturn]] void raise(const cli::Failure& failure) {
+  set_error(failure);
+  throw py::error_already_set();
 }
 
 // One command at a time in a process: std::cout, std::cerr and SIGINT are the process's.
@@ -216,20 +236,7 @@ py::tuple run(const std::string& name, const std::vector<std::string>& args, py:
   if (interrupted)
     raise(PyExc_KeyboardInterrupt,
           "polymargin " + name + " stopped by SIGINT; nothing was written");
-  switch (outcome.failure) {
-    case Failure::kNone:
-      break;
-    case Failure::kValue:
-      raise(PyExc_ValueError, outcome.message);
-    case Failure::kOs:
-      raise(PyExc_OSError, outcome.message);
-    case Failure::kMemory:
-      raise(PyExc_MemoryError, outcome.message);
-    case Failure::kNumerical:
-      raise(PyExc_FloatingPointError, outcome.message);
-    case Failure::kInternal:
-      raise(PyExc_RuntimeError, outcome.message);
-  }
+  if (outcome.failure) raise(*outcome.failure);
   if (outcome.code != cli::kExitOk)
     raise(PyExc_RuntimeError, "polymargin " + name + " ended with exit code " +
                                   std::to_string(outcome.code) + ": " + err.last_lines());
@@ -422,18 +429,12 @@ class Model {
   std::unique_ptr<engine::Classifier> model_;
 };
 
-// Errors of the library outside run(): the same mapping.
+// Errors of the library outside run(): the same mapping (pybind11's own exceptions pass on).
 void translate(std::exception_ptr p) {
   try {
     if (p) std::rethrow_exception(p);
-  } catch (const MemoryError& e) {
-    PyErr_SetString(PyExc_MemoryError, e.what());
-  } catch (const IoError& e) {
-    PyErr_SetString(PyExc_OSError, e.what());
-  } catch (const NumericalError& e) {
-    PyErr_SetString(PyExc_FloatingPointError, e.what());
-  } catch (const Error& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const Error&) {
+    set_error(cli::describe_failure(std::current_exception()));
   }
 }
 
