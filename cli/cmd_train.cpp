@@ -575,6 +575,8 @@ void LinearRun::finish() {
     });
   }
   objective = trainer().objective(margins);  // ‖w̄‖² in the trained (scaled) space
+  check_trained_model(objective, margins,
+                      "lower --lambda1/--lambda2 (or their -rel forms) or --bias next to C");
   eval_seconds = seconds_since(eval_start);
 
   std::unique_ptr<io::AtomicFile> written = staged.get();  // rethrows the write's error

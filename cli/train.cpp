@@ -138,6 +138,16 @@ std::optional<double> lambda_option(const po::variables_map& vm, const std::stri
   return rel * rows * c;
 }
 
+void check_trained_model(double objective, const engine::MarginStats& margins,
+                         const std::string& remedy) {
+  if (std::isfinite(objective) && std::isfinite(margins.mean()) &&
+      std::isfinite(margins.variance()))
+    return;
+  throw NumericalError("training diverged: the trained model's objective is " + number(objective) +
+                       " (margin mean " + number(margins.mean()) + ", variance " +
+                       number(margins.variance()) + " over the training rows); " + remedy);
+}
+
 void check_scaling(const std::string& scale, const std::string& normalize) {
   if (scale != "maxabs" && scale != "none")
     throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");

@@ -15,6 +15,7 @@
 #include "cli/progress.h"
 #include "engine/classifier.h"
 #include "engine/errors.h"
+#include "engine/ldm.h"
 #include "engine/linear_model.h"
 #include "io/shards.h"
 
@@ -70,6 +71,12 @@ void check_lambda_option(const po::variables_map& vm, const std::string& name);
 /// m = `rows` and C = `c`; unset: nullopt (the engine's default ratio).
 std::optional<double> lambda_option(const po::variables_map& vm, const std::string& name,
                                     double rows, double c);
+
+/// NumericalError (exit 5, nothing written) unless the trained model's objective and its margins'
+/// mean and variance over the training rows are finite: a setting far beyond the data's scale (a
+/// huge λ) gives weights whose margins overflow, a model of no use. `remedy`: what to change.
+void check_trained_model(double objective, const engine::MarginStats& margins,
+                         const std::string& remedy);
 
 /// UsageError unless --scale is maxabs or none and --normalize l2 or none.
 void check_scaling(const std::string& scale, const std::string& normalize);

@@ -410,6 +410,8 @@ void save_and_report(const engine::KernelModel& model, nlohmann::ordered_json& s
                      const Eigen::VectorXd& scores, const Eigen::VectorXd& y, const Phases& phases,
                      Clock::time_point start, const CommonOptions& o,
                      const ValidationData& validation, MetricsFile& metrics) {
+  check_trained_model(summary["objective"].get<double>(), training_margins(scores, y),
+                      "a setting is far beyond the data's scale (C, the λs, the kernel's width)");
   Clock::time_point phase = Clock::now();
   io::save_kernel_model(model, o.output);
   const double save_seconds = seconds_since(phase);

@@ -357,9 +357,10 @@ void LdmTrainer::renormalise() {
 }
 
 void LdmTrainer::diverged(std::uint64_t t, const char* what) const {
-  throw NumericalError("training diverged: non-finite " + std::string(what) + " at step " +
-                       std::to_string(t) + " (epoch " + std::to_string(t / m_ + 1) +
-                       "); scale the features (--scale maxabs) or lower --eta0");
+  throw NumericalError(
+      "training diverged: non-finite " + std::string(what) + " at step " + std::to_string(t) +
+      " (epoch " + std::to_string(t / m_ + 1) +
+      "); scale the features (--scale maxabs), or lower --eta0, the lambdas or --bias");
 }
 
 void LdmTrainer::add_margins(const CsrView& rows, MarginStats& margins) const {

@@ -37,8 +37,10 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -136,7 +138,12 @@ struct MarginStats {
   double mean() const { return rows ? sum / rows : 0; }
   /// Var(γ) = mean(γ²) − mean(γ)² (the paper's γ̂ is twice this); at least 0, which rounding of
   /// nearly equal margins can cross.
-  double variance() const { return rows ? std::max(0.0, sum_sq / rows - mean() * mean()) : 0; }
+  /// Infinite when the squares overflow (never 0 from inf − inf).
+  double variance() const {
+    if (!rows) return 0;
+    const double v = sum_sq / rows - mean() * mean();
+    return std::isnan(v) ? std::numeric_limits<double>::infinity() : std::max(0.0, v);
+  }
   double accuracy() const { return rows ? static_cast<double>(correct) / rows : 0; }
 };
 

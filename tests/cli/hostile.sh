@@ -387,6 +387,10 @@ expect 7 "faces (-k)" train --algo cpm -d in.svm -o x.model -k 1000000000 --iter
 expect 2 "overflows" train -d in.svm -o x.model --lambda1-rel 1e308 -c 1e30
 expect 2 "--lambda2-rel 1e+308 × m × C overflows" train --algo kldm -d in.svm -o x.model \
   --lambda2-rel 1e308 -c 1e30
+# A λ so large that the margins overflow: no model of no use, exit 5 (it was written, exit 0).
+expect 5 "the trained model's objective is" train -d in.svm -o x.model --lambda2 1e300
+expect 5 "the trained model's objective is" train --algo kldm -d in.svm -o x.model --lambda2 1e300
+[ ! -e x.model ] || fail "a model whose objective is not finite was written"
 
 # --- 17. files beside an output that are not ours: a lock file's name, a --tune cell cache --------
 # MODEL.lock is taken, truncated and removed: never when it is not a lock file of ours (an input of

@@ -531,6 +531,14 @@ TEST(MarginStats, VarianceOfEqualMarginsIsNotNegative) {
   EXPECT_EQ(margins.variance(), 0.0);
 }
 
+// Margins whose squares overflow: the variance is infinite, not the 0 that max(0, inf − inf) gave.
+TEST(MarginStats, VarianceThatOverflowsIsInfinite) {
+  MarginStats margins;
+  margins.add(1, 1e200);
+  margins.add(1, 3e200);
+  EXPECT_TRUE(std::isinf(margins.variance()));
+}
+
 TEST(LdmConfig, RejectsInvalidValues) {
   auto invalid = [](auto change) {
     LdmConfig config;
