@@ -682,7 +682,12 @@ class Search {
     peers_.sum_in_place(late);
     return late[0] > 0;
   }
-  void set_deadline(double seconds) { deadline_ = seconds; }
+  // No cell starts after `seconds` of the search, but those of `first` (the setting the search
+  // starts from): a time budget spent before the first cell still scores one setting.
+  void set_deadline(double seconds, const Setting& first) {
+    deadline_ = seconds;
+    first_ = first;
+  }
 
   // The mean accuracy of a setting run on every fold; < 0 when it was not.
   double mean(const Setting& s) const {
@@ -737,7 +742,8 @@ class Search {
   }
 
   void execute(Cell& c) {
-    if (deadline_ > 0 && seconds_since(start_) > deadline_) return;  // out of time: not run
+    if (deadline_ > 0 && seconds_since(start_) > deadline_ && c.setting != first_)
+      return;  // out of time: not run
     const auto stopping = [this] { return polite_ && StopSignals::received() != 0; };
     if (stopping()) return;  // interrupted: not run
     json cell_key;
@@ -834,6 +840,7 @@ class Search {
   bool polite_ = false;
   Clock::time_point start_ = Clock::now();
   double deadline_ = 0;
+  Setting first_;
 };
 
 std::string grid_text(const Grid& g) {
@@ -1130,13 +1137,13 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   const engine::Peers peers = driver::mpi_job() ? driver::mpi_job()->peers() : engine::Peers{};
   note_rank_binding();
   Search search(t, algo, folds, dir.path, peers);
-  if (budget.seconds > 0) search.set_deadline(budget.seconds);
+  Setting current = experiment::first_setting(method);
+  if (budget.seconds > 0) search.set_deadline(budget.seconds, current);
   // A signal stops the search (and keeps its finished cells with --checkpoint), as one stops a
   // training run; the final run has its own StopSignals.
   std::optional<StopSignals> polite;
   polite.emplace();
   search.stop_on_signals();
-  Setting current = experiment::first_setting(method);
   std::size_t settings_run = 0;
   bool stopped_by_budget = false;
   for (const std::vector<std::string>& stage : experiment::search_stages(method)) {
@@ -1200,7 +1207,9 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   }
   json grid_json = json::object();
   for (const GridKey& k : method.grid) grid_json[k.key] = k.values;
+  // None when nothing was searched (every grid option given on the command line).
   const double chosen_accuracy = method.grid.empty() ? -1 : search.mean(current);
+  const json chosen_json = chosen_accuracy >= 0 ? json(chosen_accuracy) : json();
   record = {{"folds", folds.holdout.empty() ? t.folds : 0},  // a holdout has none
             {"repeats", folds.holdout.empty() ? folds.repeats : 0},
             {"holdout", !folds.holdout.empty()},
@@ -1218,15 +1227,17 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
                      {"stopped_by_budget", stopped_by_budget},
                      {"settings", cells},
                      {"chosen", setting_json(current)},
-                     {"validation_accuracy", chosen_accuracy}});
-  err_printf(
-      "tune %s: %zu settings in %.1f s; chosen %s (validation accuracy %.4f)%s; "
-      "training on all %llu rows\n",
-      algo.c_str(), search.order().size(), search_seconds,
-      method.grid.empty() ? "(nothing to search)"
-                          : experiment::setting_text(current, method).c_str(),
-      chosen_accuracy, stopped_by_budget ? ", stopped by --tune-budget" : "",
-      static_cast<unsigned long long>(folds.rows));
+                     {"validation_accuracy", chosen_json}});
+  char accuracy_text[48] = "";
+  if (chosen_accuracy >= 0)
+    std::snprintf(accuracy_text, sizeof accuracy_text, " (validation accuracy %.4f)",
+                  chosen_accuracy);
+  err_printf("tune %s: %zu settings in %.1f s; chosen %s%s%s; training on all %llu rows\n",
+             algo.c_str(), search.order().size(), search_seconds,
+             method.grid.empty() ? "(nothing to search)"
+                                 : experiment::setting_text(current, method).c_str(),
+             accuracy_text, stopped_by_budget ? ", stopped by --tune-budget" : "",
+             static_cast<unsigned long long>(folds.rows));
 
   // A signal after the last stage's check (its final run would otherwise clear it unseen).
   if (const int signal = search.interrupted()) {

@@ -124,6 +124,12 @@ jq -e '(.tune.grid | keys) == ["bias"] and .tune.folds == 3 and .normalize == "l
 jq -e '(.tune.settings | length) == 3 and .tune.stopped_by_budget' "$work/budget.json" > /dev/null \
   || fail "--tune-budget 3 ran $(jq '.tune.settings | length' "$work/budget.json") settings"
 [ ! -e "$work/ck" ] && [ ! -e "$work/ck.tune" ] || fail "checkpoint or tuning cells left behind"
+# A time spent before the first cell still scores the setting the search starts from.
+"$bin" train --algo ldm -d "$work/threshold.svm" -o "$work/short" --tune --tune-budget 0.001s \
+  --json > "$work/short.json" 2> /dev/null || fail "--tune-budget 0.001s"
+jq -e '(.tune.settings | length) == 1 and .tune.stopped_by_budget and
+  .tune.validation_accuracy == .tune.settings[0].accuracy and .tune.validation_accuracy > 0' \
+  "$work/short.json" > /dev/null || fail "--tune-budget 0.001s: $(jq -c .tune "$work/short.json")"
 # The tuning's keys from --config as from flags: the same search and model; without tune, refused.
 printf '\xef\xbb\xbfepochs = 3\n' > "$work/bom.conf"  # an editor's byte order mark
 "$bin" train -d "$work/threshold.svm" -o "$work/bom.model" --config "$work/bom.conf" > /dev/null 2>&1 \
