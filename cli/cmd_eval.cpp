@@ -200,8 +200,8 @@ int run_predict(const std::vector<std::string>& args) {
   }
   if (ignored > 0)
     std::cerr << "predict: ignored " << ignored
-              << " non-zeros of features the model has not seen (index > " << model.max_index
-              << ")\n";
+              << " non-zeros of features the model has not seen (index "
+              << (model.index_base == 1 ? "0 or " : "") << "> " << model.max_index << ")\n";
   return 0;
 }
 

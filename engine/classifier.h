@@ -48,6 +48,11 @@ struct ModelInfo {
   std::uint64_t features = 0;   // LIBSVM feature count of the training data
 
   bool multiclass() const { return !classes.empty(); }
+  /// A feature id the model has a weight for: from index_base to max_index (id 0 of data scored by
+  /// a 1-based model is a feature it never saw, as one beyond max_index is).
+  bool knows(std::uint32_t f) const {
+    return f <= max_index && f >= static_cast<std::uint32_t>(index_base);
+  }
 };
 
 class Classifier : public ModelInfo {

@@ -48,12 +48,12 @@ double CpmModel::side_score(std::size_t m, std::size_t side, const CsrView& rows
   double norm = 0;  // --normalize l2: the reader's normalize_rows_l2, over the features known
   if (normalize_l2) {
     for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j)
-      if (rows.indices[j] <= max_index) norm += static_cast<double>(scaled(j)) * scaled(j);
+      if (knows(rows.indices[j])) norm += static_cast<double>(scaled(j)) * scaled(j);
     norm = std::sqrt(norm);
   }
   for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j) {
     const std::uint32_t f = rows.indices[j];
-    if (f > max_index) continue;
+    if (!knows(f)) continue;
     float x = scaled(j);
     if (norm > 0) x = static_cast<float>(x / norm);
     double v = x;
@@ -80,10 +80,10 @@ double CpmModel::machine_score(std::size_t m, const CsrView& rows, std::size_t r
 
 namespace {
 
-std::uint64_t ignored_in(const CsrView& rows, std::size_t r, std::uint32_t max_index) {
+std::uint64_t ignored_in(const CsrView& rows, std::size_t r, const CpmModel& model) {
   std::uint64_t n = 0;
   for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j)
-    n += rows.indices[j] > max_index;
+    n += !model.knows(rows.indices[j]);
   return n;
 }
 
@@ -97,7 +97,7 @@ std::uint64_t for_rows(const CsrView& rows, const CpmModel& model, RowFn&& fn) {
                       std::vector<double> work(static_cast<std::size_t>(model.max_faces()));
                       std::uint64_t skipped = 0;
                       for (std::size_t r = range.begin(); r != range.end(); ++r) {
-                        skipped += ignored_in(rows, r, model.max_index);
+                        skipped += ignored_in(rows, r, model);
                         fn(r, work.data());
                       }
                       if (skipped) ignored += skipped;

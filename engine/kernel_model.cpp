@@ -28,7 +28,7 @@ double KernelModel::score(const CsrView& rows, std::size_t r, std::vector<double
   std::uint64_t skipped = 0;
   for (std::uint32_t k = b; k < e; ++k) {
     const std::uint32_t f = rows.indices[k];
-    if (f > max_index) {
+    if (!knows(f)) {
       ++skipped;
       continue;
     }

@@ -26,14 +26,15 @@ struct LinearModel : Classifier {
   double bias_weight = 0;
   bool normalize_l2 = false;  // rows divided by ‖s∘x‖ before the dot product
 
-  /// Score of row r. Features beyond max_index are ignored and counted in *ignored if given.
+  /// Score of row r. Features the model does not know (knows()) are ignored and counted in
+  /// *ignored if given.
   double score(const CsrView& rows, std::size_t r, std::uint64_t* ignored = nullptr) const {
     return normalize_l2 ? row_score<true>(rows, r, ignored) : row_score<false>(rows, r, ignored);
   }
 
   /// Scores every row of `rows` into scores[0, rows.rows), in parallel (oneTBB); each score is
   /// computed exactly as score() does, so the result does not depend on the thread count.
-  /// Returns the number of ignored non-zeros (features beyond max_index).
+  /// Returns the number of ignored non-zeros (features the model does not know).
   std::uint64_t score_batch(const CsrView& rows, double* scores) const override;
 
   /// Non-zero weights by raw feature id (with their scale, if any).
@@ -48,7 +49,7 @@ struct LinearModel : Classifier {
     std::uint64_t skipped = 0;
     for (std::uint32_t k = b; k < e; ++k) {
       const std::uint32_t f = rows.indices[k];
-      if (f > max_index) {
+      if (!knows(f)) {
         ++skipped;
         continue;
       }

@@ -92,6 +92,11 @@ expect_exit 3 "zero.svm:1" -- "$bin" eval -m "$tmp/ldm.model" -d "$tmp/zero.svm"
 printf -- '-1 3:1 500:1\n+1 5:1\n' > "$tmp/wide.svm"
 "$bin" eval -m "$tmp/ldm.model" -d "$tmp/wide.svm" --json > "$tmp/wide.json" || fail "eval wide"
 grep -q '"ignored_nonzeros": 1' "$tmp/wide.json" || fail "ignored features not counted"
+# So is id 0 of shards converted 0-based, scored by a 1-based model (as text it is refused above).
+"$bin" convert "$tmp/zero.svm" -o "$tmp/zero.shards" --index-base 0 > /dev/null 2>&1 ||
+  fail "convert --index-base 0"
+"$bin" eval -m "$tmp/ldm.model" -d "$tmp/zero.shards" --json > "$tmp/zero.json" || fail "eval zero"
+grep -q '"ignored_nonzeros": 1' "$tmp/zero.json" || fail "id 0 of a 1-based model not counted"
 # A config file gives the same model as the same options on the command line.
 "$bin" train --config configs/a9a-ldm.conf -o "$tmp/cfg.model" --seed 3 > /dev/null 2>&1 || fail "train --config"
 "$bin" train --algo ldm -d data/a9a.zst -o "$tmp/flags.model" -c 10 --epochs 5 --scale maxabs --seed 3 \

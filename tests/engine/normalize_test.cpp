@@ -67,6 +67,7 @@ TEST(Normalize, LinearModelScoresTheNormalisedRow) {
   const std::uint32_t features = 12;
   const CsrBuffer rows = random_rows(features, 2);
   LinearModel model;
+  model.index_base = 0;            // ids from 0, as random_rows writes them
   model.max_index = features - 3;  // the last two features are unknown to the model
   model.normalize_l2 = true;
   model.bias_value = 1;
