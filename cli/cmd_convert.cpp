@@ -69,6 +69,8 @@ int run_convert(const std::vector<std::string>& args) {
   options.block_rows = block_rows;
   options.shards = shards;
   options.zstd_level = zstd_level;
+  if (options.codec != io::Codec::kZstd && !vm["zstd-level"].defaulted())
+    err_printf("warning: --zstd-level has no effect with --codec %s (ignored)\n", codec.c_str());
   options.text.index_base = io::parse_index_base(index_base);
   options.text.max_bad_lines = max_bad_lines;
   options.text.max_line_bytes = max_line_bytes;

@@ -110,8 +110,11 @@ int run_gen(const std::vector<std::string>& args) {
     if (vm.count("noise")) spec.noise = vm["noise"].as<double>();
     if (vm.count("positive-fraction"))
       spec.positive_fraction = vm["positive-fraction"].as<double>();
-    if (vm.count("signal-features"))
+    if (vm.count("signal-features")) {
       spec.signal_features = vm["signal-features"].as<std::uint64_t>();
+      if (spec.signal_features == 0)
+        throw UsageError("gen: --signal-features must be at least 1 (got 0)");
+    }
     spec.model = io::parse_planted_model(vm["model"].as<std::string>());
     if (vm.count("faces") && spec.model != io::PlantedModelKind::kPolytope)
       throw UsageError("--faces is for --model polytope (a linear rule has no faces)");

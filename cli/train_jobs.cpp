@@ -155,7 +155,11 @@ void DataParallel::check() {
 
 void DataParallel::plan(const io::Manifest& manifest, std::uint32_t window_blocks,
                         nlohmann::json& run_config) {
-  if (total() == 1) return;
+  if (total() == 1) {
+    if (sync_rows > 0)
+      err_printf("warning: --sync-rows has no effect with one worker and one rank (ignored)\n");
+    return;
+  }
   const std::uint64_t windows =
       (manifest.total_blocks + window_blocks - 1) / std::max<std::uint32_t>(window_blocks, 1);
   const std::uint64_t rows_per_window = std::max<std::uint64_t>(1, manifest.rows / windows);
@@ -398,7 +402,9 @@ void JobOptions::add_to(po::options_description& opts, const std::string& pass) 
       "resume", po::value(&resume),
       "continue the run that wrote this checkpoint (same data and options); the model is "
       "bit-identical to an uninterrupted run's")(
-      "stop-after-rows", po::value(&stop_after_rows),
+      "stop-after-rows", po::value(&stop_after_rows)->notifier([](std::uint64_t rows) {
+        if (rows == 0) throw UsageError("train: --stop-after-rows must be at least 1 (got 0)");
+      }),
       ("with --checkpoint: stop as on SIGTERM (checkpoint, exit 6) once the run has learnt this "
        "many rows in all, every " +
        pass + " counted (time-boxed jobs; tests of --resume)")

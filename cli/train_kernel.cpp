@@ -137,8 +137,15 @@ double parse_bytes(const std::string& text) {
   return value * unit;
 }
 
-// The common options checked; a kernel option given that the chosen kernel does not use is
-// named in a warning (it changes nothing: the model is the one trained without it).
+// An option given that changes nothing is named in a warning: the model is the one trained
+// without it.
+void warn_unused(const po::variables_map& vm, const char* name, const char* why) {
+  if (vm.count(name) > 0 && !vm[name].defaulted())
+    err_printf("warning: --%s has no effect %s (ignored)\n", name, why);
+}
+
+// The common options checked before the data are read; a kernel option given that the chosen
+// kernel does not use is named in a warning.
 void check_common(const CommonOptions& o, const po::variables_map& vm) {
   if (o.inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   check_scaling(o.scale, o.normalize);
@@ -147,10 +154,11 @@ void check_common(const CommonOptions& o, const po::variables_map& vm) {
   if (!(o.gamma >= 0) || !std::isfinite(o.gamma))
     throw UsageError("train: --gamma must be ≥ 0 (got " + number(o.gamma) + ")");
   const engine::KernelType type = engine::parse_kernel(o.kernel);
-  auto given = [&](const char* name) { return vm.count(name) > 0 && !vm[name].defaulted(); };
-  auto unused = [&](const char* name, const char* why) {
-    if (given(name)) err_printf("warning: --%s has no effect %s (ignored)\n", name, why);
-  };
+  if (type == engine::KernelType::kPolynomial && (o.degree < 1 || o.degree > 20))
+    throw UsageError("train: --degree must be in 1..20 (got " + std::to_string(o.degree) + ")");
+  if (!std::isfinite(o.coef0))
+    throw UsageError("train: --coef0 must be finite (got " + number(o.coef0) + ")");
+  auto unused = [&](const char* name, const char* why) { warn_unused(vm, name, why); };
   if (type == engine::KernelType::kLinear)
     for (const char* name : {"rbf-width", "gamma", "degree", "coef0"})
       unused(name, "with --kernel linear");
@@ -789,7 +797,15 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   if (variant != "cmm" && variant != "rmm")
     throw UsageError("train: --variant must be cmm or rmm (got '" + variant + "')");
   config.rmm_variant = variant == "rmm";
-  if (config.rmm_variant) config.c3 = config.c2;  // the variant's C3, as recorded and printed
+  if (config.rmm_variant) {
+    warn_unused(vm, "c3", "with --variant rmm, which takes C3 = C2");
+    config.c3 = config.c2;  // the variant's C3, as recorded and printed
+  }
+  // Unset, balance_mean is NaN (the labelled rows' mean label): a NaN given is refused.
+  if (vm.count("balance-mean") && !std::isfinite(config.balance_mean))
+    throw UsageError("train: --balance-mean must be in (-1, 1) (got " +
+                     number(config.balance_mean) + ")");
+  if (no_balance) warn_unused(vm, "balance-mean", "with --no-balance");
   config.balance = !no_balance;
   config.seed = o.seed;
   check_config(config);

@@ -387,6 +387,18 @@ expect 7 "faces (-k)" train --algo cpm -d in.svm -o x.model -k 1000000000 --iter
 expect 2 "overflows" train -d in.svm -o x.model --lambda1-rel 1e308 -c 1e30
 expect 2 "--lambda2-rel 1e+308 × m × C overflows" train --algo kldm -d in.svm -o x.model \
   --lambda2-rel 1e308 -c 1e30
+# Values that would change nothing are refused or named in a warning, never taken in silence.
+expect 2 "--stop-after-rows must be at least 1 (got 0)" train -d in.svm -o x.model \
+  --checkpoint x.ck --stop-after-rows 0
+expect 2 "--signal-features must be at least 1 (got 0)" gen --like kdda --rows 10 --features 50 \
+  --nnz 5 --signal-features 0 -o x.svm
+"$bin" train -d in.svm -o sync.model --epochs 1 --sync-rows 5 > /dev/null 2> err.txt ||
+  fail "train --sync-rows with one worker"
+grep -q -- "--sync-rows has no effect with one worker and one rank" err.txt || fail "no --sync-rows warning"
+"$bin" convert in.svm -o level.shards --codec raw --zstd-level 22 > /dev/null 2> err.txt ||
+  fail "convert --codec raw --zstd-level 22"
+grep -q -- "--zstd-level has no effect with --codec raw" err.txt || fail "no --zstd-level warning"
+[ ! -e x.model ] && [ ! -e x.svm ] || fail "a refused command wrote its output"
 # A λ so large that the margins overflow: no model of no use, exit 5 (it was written, exit 0).
 expect 5 "the trained model's objective is" train -d in.svm -o x.model --lambda2 1e300
 expect 5 "the trained model's objective is" train --algo kldm -d in.svm -o x.model --lambda2 1e300

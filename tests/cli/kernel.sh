@@ -118,6 +118,19 @@ expect_exit 2 "cost must be a positive number in" -- "$bin" train --algo tldm -d
 expect_exit 2 "c1 must be a positive number in" -- \
   "$bin" train --algo cmm -d "$tmp/semi.svm" -o "$tmp/x.model" --c1 1e31
 expect_exit 2 "c3 must be 0 or in" -- "$bin" train --algo cmm -d "$tmp/semi.svm" -o "$tmp/x.model" --c3 1e-31
+# Refused before the data are read (a data set that does not exist is never opened).
+expect_exit 2 "--degree must be in 1..20 (got 0)" -- \
+  "$bin" train --algo kldm -d "$tmp/none.svm" -o "$tmp/x.model" --kernel poly --degree 0
+expect_exit 2 "--coef0 must be finite" -- \
+  "$bin" train --algo cmm -d "$tmp/none.svm" -o "$tmp/x.model" --kernel poly --coef0 nan
+# An unset --balance-mean is the labelled mean; a NaN given is refused, not taken as unset.
+expect_exit 2 "--balance-mean must be in (-1, 1) (got nan)" -- \
+  "$bin" train --algo cmm -d "$tmp/semi.svm" -o "$tmp/x.model" --balance-mean nan
+"$bin" train --algo cmm -d "$tmp/semi.svm" -o "$tmp/rmm.model" --variant rmm --c3 5 --no-balance \
+  --balance-mean 0.2 > /dev/null 2> "$tmp/cmm.err" || fail "cmm with options of no effect"
+grep -q -- "--c3 has no effect with --variant rmm" "$tmp/cmm.err" || fail "no --c3 warning"
+grep -q -- "--balance-mean has no effect with --no-balance" "$tmp/cmm.err" ||
+  fail "no --balance-mean warning"
 expect_exit 2 "rbf-width 1e+300 gives" -- \
   "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --rbf-width 1e300
 expect_exit 2 "rbf-width must be > 0" -- \
