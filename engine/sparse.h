@@ -7,6 +7,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -103,7 +104,9 @@ inline void prefetch_row(const Row& x) {
 
 /// Allocates on 2 MiB boundaries and asks Linux for transparent huge pages (MADV_HUGEPAGE; THP is
 /// often in "madvise" mode). Random access to a weight vector of hundreds of MB otherwise misses
-/// the TLB on almost every non-zero; with 2 MiB pages the whole vector fits the TLB.
+/// the TLB on almost every non-zero; with 2 MiB pages the whole vector fits the TLB. An array of
+/// less than a huge page gains nothing from one and is allocated as it is (cache-line aligned):
+/// rounded up, a small model's weights cost 2 MiB each (a replica of --workers).
 template <typename T>
 struct HugePageAllocator {
   using value_type = T;
@@ -114,6 +117,11 @@ struct HugePageAllocator {
   HugePageAllocator(const HugePageAllocator<U>&) {}
 
   T* allocate(std::size_t n) {
+    if (n * sizeof(T) < kHugePage) {
+      void* p = std::aligned_alloc(64, std::max<std::size_t>(64, (n * sizeof(T) + 63) / 64 * 64));
+      if (!p) throw std::bad_alloc();
+      return static_cast<T*>(p);
+    }
     const std::size_t bytes = (n * sizeof(T) + kHugePage - 1) / kHugePage * kHugePage;
     void* p = std::aligned_alloc(kHugePage, bytes);
     if (!p) throw std::bad_alloc();
