@@ -112,6 +112,8 @@ double parse_bytes(const std::string& text) {
     double limit = engine::default_memory_limit();
     if (const std::optional<std::uint64_t> room = io::cgroup_memory_room())
       limit = std::min(limit, static_cast<double>(cgroup_arrays_room(*room)));
+    if (const std::optional<std::uint64_t> room = io::address_space_room())  // ulimit -v
+      limit = std::min(limit, static_cast<double>(cgroup_arrays_room(*room)));
     return limit;
   }
   std::size_t used = 0;

@@ -1,7 +1,11 @@
 #include "io/memory.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace polymargin::io {
@@ -82,15 +86,34 @@ std::uint64_t cgroup_memory_limit() { return cgroup_memory().limit; }
 
 std::optional<std::uint64_t> cgroup_memory_room() { return cgroup_memory().room; }
 
-std::uint64_t mem_available() {
-  std::uint64_t available = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key, rest;
-  std::uint64_t value = 0;
-  while (meminfo >> key >> value) {
-    std::getline(meminfo, rest);
-    if (key == "MemAvailable:") available = value * 1024;
+namespace {
+
+// The line "KEY: N kB" of a /proc file, in bytes; 0 if absent.
+std::uint64_t proc_kib(const char* path, const std::string& wanted) {
+  std::ifstream file(path);
+  std::string line;
+  while (std::getline(file, line)) {
+    if (line.compare(0, wanted.size(), wanted) != 0) continue;
+    std::istringstream fields(line.substr(wanted.size()));
+    std::uint64_t kib = 0;
+    return fields >> kib ? kib * 1024 : 0;
   }
+  return 0;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> address_space_room() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  const std::uint64_t held = proc_kib("/proc/self/status", "VmSize:");
+  return limit.rlim_cur > held ? limit.rlim_cur - held : 0;
+}
+
+std::uint64_t mem_available() {
+  std::uint64_t available = proc_kib("/proc/meminfo", "MemAvailable:");
+  if (const std::optional<std::uint64_t> room = address_space_room())
+    if (available == 0 || *room < available) available = std::max<std::uint64_t>(*room, 1);
   return available;
 }
 

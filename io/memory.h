@@ -18,7 +18,13 @@ std::uint64_t cgroup_memory_limit();
 /// when no limit applies.
 std::optional<std::uint64_t> cgroup_memory_room();
 
-/// MemAvailable of /proc/meminfo: what the machine can still give; 0 if unknown.
+/// What the process's address-space limit (RLIMIT_AS, `ulimit -v`) leaves beyond the address space
+/// it already holds; nullopt when there is no such limit.
+std::optional<std::uint64_t> address_space_room();
+
+/// What the machine can still give (MemAvailable of /proc/meminfo), lowered to what the process's
+/// address-space limit (RLIMIT_AS, `ulimit -v`) leaves beyond the address space it already holds;
+/// 0 if unknown.
 std::uint64_t mem_available();
 
 /// mem_available(), lowered to cgroup_memory_limit() when there is one; 0 if unknown.

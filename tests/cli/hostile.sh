@@ -399,6 +399,15 @@ grep -q -- "--sync-rows has no effect with one worker and one rank" err.txt || f
   fail "convert --codec raw --zstd-level 22"
 grep -q -- "--zstd-level has no effect with --codec raw" err.txt || fail "no --zstd-level warning"
 [ ! -e x.model ] && [ ! -e x.svm ] || fail "a refused command wrote its output"
+# Memory an address-space limit (ulimit -v) does not leave is refused up front, with the amount
+# (not under a sanitizer, whose shadow memory needs terabytes of address space).
+if [ -z "${POLYMARGIN_SANITIZE:-}" ]; then
+  printf '1 200000000:1\n-1 1:1\n' > wide.svm
+  (ulimit -v 2000000 && "$bin" train -d wide.svm -o x.model > /dev/null 2> err.txt) && status=0 ||
+    status=$?
+  [ "$status" -eq 7 ] && grep -q "GiB are available" err.txt ||
+    fail "train under ulimit -v: exit $status: $(cat err.txt)"
+fi
 # A λ so large that the margins overflow: no model of no use, exit 5 (it was written, exit 0).
 expect 5 "the trained model's objective is" train -d in.svm -o x.model --lambda2 1e300
 expect 5 "the trained model's objective is" train --algo kldm -d in.svm -o x.model --lambda2 1e300

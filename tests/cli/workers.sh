@@ -174,8 +174,10 @@ expect 2 "--workers must be 1 to 1024" train -d a9a.shards -o x.bin --workers 0
 expect 2 "--workers must be 1 to 1024" train -d a9a.shards -o x.bin --workers 5000
 # A replica of a small model costs its weights, not a 2 MiB huge page (256 replicas of 124
 # features: 540 MB when each was rounded up to one).
-zstd -dc "$root/data/a9a.zst" | head -n 300 > small.svm || true
-/usr/bin/time -f %M -o rss.txt "$bin" train -d small.svm -o many.bin --workers 256 --threads 1 \
-  > /dev/null 2>&1 || fail "train --workers 256"
-[ "$(cat rss.txt)" -lt 131072 ] || fail "--workers 256 on 300 rows peaked at $(cat rss.txt) KB"
+if [ -x /usr/bin/time ] && [ -z "${POLYMARGIN_SANITIZE:-}" ]; then
+  zstd -dc "$root/data/a9a.zst" | head -n 300 > small.svm || true
+  /usr/bin/time -f %M -o rss.txt "$bin" train -d small.svm -o many.bin --workers 256 --threads 1 \
+    > /dev/null 2>&1 || fail "train --workers 256"
+  [ "$(cat rss.txt)" -lt 131072 ] || fail "--workers 256 on 300 rows peaked at $(cat rss.txt) KB"
+fi
 echo "workers: all passed"
