@@ -35,11 +35,7 @@ struct Scored {
   nlohmann::json details;              // the model's own statistics (Classifier::eval_details)
 };
 
-std::string label_text(double label) {
-  std::ostringstream s;
-  s << label;
-  return s.str();
-}
+using io::label_text;  // a label as it reads back: its float's shortest text
 
 // Opens DATA for a model: text is parsed with the model's index base, so that an index 0 in a
 // 1-based test file is caught rather than silently shifted.
@@ -61,12 +57,13 @@ void check_labels(const io::Manifest& manifest, const Classifier& model, const s
             : model.labels.is_binary_label(l);
     if (known) continue;
     std::ostringstream msg;
-    msg << "label " << label << " (" << count << " rows) is not one of the model's labels ";
+    msg << "label " << label_text(label) << " (" << count << (count == 1 ? " row" : " rows")
+        << ") is not one of the model's labels ";
     if (model.multiclass()) {
       for (std::size_t k = 0; k < model.classes.size(); ++k)
-        msg << (k ? " / " : "") << model.classes[k];
+        msg << (k ? " / " : "") << label_text(model.classes[k]);
     } else {
-      msg << model.labels.negative << " / " << model.labels.positive;
+      msg << label_text(model.labels.negative) << " / " << label_text(model.labels.positive);
     }
     throw DataError(data, 0, 0, msg.str());
   }

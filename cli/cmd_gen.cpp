@@ -121,6 +121,8 @@ int run_gen(const std::vector<std::string>& args) {
     spec.feature_order = io::parse_feature_order(vm["feature-order"].as<std::string>());
     spec.seed = vm["seed"].as<std::uint64_t>();
     io::validate_spec(spec);
+  } catch (const ConfigError& e) {  // a field that is a flag: said with it
+    throw UsageError("gen: " + flag_of(e.field()) + " " + e.rule());
   } catch (const UsageError& e) {
     throw UsageError(std::string("gen: ") + e.what());
   }

@@ -45,6 +45,8 @@ int run_split(const std::vector<std::string>& args) {
   }
   try {
     io::validate_split_options(split);
+  } catch (const ConfigError& e) {  // said with its flag
+    throw UsageError("split: " + flag_of(e.field()) + " " + e.rule());
   } catch (const UsageError& e) {
     throw UsageError(std::string("split: ") + e.what());
   }

@@ -106,15 +106,20 @@ GeneratorSpec generator_preset(const std::string& like) {
 }
 
 void validate_spec(const GeneratorSpec& s) {
-  auto str = [](double v) { return std::to_string(v); };
+  auto str = [](double v) { return message_number(v); };
+  // A field gen takes as a flag: ConfigError, which the command line says with the flag.
+  auto field = [](bool ok, const char* name, const std::string& rule) {
+    if (!ok) throw ConfigError(name, rule);
+  };
   // A negative number on the command line wraps around to a huge one: refuse that too.
-  require(s.rows >= 1 && s.rows <= kMaxRows, "rows must be between 1 and " +
-                                                 std::to_string(kMaxRows) + " (got " +
-                                                 std::to_string(s.rows) + ")");
-  require(s.features >= 1 && s.features <= std::numeric_limits<std::uint32_t>::max(),
-          "features must be between 1 and 4294967295 (got " + std::to_string(s.features) + ")");
-  require(std::isfinite(s.nnz) && s.nnz >= 1 && s.nnz <= static_cast<double>(s.features),
-          "nnz must be between 1 and features (got " + str(s.nnz) + ")");
+  field(s.rows >= 1 && s.rows <= kMaxRows, "rows",
+        "must be between 1 and " + std::to_string(kMaxRows) + " (got " + std::to_string(s.rows) +
+            ")");
+  field(s.features >= 1 && s.features <= std::numeric_limits<std::uint32_t>::max(), "features",
+        "must be between 1 and 4294967295 (got " + std::to_string(s.features) + ")");
+  field(std::isfinite(s.nnz) && s.nnz >= 1 && s.nnz <= static_cast<double>(s.features), "nnz",
+        "must be between 1 and the feature count " + std::to_string(s.features) + " (got " +
+            str(s.nnz) + ")");
   require(std::isfinite(s.nnz_sigma) && s.nnz_sigma >= 0 && s.nnz_sigma <= 3,
           "nnz_sigma must be between 0 and 3 (got " + str(s.nnz_sigma) + ")");
   require(s.max_nnz <= s.features, "max_nnz must not exceed features");
@@ -122,14 +127,16 @@ void validate_spec(const GeneratorSpec& s) {
           "zipf exponent must be between 0 and 4 (got " + str(s.zipf_exponent) + ")");
   require(s.real_fraction >= 0 && s.real_fraction <= 1,
           "real_fraction must be between 0 and 1 (got " + str(s.real_fraction) + ")");
-  require(s.noise >= 0 && s.noise < 0.5, "noise must be in [0, 0.5) (got " + str(s.noise) + ")");
-  require(s.positive_fraction >= s.noise && s.positive_fraction <= 1 - s.noise,
-          "positive fraction must be between noise and 1 - noise (got " + str(s.positive_fraction) +
-              ")");
-  require(s.faces >= 1 && s.faces <= PlantedModel::kMaxFaces,
-          "faces must be between 1 and " + std::to_string(PlantedModel::kMaxFaces) + " (got " +
-              std::to_string(s.faces) + ")");
-  require(s.signal_features <= s.features, "signal_features must not exceed features");
+  field(s.noise >= 0 && s.noise < 0.5, "noise", "must be in [0, 0.5) (got " + str(s.noise) + ")");
+  field(s.positive_fraction >= s.noise && s.positive_fraction <= 1 - s.noise, "positive_fraction",
+        "must be between the noise and 1 - the noise (got " + str(s.positive_fraction) +
+            " with noise " + str(s.noise) + ")");
+  field(s.faces >= 1 && s.faces <= PlantedModel::kMaxFaces, "faces",
+        "must be between 1 and " + std::to_string(PlantedModel::kMaxFaces) + " (got " +
+            std::to_string(s.faces) + ")");
+  field(s.signal_features <= s.features, "signal_features",
+        "must not exceed the feature count " + std::to_string(s.features) + " (got " +
+            std::to_string(s.signal_features) + ")");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -283,10 +283,11 @@ struct ShardWriter::Impl {
     if (dir.empty() || dir == "." || dir == "/")
       throw UsageError("invalid output directory '" + dir + "'");
     if (options.block_rows == 0 || options.block_rows > (1u << 24))
-      throw UsageError("block rows must be in [1, 16777216], got " +
-                       std::to_string(options.block_rows));
+      throw ConfigError("block_rows", "must be in [1, 16777216] (got " +
+                                          std::to_string(options.block_rows) + ")");
     if (options.shards == 0 || options.shards > 4096)
-      throw UsageError("shards must be in [1, 4096], got " + std::to_string(options.shards));
+      throw ConfigError("shards",
+                        "must be in [1, 4096] (got " + std::to_string(options.shards) + ")");
     if (options.codec == Codec::kZstd &&
         (options.zstd_level < ZSTD_minCLevel() || options.zstd_level > ZSTD_maxCLevel()))
       throw UsageError("zstd level must be in [" + std::to_string(ZSTD_minCLevel()) + ", " +

@@ -21,11 +21,11 @@ int fold_of(std::uint64_t seed, std::uint64_t row, int k) {
 void validate_split_options(const SplitOptions& options) {
   if (options.folds == 0) {
     if (!(options.test_fraction >= 0 && options.test_fraction <= 1))
-      throw UsageError("test fraction must be between 0 and 1 (got " +
-                       std::to_string(options.test_fraction) + ")");
+      throw ConfigError("test_fraction", "must be between 0 and 1 (got " +
+                                             message_number(options.test_fraction) + ")");
   } else if (options.folds < 2 || options.folds > 1000) {
-    throw UsageError("folds must be between 2 and 1000 (got " + std::to_string(options.folds) +
-                     ")");
+    throw ConfigError("folds",
+                      "must be between 2 and 1000 (got " + std::to_string(options.folds) + ")");
   }
 }
 
