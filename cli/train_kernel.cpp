@@ -4,6 +4,7 @@
 // papers do, and handed to the engine's dense solvers; the model keeps the rows it needs.
 
 #include <tbb/global_control.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -107,9 +108,32 @@ void add_common_options(po::options_description& opts, CommonOptions& o, const s
       "index-base", po::value(&o.index_base)->default_value("auto"), index_base_help());
 }
 
+// A size in the unit that reads best: 512 B, 30.3 KiB, 1.15 GiB.
+std::string bytes_text(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  for (; u < 5 && bytes >= 1024; ++u) bytes /= 1024;
+  char text[32];
+  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
+  return text;
+}
+
+// MemoryError (exit 7) when `bytes` exceed --max-memory's `limit`, saying what needs how much and
+// what to change; called before anything of that size is allocated.
+void check_max_memory(
+    double bytes, double limit, const std::string& what,
+    const std::string& remedy = "use fewer training rows (memory grows with m²)") {
+  if (bytes <= limit) return;
+  throw MemoryError("train: " + what + " needs about " + bytes_text(bytes) +
+                    ", more than --max-memory " + bytes_text(limit) + "; " + remedy +
+                    " or raise --max-memory");
+}
+
 double parse_bytes(const std::string& text) {
   if (text == "auto") {  // half the RAM, or what a memory cgroup leaves beyond a run's floor
-    double limit = engine::default_memory_limit();
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    double limit =
+        pages > 0 && page > 0 ? 0.5 * static_cast<double>(pages) * page : 4.0 * (1ull << 30);
     if (const std::optional<std::uint64_t> room = io::cgroup_memory_room())
       limit = std::min(limit, static_cast<double>(cgroup_arrays_room(*room)));
     if (const std::optional<std::uint64_t> room = io::address_space_room())  // ulimit -v
@@ -215,12 +239,14 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
   // shards', the merged one, the model's) and a dense row of doubles per thread; and the rows
   // (an id and a value a non-zero, an offset and a label a row).
   const double per_feature = (o.scale == "maxabs" ? 12.0 : 0.0) + 8.0 * threads;
-  engine::check_memory(per_feature * (t.max_index + 1.0) + 8.0 * static_cast<double>(nnz) +
-                           16.0 * static_cast<double>(rows),
-                       parse_bytes(o.max_memory_text),
-                       "the rows and feature ids up to " + std::to_string(t.max_index) + " (" +
-                           number(per_feature) + " bytes each: scaling, a dense row per thread)",
-                       "renumber the features densely (the dense rows are indexed by feature id)");
+  const double feature_bytes = per_feature * (t.max_index + 1.0),
+               row_bytes = 8.0 * static_cast<double>(nnz) + 16.0 * static_cast<double>(rows);
+  check_max_memory(feature_bytes + row_bytes, parse_bytes(o.max_memory_text),
+                   "the rows and feature ids up to " + std::to_string(t.max_index) + " (" +
+                       number(per_feature) + " bytes each: scaling, a dense row per thread)",
+                   feature_bytes > row_bytes
+                       ? "renumber the features densely (the dense rows are indexed by feature id)"
+                       : "use fewer training rows");
   if (o.scale == "maxabs") {
     t.maxabs.assign(std::size_t{t.max_index} + 1, 0.0f);
     const std::vector<float>& m0 = dataset.shards().feature_maxabs();
@@ -531,9 +557,9 @@ int train_kldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   record_data(metrics, t);
   const double m = static_cast<double>(t.y.size());
   // Before anything of size m² exists: will it fit?
-  engine::check_memory(engine::kldm_peak_bytes(t.y.size()), job.max_memory,
-                       "kernel LDM on " + std::to_string(t.y.size()) +
-                           " rows (G, the Cholesky factor and A: three m × m matrices of doubles)");
+  check_max_memory(engine::kldm_peak_bytes(t.y.size()), job.max_memory,
+                   "kernel LDM on " + std::to_string(t.y.size()) +
+                       " rows (G, the Cholesky factor and A: three m × m matrices of doubles)");
   config.lambda1 =
       lambda_option(vm, "lambda1", m, config.c).value_or(engine::kDefaultLambda1Rel * m * config.c);
   config.lambda2 =
@@ -676,11 +702,10 @@ int train_tldm(const std::vector<std::string>& args, MetricsFile& metrics) {
   const auto l = static_cast<std::uint64_t>(t.y.size());
   const bool linear = engine::parse_kernel(o.kernel) == engine::KernelType::kLinear;
   const std::uint64_t q = linear ? std::uint64_t{t.max_index} + 1 : l;
-  engine::check_memory(
-      engine::tldm_peak_bytes(l, q) + (linear ? 0.0 : engine::square_matrix_bytes(l)),
-      job.max_memory,
-      "Twin LDM on " + std::to_string(l) + " rows and " + std::to_string(q) +
-          " basis columns (its (q+1)² matrices P, S and the duals' Hessians)");
+  check_max_memory(engine::tldm_peak_bytes(l, q) + (linear ? 0.0 : engine::square_matrix_bytes(l)),
+                   job.max_memory,
+                   "Twin LDM on " + std::to_string(l) + " rows and " + std::to_string(q) +
+                       " basis columns (its (q+1)² matrices P, S and the duals' Hessians)");
   const ResolvedKernel kernel = resolve_kernel(o, t.x);
   err_printf("kernel %s%s  c %g  lambda1 %g  lambda2 %g  epsilon %g  omega %g\n",
                engine::kernel_name(kernel.spec.type).c_str(),
@@ -817,9 +842,9 @@ int train_cmm(const std::vector<std::string>& args, MetricsFile& metrics) {
   TrainingSet t = load_training_set(o, true, unlabelled);
   record_data(metrics, t);
   const auto n = static_cast<std::uint64_t>(t.y.size());
-  engine::check_memory(engine::square_matrix_bytes(n) + 64.0 * n, job.max_memory,
-                       "CMM on " + std::to_string(n) +
-                           " rows (the kernel matrix over labelled and unlabelled rows)");
+  check_max_memory(engine::square_matrix_bytes(n) + 64.0 * n, job.max_memory,
+                   "CMM on " + std::to_string(n) +
+                       " rows (the kernel matrix over labelled and unlabelled rows)");
   const ResolvedKernel kernel = resolve_kernel(o, t.x);
   err_printf("kernel %s (gamma %g, bias %g)  variant %s  C1 %g  C2 %g  C3 %g  epsilon %g  "
                "delta %g\n",

@@ -4,11 +4,9 @@
 #include <tbb/blocked_range2d.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "engine/errors.h"
 #include "engine/random.h"
@@ -195,21 +193,6 @@ Eigen::MatrixXd gram_matrix(const RowSet& x, const KernelSpec& kernel) {
                         for (std::size_t i = j + 1; i < m; ++i) g(j, i) = g(i, j);
                     });
   return g;
-}
-
-void check_memory(double bytes, double limit, const std::string& what, const std::string& remedy) {
-  if (bytes <= limit) return;
-  std::ostringstream out;
-  out.precision(3);
-  out << what << " needs about " << bytes / (1 << 20) << " MiB, more than --max-memory "
-      << limit / (1 << 20) << " MiB; " << remedy << " or raise --max-memory";
-  throw MemoryError(out.str());
-}
-
-double default_memory_limit() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return 4.0 * (1ull << 30);
-  return 0.5 * static_cast<double>(pages) * static_cast<double>(page);
 }
 
 }  // namespace polymargin::engine

@@ -99,13 +99,4 @@ inline double gather_dot(const double* dense, const CsrView& rows, std::size_t j
 /// Bytes of an m × m double matrix.
 inline double square_matrix_bytes(std::uint64_t m) { return 8.0 * static_cast<double>(m) * m; }
 
-/// Throws MemoryError (exit 7) when `bytes` exceeds `limit`, saying what needs how much, what to
-/// change (`remedy`) and which option raises the limit; called before anything of that size is
-/// allocated.
-void check_memory(double bytes, double limit, const std::string& what,
-                  const std::string& remedy = "use fewer training rows (memory grows with m²)");
-
-/// Half of the physical memory (the default --max-memory).
-double default_memory_limit();
-
 }  // namespace polymargin::engine

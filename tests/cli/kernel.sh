@@ -139,7 +139,7 @@ expect_exit 2 "exclude each other" -- \
   "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --lambda1 1 --lambda1-rel 1
 expect_exit 2 "max-memory must be" -- \
   "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --max-memory lots
-expect_exit 7 "more than --max-memory" -- \
+expect_exit 7 "more than --max-memory 100 KiB; use fewer training rows" -- \
   "$bin" train --algo kldm -d "$train" -o "$tmp/x.model" --max-memory 100K
 printf '1 1:1\n2 1:2\n3 2:1\n' > "$tmp/three.svm"
 expect_exit 3 "not binary" -- "$bin" train --algo kldm -d "$tmp/three.svm" -o "$tmp/x.model"
