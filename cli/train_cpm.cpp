@@ -192,6 +192,9 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
     config.iterations = static_cast<std::uint64_t>(iterations);
   } else if (vm["epochs"].defaulted()) {
     config.min_iterations = engine::kCpmDefaultMinSteps;
+  } else if (!(config.epochs > 0) || !std::isfinite(config.epochs)) {
+    throw UsageError("train: --epochs must be a positive number of passes (got " +
+                     number(config.epochs) + ")");
   }
   config.sides = parse_sides(sides);
   if (cost_text != "auto") {

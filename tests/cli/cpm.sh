@@ -98,6 +98,7 @@ grep -q "truncated" "$work/err.log" || fail "truncated model: $(cat "$work/err.l
 d=(-d "$work/a9a.shards")
 expect 2 "faces K" "${d[@]}" -k 0
 expect 2 "iterations (T) must be at least 1" "${d[@]}" --iterations 0
+expect 2 "--epochs must be a positive number of passes (got 0)" "${d[@]}" --epochs 0
 expect 2 "C) must be > 0" "${d[@]}" -c 0
 expect 2 "C) must be > 0" "${d[@]}" -c -1
 expect 2 "must be in \[1, K\]" "${d[@]}" -k 4 --entropy 5
