@@ -453,26 +453,36 @@ io::Dataset open_scored(const std::vector<std::string>& data, int index_base, in
   return io::Dataset::open(data, convert, threads);
 }
 
+// DataError for the first validation label that is not one of `known`, naming them.
+void refuse_unknown_labels(const std::map<double, std::uint64_t>& counts,
+                           const std::vector<double>& known, const std::vector<std::string>& data,
+                           bool zero_is_unlabelled) {
+  for (const auto& [label, count] : counts) {
+    if (std::any_of(known.begin(), known.end(),
+                    [&](double k) { return static_cast<float>(k) == static_cast<float>(label); }))
+      continue;
+    const std::string rows = std::to_string(count) + (count == 1 ? " row" : " rows");
+    if (zero_is_unlabelled && label == 0)
+      throw DataError(data_name(data), 0, 0,
+                      "validation rows labelled 0 (" + rows +
+                          ") are unlabelled to cmm, and a validation scores labelled rows only: "
+                          "leave them out of the validation data");
+    std::string labels;
+    for (const double k : known) labels += (labels.empty() ? "" : " / ") + io::label_text(k);
+    throw DataError(data_name(data), 0, 0,
+                    "validation label " + io::label_text(label) + " (" + rows +
+                        ") is not one of the training labels " + labels);
+  }
+}
+
 Validation score_validation(const engine::Classifier& model, const io::Dataset& vdata,
                             const std::vector<std::string>& data, int threads) {
   const io::Manifest& manifest = vdata.shards().manifest();
-  const auto known = [&](float label) {
-    if (!model.multiclass()) return model.labels.is_binary_label(label);
-    for (const double c : model.classes)
-      if (static_cast<float>(c) == label) return true;
-    return false;
-  };
-  for (const auto& [label, count] : manifest.label_counts)
-    if (!known(static_cast<float>(label))) {
-      std::string labels;
-      if (model.multiclass())
-        for (const double c : model.classes) labels += (labels.empty() ? "" : " / ") + number(c);
-      else
-        labels = number(model.labels.negative) + " / " + number(model.labels.positive);
-      throw DataError(data_name(data), 0, 0,
-                      "validation label " + number(label) + " (" + std::to_string(count) +
-                          " rows) is not one of the training labels " + labels);
-    }
+  refuse_unknown_labels(manifest.label_counts,
+                        model.multiclass()
+                            ? model.classes
+                            : std::vector<double>{model.labels.negative, model.labels.positive},
+                        data, model.algorithm == "cmm");
   std::vector<double> scores, predicted;
   engine::BinaryScores binary;
   if (!model.multiclass()) {
@@ -511,7 +521,7 @@ Validation score_validation(const engine::Classifier& model, const io::Dataset& 
 }  // namespace
 
 ValidationData open_validation(const std::vector<std::string>& inputs, const io::Manifest& training,
-                               int threads) {
+                               int threads, bool zero_is_unlabelled) {
   ValidationData v;
   if (inputs.empty()) return v;
   v.inputs = inputs;
@@ -519,15 +529,9 @@ ValidationData open_validation(const std::vector<std::string>& inputs, const io:
   const io::Manifest& manifest = v.data->shards().manifest();
   if (manifest.rows == 0)
     throw DataError(data_name(inputs), 0, 0, "no data rows: --validation needs rows to score");
-  for (const auto& [label, count] : manifest.label_counts)
-    if (!training.label_counts.count(label)) {
-      std::string labels;
-      for (const auto& [known, n] : training.label_counts)
-        labels += (labels.empty() ? "" : " / ") + number(known);
-      throw DataError(data_name(inputs), 0, 0,
-                      "validation label " + number(label) + " (" + std::to_string(count) +
-                          " rows) is not one of the training labels " + labels);
-    }
+  std::vector<double> known;
+  for (const auto& [label, n] : training.label_counts) known.push_back(label);
+  refuse_unknown_labels(manifest.label_counts, known, inputs, zero_is_unlabelled);
   return v;
 }
 

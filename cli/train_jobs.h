@@ -233,8 +233,10 @@ struct ValidationData {
   std::vector<std::string> inputs;
   std::optional<io::Dataset> data;
 };
+/// Opens --validation data and refuses them (DataError) without rows or with a label `training`
+/// lacks; `zero_is_unlabelled` (cmm): rows labelled 0 are refused as unlabelled.
 ValidationData open_validation(const std::vector<std::string>& inputs, const io::Manifest& training,
-                               int threads);
+                               int threads, bool zero_is_unlabelled = false);
 /// The validation data scored with a finished model.
 Validation validate(const engine::Classifier& model, const ValidationData& data, int threads);
 

@@ -286,7 +286,7 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
   t.features = std::max(manifest.features, extra ? extra->shards().manifest().features : 0);
   t.nnz = buffer.indices.size();
   t.index_base = manifest.index_base;
-  t.validation = open_validation(o.validation, labelled, threads);
+  t.validation = open_validation(o.validation, labelled, threads, allow_unlabelled);
   t.data_checksum = hex64(io::data_checksum(manifest));
   if (extra) t.unlabelled_checksum = hex64(io::data_checksum(extra->shards().manifest()));
   t.open_seconds = seconds_since(start);

@@ -83,6 +83,9 @@ rc=0
 awk '{ if (NR % 7 != 0) $1 = 0; print }' "$train" > "$tmp/semi.svm"
 awk '$1 != 0' "$tmp/semi.svm" > "$tmp/labelled.svm"
 awk '$1 == 0' "$tmp/semi.svm" > "$tmp/unlabelled.svm"
+# Rows labelled 0 are unlabelled to cmm: a validation cannot score them, and says so.
+expect_exit 3 "are unlabelled to cmm, and a validation scores labelled rows only" -- \
+  "$bin" train --algo cmm -d "$tmp/semi.svm" -o "$tmp/x.model" --validation "$tmp/semi.svm"
 check_learner cmm 0.75 --algo cmm -d "$tmp/semi.svm"
 grep -q '"unlabelled_rows": 117' "$tmp/cmm.train.json" || fail "cmm did not see 117 unlabelled rows"
 check_learner cmm-rmm 0.75 --algo cmm --variant rmm -d "$tmp/semi.svm"
