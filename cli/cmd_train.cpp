@@ -343,15 +343,7 @@ void LinearRun::open() {
                               {"rows", position.rows}};
   }
 
-  read.seed = config.seed;
-  read.threads = threads;
-  read.read_ahead_bytes = job.read_ahead_mib << 20;
-  read.window_blocks = window_blocks;
-  read.scale_maxabs = scale == "maxabs";
-  read.part =
-      static_cast<std::uint32_t>(parallel.peers.index);  // a rank reads its part of every window
-  read.parts = static_cast<std::uint32_t>(parallel.peers.count);
-  read.normalize_l2 = normalize == "l2";
+  read = read_options(config.seed, scale == "maxabs", normalize == "l2", parallel);
   read.renumber = slot_of;
   read.renumbered_maxabs = maxabs_by_slot;
   // With a replica per thread or more, the replicas keep every thread busy: a window is then read
@@ -472,18 +464,8 @@ void LinearRun::train() {
                  rows / 1e6 / std::max(seconds, 1e-9), trainer().objective(margins),
                  margins.accuracy());
   };
-  driver::LoopOptions loop;
-  loop.read = read;
+  driver::LoopOptions loop = loop_options(read, parallel, replicas.sync_bytes());
   loop.passes = static_cast<std::uint64_t>(used.epochs);
-  loop.checkpoints = !checkpoint.empty();
-  loop.every = job.every;
-  loop.sync_windows = replicated() ? parallel.sync_windows : 0;
-  parallel.sync_bytes = replicated() ? replicas.sync_bytes() : 0;
-  loop.peers = &parallel.peers;
-  // Rows learnt by the run (polled at averagings when replicated; under MPI, the ranks' sum).
-  loop.stop_requested = [&](std::uint64_t rows) {
-    return stop_requested(rows, job.stop_after_rows);
-  };
   try {
     trained =
         driver::run_passes(shards, learner, loop,

@@ -408,21 +408,12 @@ void CpmRun::announce() const {
 void CpmRun::train() {
   const io::ShardSet& shards = dataset->shards();
   engine::CpmReplicas& replicas = *this->replicas;
-  io::ReadOptions read;
-  read.seed = config.seed;
-  read.threads = threads;
-  read.read_ahead_bytes = job.read_ahead_mib << 20;
-  read.window_blocks = window_blocks;
-  read.scale_maxabs = scale == "maxabs";
-  read.normalize_l2 = normalize == "l2";
+  io::ReadOptions read = read_options(config.seed, scale == "maxabs", normalize == "l2", parallel);
   // With a side per thread or more, the sides keep every thread busy: a window is then read by all
   // threads (lockstep), its reading started by those whose sides finished the window before first
   // (scan_lending), rather than by one of them ahead of its side.
   read.lockstep = trainer().sides() * static_cast<std::size_t>(parallel.workers) >=
                   static_cast<std::size_t>(threads);
-  read.part =
-      static_cast<std::uint32_t>(parallel.peers.index);  // a rank reads its part of a window
-  read.parts = static_cast<std::uint32_t>(parallel.peers.count);
   // The epoch loop is the driver's; what the CPM does with a window, a checkpoint, a stop and the
   // end of a pass is said here. Its position: {pass, windows of it learnt, rows in all passes}.
   JobLearner learner;
@@ -465,21 +456,11 @@ void CpmRun::train() {
                  static_cast<unsigned long long>(at.pass + 1), seconds,
                  static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total));
   };
-  driver::LoopOptions loop;
-  loop.read = read;
-  loop.checkpoints = !job.checkpoint.empty();
+  driver::LoopOptions loop = loop_options(read, parallel, replicas.sync_bytes());
   // The passes the run will make: the most any side needs for its T steps.
   for (const auto& s : replicas.status())
     if (s.rows > 0)
       loop.expected_passes = std::max(loop.expected_passes, (s.iterations + s.rows - 1) / s.rows);
-  loop.every = job.every;
-  loop.sync_windows = replicated() ? parallel.sync_windows : 0;
-  parallel.sync_bytes = replicated() ? replicas.sync_bytes() : 0;
-  loop.peers = &parallel.peers;
-  // Rows learnt by the run (under MPI, the ranks' sum).
-  loop.stop_requested = [&](std::uint64_t rows) {
-    return stop_requested(rows, job.stop_after_rows);
-  };
   trained = driver::run_passes(shards, learner, loop,
                                {position.pass, position.batches, 0, position.rows}, job.resume);
 }

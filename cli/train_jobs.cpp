@@ -275,6 +275,37 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
   }
 }
 
+io::ReadOptions TrainRun::read_options(std::uint64_t seed, bool scale_maxabs, bool normalize_l2,
+                                       const DataParallel& parallel) const {
+  io::ReadOptions read;
+  read.seed = seed;
+  read.threads = threads;
+  read.read_ahead_bytes = job.read_ahead_mib << 20;
+  read.window_blocks = window_blocks;
+  read.scale_maxabs = scale_maxabs;
+  read.normalize_l2 = normalize_l2;
+  read.part = static_cast<std::uint32_t>(parallel.peers.index);  // a rank reads its part
+  read.parts = static_cast<std::uint32_t>(parallel.peers.count);
+  return read;
+}
+
+driver::LoopOptions TrainRun::loop_options(const io::ReadOptions& read, DataParallel& parallel,
+                                           std::uint64_t sync_bytes) const {
+  driver::LoopOptions loop;
+  loop.read = read;
+  loop.checkpoints = !job.checkpoint.empty();
+  loop.every = job.every;
+  const bool replicated = parallel.total() > 1;
+  loop.sync_windows = replicated ? parallel.sync_windows : 0;
+  parallel.sync_bytes = replicated ? sync_bytes : 0;
+  loop.peers = &parallel.peers;
+  // Rows learnt by the run (polled at averagings when replicated; under MPI, the ranks' sum).
+  loop.stop_requested = [stop_after_rows = job.stop_after_rows](std::uint64_t rows) {
+    return stop_requested(rows, stop_after_rows);
+  };
+  return loop;
+}
+
 void TrainRun::open_data(const std::string& algorithm) {
   if (driver::mpi_job() && std::find(inputs.begin(), inputs.end(), "-") != inputs.end())
     throw UsageError(

@@ -249,6 +249,14 @@ struct TrainRun {
   /// (text is converted on the fly), reports its identity and refuses an empty set.
   void open_data(const std::string& algorithm);
   const io::Manifest& manifest() const { return dataset->shards().manifest(); }
+  /// The reader's options of every streamed run: its seed, the threads, read-ahead and window,
+  /// the scaling and normalisation, and this rank's part of each window.
+  io::ReadOptions read_options(std::uint64_t seed, bool scale_maxabs, bool normalize_l2,
+                               const DataParallel& parallel) const;
+  /// The epoch loop's options of every streamed run, reading with `read`: the checkpoint schedule,
+  /// the averagings of `parallel` (whose replicas hand `sync_bytes` to each) and the stop requests.
+  driver::LoopOptions loop_options(const io::ReadOptions& read, DataParallel& parallel,
+                                   std::uint64_t sync_bytes) const;
 
   MetricsFile& metrics;
   nlohmann::ordered_json& report;
