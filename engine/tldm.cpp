@@ -20,10 +20,14 @@ Eigen::MatrixXd select_rows(const Eigen::MatrixXd& m, const std::vector<Eigen::I
 
 // Factors m in place (its lower triangle becomes L): no second (q+1)² matrix.
 using InPlaceLlt = Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>>;
-void check_factored(const InPlaceLlt& llt, const char* name) {
+// A failure names the likely cause: ε too small for the matrix, or λ1 so large that its term
+// swamps ε in floating point.
+void check_factored(const InPlaceLlt& llt, const char* name, const TldmConfig& config) {
   if (llt.info() != Eigen::Success)
     throw NumericalError(std::string("Twin LDM: the Cholesky factorisation of ") + name +
-                         " failed (not positive definite); raise --epsilon");
+                         " failed (not positive definite): raise ε (" +
+                         message_number(config.epsilon) + "), or lower λ1 (" +
+                         message_number(config.lambda1) + ") if it is far beyond the data's scale");
 }
 
 // (h + hᵀ)/2 in place, without a temporary the size of h.
@@ -138,7 +142,7 @@ TldmResult solve_tldm(const Eigen::MatrixXd& basis, const Eigen::VectorXd& y,
     Eigen::MatrixXd p = distribution + near.transpose() * near;
     p.diagonal().array() += config.epsilon;
     const InPlaceLlt llt(p);
-    check_factored(llt, k == 0 ? "P" : "S");
+    check_factored(llt, k == 0 ? "P" : "S", config);
     const Eigen::MatrixXd solved_far = llt.solve(far.transpose());  // P⁻¹Gᵀ or S⁻¹Hᵀ
     const Eigen::VectorXd solved_q = llt.solve(qv);
     Eigen::MatrixXd hessian = far * solved_far;
