@@ -413,6 +413,22 @@ Folds write_folds(const TuneArgs& t, const std::string& dir, std::uint64_t rows)
                         "--tune: fold " + std::to_string(f + 1) + " of " +
                             std::to_string(t.folds) + " is empty (" +
                             std::to_string(folds.searched) + " rows): use fewer --tune-folds");
+    // A class whose rows all fall in one fold is missing from the cell that holds that fold out,
+    // which then cannot score it (tiny data, a rare class).
+    for (std::size_t f = 0; f < counts.fold_labels.size(); ++f)
+      for (const auto& [label, n] : counts.fold_labels[f]) {
+        std::uint64_t elsewhere = 0;
+        for (std::size_t g = 0; g < counts.fold_labels.size(); ++g)
+          if (g != f && counts.fold_labels[g].count(label))
+            elsewhere += counts.fold_labels[g].at(label);
+        if (elsewhere == 0)
+          throw DataError(data_name(t.data), 0, 0,
+                          "--tune: all " + std::to_string(n) + " rows of label " +
+                              io::label_text(label) + " fall in fold " + std::to_string(f + 1) +
+                              " of " + std::to_string(t.folds) +
+                              ", so the cell that holds it out trains without that class: use "
+                              "fewer --tune-folds");
+      }
   }
   folds.scored = t.folds * folds.repeats;
   return folds;

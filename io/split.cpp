@@ -47,7 +47,10 @@ Splitter::Splitter(const std::string& prefix, const SplitOptions& options) : opt
   counts_.outputs = split_output_paths(prefix, options_);
   for (const std::string& path : counts_.outputs)
     writers_.push_back(std::make_unique<TextWriter>(path, text));
-  if (options_.folds > 0) counts_.fold_rows.assign(static_cast<std::size_t>(options_.folds), 0);
+  if (options_.folds > 0) {
+    counts_.fold_rows.assign(static_cast<std::size_t>(options_.folds), 0);
+    counts_.fold_labels.resize(static_cast<std::size_t>(options_.folds));
+  }
 }
 
 Splitter::~Splitter() = default;
@@ -58,6 +61,7 @@ void Splitter::append(const CsrView& rows) {
     if (options_.folds > 0) {
       const int fold = fold_of(options_.seed, row, options_.folds);
       ++counts_.fold_rows[static_cast<std::size_t>(fold)];
+      ++counts_.fold_labels[static_cast<std::size_t>(fold)][rows.labels[r]];
       writers_[static_cast<std::size_t>(fold)]->write_row(rows, r);
     } else if (split_uniform(options_.seed, row) < options_.test_fraction) {
       ++counts_.test_rows;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@ struct SplitCounts {
   std::uint64_t train_rows = 0;          // train/test mode
   std::uint64_t test_rows = 0;           // train/test mode
   std::vector<std::uint64_t> fold_rows;  // fold mode, one count per fold
+  std::vector<std::map<float, std::uint64_t>> fold_labels;  // fold mode: each fold's label counts
   std::vector<std::string> outputs;      // paths written, in split_output_paths order
 };
 

@@ -142,6 +142,11 @@ jq -e '(.tune.settings | length) == 3 and .tune.stopped_by_budget' "$work/budget
 cmp -s "$work/budget" "$work/budget.conf.model" || fail "tune from --config: another model than from flags"
 printf 'tune-folds = 3\n' > "$work/folds.conf"
 expect 2 "need --tune" train -d "$work/threshold.svm" -o "$work/x" --config "$work/folds.conf"
+# A class whose rows all fall in one fold is named before any cell runs (not as a cell's failure
+# on a temporary fold file).
+printf '1 1:1\n-1 1:2\n1 2:1\n-1 2:2\n' > "$work/four.svm"
+expect 3 "fall in fold 2 of 2, so the cell that holds it out trains without that class" \
+  train -d "$work/four.svm" -o "$work/x" --tune --tune-folds 2
 # Stopped in its final training, a tuned run resumes: its cells from CHECKPOINT.tune, the same model.
 expect 6 "checkpoint written" train --algo ldm -d "$work/threshold.svm" -o "$work/resumed" --tune \
   --tune-budget 3 --checkpoint "$work/rck" --stop-after-rows 1000
