@@ -214,13 +214,20 @@ mpi 2 train --algo kldm -d small.svm -o k2.bin --tune-budget 3 --tune > /dev/nul
   fail "-np 2 kldm --tune: $(cat k2.err)"
 cmp -s k1.bin k2.bin || fail "-np 2 kldm --tune: not one process's model"
 # A cell that fails on another rank than 0: its error, and exit code, are the job's. With seed 1
-# the one -1 row lands in fold 1, so the cell trained on fold 1 alone (the second cell, rank 1's)
-# sees one label.
-{ echo "-1 1:1 2:0.5"; for i in $(seq 1 40); do echo "+1 1:0.$i 3:1"; done; } > one_negative.svm
+# the second row, whose feature id the linear learners cannot keep beside a bias, lands in the
+# first fold, so the cell trained on it (the second cell, rank 1's) fails.
+{
+  echo "+1 1:0.1 3:1"
+  echo "-1 1:1 4294967295:0.5"
+  for i in $(seq 2 40); do
+    echo "+1 1:0.$i 3:1"
+    [ $((i % 5)) != 0 ] || echo "-1 2:1 3:0.$i"
+  done
+} > bad_id.svm
 rc=0
-timeout 60 mpirun -np 2 "$bin" train -d one_negative.svm -o never.bin --tune-folds 2 --tune-budget 1 \
+timeout 60 mpirun -np 2 "$bin" train -d bad_id.svm -o never.bin --tune-folds 2 --tune-budget 1 \
   --tune-repeats 1 --tune > /dev/null 2> cell.err || rc=$?
-[ "$rc" = 3 ] && grep -q "fold 2 failed (exit 3): error: .*labels are not binary" cell.err ||
+[ "$rc" = 3 ] && grep -q "fold 2 failed (exit 3): error: .*feature id 4294967295" cell.err ||
   fail "a failed cell on rank 1: exit $rc: $(cat cell.err)"
 [ ! -e never.bin ] || fail "a failed search wrote a model"
 # SIGTERM to the ranks in the search (as a scheduler sends it; mpirun itself turns one into a kill
