@@ -765,22 +765,24 @@ void CpmTrainer::average(const std::vector<CpmTrainer*>& local, bool holds_total
     Side& first = *sides.front();
     // The scalars: Σt, the counters, b = σB of every face, the face counts' increments and the
     // steps made since the last average.
-    std::vector<double> scalars(5 + 2 * K, 0.0);
+    enum : std::size_t { kSumT, kUpdates, kAdjusted, kSeconds, kFaces };
+    const std::size_t b_at = kFaces, counts_at = kFaces + K, made_at = kFaces + 2 * K;
+    std::vector<double> scalars(made_at + 1, 0.0);
     for (const Side* s : sides) {
-      scalars[0] += static_cast<double>(s->steps);
-      scalars[1] += static_cast<double>(s->updates);
-      scalars[2] += static_cast<double>(s->adjusted);
-      scalars[3] += s->seconds;
-      scalars[4 + 2 * K] += static_cast<double>(s->steps - s->synced_steps);
+      scalars[kSumT] += static_cast<double>(s->steps);
+      scalars[kUpdates] += static_cast<double>(s->updates);
+      scalars[kAdjusted] += static_cast<double>(s->adjusted);
+      scalars[kSeconds] += s->seconds;
+      scalars[made_at] += static_cast<double>(s->steps - s->synced_steps);
       for (std::size_t k = 0; k < K; ++k) {
-        scalars[4 + k] += s->b(static_cast<int>(k)) * s->sigma();
-        scalars[4 + K + k] +=
+        scalars[b_at + k] += s->b(static_cast<int>(k)) * s->sigma();
+        scalars[counts_at + k] +=
             static_cast<double>(s->counts.count(static_cast<int>(k)) - s->synced[k]);
       }
     }
     peers.sum_in_place(scalars);
     const std::uint64_t t =
-        static_cast<std::uint64_t>(scalars[0]) / static_cast<std::uint64_t>(total);
+        static_cast<std::uint64_t>(scalars[kSumT]) / static_cast<std::uint64_t>(total);
     // U = W̄/σ with σ = 1/(t + 1), W̄ = ΣW / total.
     const double scale = (static_cast<double>(t) + 1.0) / static_cast<double>(total);
 
@@ -827,19 +829,20 @@ void CpmTrainer::average(const std::vector<CpmTrainer*>& local, bool holds_total
     }
     // Counts: those at the last average plus all increments, the same in every replica.
     std::vector<std::int64_t> counts = first.synced;
-    for (std::size_t k = 0; k < K; ++k) counts[k] += static_cast<std::int64_t>(scalars[4 + K + k]);
+    for (std::size_t k = 0; k < K; ++k)
+      counts[k] += static_cast<std::int64_t>(scalars[counts_at + k]);
     for (std::size_t r = 0; r < n; ++r) {
       Side& s = *sides[r];
-      for (std::size_t k = 0; k < K; ++k) s.set_b(static_cast<int>(k), scalars[4 + k] * scale);
+      for (std::size_t k = 0; k < K; ++k) s.set_b(static_cast<int>(k), scalars[b_at + k] * scale);
       s.steps = t;
-      s.made += static_cast<std::uint64_t>(scalars[4 + 2 * K]);
+      s.made += static_cast<std::uint64_t>(scalars[made_at]);
       s.plan_interval(total);
       s.counts = FaceCounts(counts);
       s.synced = counts;
       const bool totals = holds_totals && r == 0;
-      s.updates = totals ? static_cast<std::uint64_t>(scalars[1]) : 0;
-      s.adjusted = totals ? static_cast<std::uint64_t>(scalars[2]) : 0;
-      s.seconds = totals ? scalars[3] : 0;
+      s.updates = totals ? static_cast<std::uint64_t>(scalars[kUpdates]) : 0;
+      s.adjusted = totals ? static_cast<std::uint64_t>(scalars[kAdjusted]) : 0;
+      s.seconds = totals ? scalars[kSeconds] : 0;
     }
   }
 }

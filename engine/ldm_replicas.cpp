@@ -17,7 +17,17 @@ namespace {
 constexpr std::size_t kStride = LdmState::kStride;
 // An average's scalars, summed over the processes: renormalisations, replicas averaging, the
 // progressive margins (rows, correct, sum, sum of squares, hinge), the steps since the last one.
-constexpr std::size_t kScalars = 8;
+enum Scalar : std::size_t {
+  kRenorms,
+  kAveraging,
+  kMarginRows,
+  kMarginCorrect,
+  kMarginSum,
+  kMarginSumSq,
+  kMarginHinge,
+  kSteps,
+  kScalars
+};
 // Feature slots a task of the averaging passes handles: 256 KiB of each replica's array.
 constexpr std::size_t kSlotGrain = 16384;
 // Seed stream of the replicas' pairing generators (kPermutation), apart from every other stream.
@@ -98,22 +108,22 @@ void LdmReplicas::average(const Peers& peers) {
     const LdmState& s = replicas_[k]->state_;
     const MarginStats& p = replicas_[k]->progress_;
     steps[k] = static_cast<double>(s.t - synced_t_);
-    scalars[0] += static_cast<double>(s.renorms);
-    scalars[1] += s.avg_is_zero ? 0 : 1;
-    scalars[2] += static_cast<double>(p.rows);
-    scalars[3] += static_cast<double>(p.correct);
-    scalars[4] += p.sum;
-    scalars[5] += p.sum_sq;
-    scalars[6] += p.hinge;
-    scalars[7] += steps[k];
+    scalars[kRenorms] += static_cast<double>(s.renorms);
+    scalars[kAveraging] += s.avg_is_zero ? 0 : 1;
+    scalars[kMarginRows] += static_cast<double>(p.rows);
+    scalars[kMarginCorrect] += static_cast<double>(p.correct);
+    scalars[kMarginSum] += p.sum;
+    scalars[kMarginSumSq] += p.sum_sq;
+    scalars[kMarginHinge] += p.hinge;
+    scalars[kSteps] += steps[k];
   }
   peers.sum_in_place(scalars);
   // Replica k's weight is its steps over all replicas' steps: a share of the rows, as one learner
   // would have made them. No steps anywhere (every replica still holds the last mean): equal
   // weights.
-  const bool stepped = scalars[7] > 0;
+  const bool stepped = scalars[kSteps] > 0;
   if (!stepped) std::fill(steps.begin(), steps.end(), 1.0);
-  const double inverse = 1.0 / (stepped ? scalars[7] : static_cast<double>(total_));
+  const double inverse = 1.0 / (stepped ? scalars[kSteps] : static_cast<double>(total_));
 
   // What each local replica represents, summed slot by slot in replica order into the lead's
   // array: w at W's place, w̄ at A's.
@@ -149,7 +159,7 @@ void LdmReplicas::average(const Peers& peers) {
                         for (std::size_t f = range.begin(); f != range.end(); ++f) body(f);
                       });
   };
-  const bool averaging = scalars[1] > 0;
+  const bool averaging = scalars[kAveraging] > 0;
   if (peers.alone()) {
     // One pass: each slot's sum becomes its mean in every replica at once.
     each_slot([&](std::size_t f) {
@@ -173,7 +183,7 @@ void LdmReplicas::average(const Peers& peers) {
   }
   // The mean step: the run's steps over the replicas (Σ_p t_p / P would drop the remainder at
   // every average; with more replicas than rows between two averages t would never move).
-  run_steps_ += static_cast<std::uint64_t>(scalars[7]);
+  run_steps_ += static_cast<std::uint64_t>(scalars[kSteps]);
   const std::uint64_t t = run_steps_ / static_cast<std::uint64_t>(total_);
   synced_t_ = t;
   for (std::size_t k = 0; k < n; ++k) {
@@ -186,12 +196,12 @@ void LdmReplicas::average(const Peers& peers) {
     s.b = s.avg_is_zero ? 1 : 0;
     s.t = t;
     const bool holds_totals = first_ == 0 && k == 0;
-    s.renorms = holds_totals ? static_cast<std::uint64_t>(scalars[0]) : 0;
+    s.renorms = holds_totals ? static_cast<std::uint64_t>(scalars[kRenorms]) : 0;
     replica.progress_ = {};
     if (holds_totals)
-      replica.progress_ = {static_cast<std::uint64_t>(scalars[2]),
-                           static_cast<std::uint64_t>(scalars[3]), scalars[4], scalars[5],
-                           scalars[6]};
+      replica.progress_ = {static_cast<std::uint64_t>(scalars[kMarginRows]),
+                           static_cast<std::uint64_t>(scalars[kMarginCorrect]), scalars[kMarginSum],
+                           scalars[kMarginSumSq], scalars[kMarginHinge]};
     set_rng(replica, first_ + static_cast<int>(k));
   }
 }
