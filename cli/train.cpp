@@ -268,15 +268,26 @@ void check_fits(std::uint64_t need, const std::string& what, const std::string& 
   check_cgroup_fits(need, what, remedy);
 }
 
+std::optional<HardLimit> hard_memory_limit() {
+  std::optional<HardLimit> limit;
+  if (const std::optional<std::uint64_t> room = io::cgroup_memory_room())
+    limit = HardLimit{*room, "the memory cgroup"};
+  if (const std::optional<std::uint64_t> room = io::address_space_room())
+    if (!limit || *room < limit->room)
+      limit = HardLimit{*room, "the address-space limit (ulimit -v)"};
+  return limit;
+}
+
 void check_cgroup_fits(std::uint64_t need, const std::string& what, const std::string& remedy) {
-  // A memory cgroup's hard limit kills the process (OOM) instead of refusing it: what the run
-  // holds beyond its arrays is measured against it at what a small run takes (kRunFloorBytes),
-  // not the margin of kRunOverheadBytes kept against the machine's other users.
-  const std::optional<std::uint64_t> room = io::cgroup_memory_room();
-  if (!room || fits_cgroup(need, *room)) return;
+  // A memory cgroup's hard limit kills the process (OOM), and an address-space limit fails an
+  // allocation anywhere, instead of refusing the run: what it holds beyond its arrays is measured
+  // against them at what a small run takes (kRunFloorBytes), not the margin of kRunOverheadBytes
+  // kept against the machine's other users.
+  const std::optional<HardLimit> limit = hard_memory_limit();
+  if (!limit || fits_cgroup(need, limit->room)) return;
   throw MemoryError("train: " + what + " needs " +
-                    gib(need - std::min(need, kRunOverheadBytes) + kRunFloorBytes) +
-                    " but the memory cgroup leaves only " + gib(*room) + ": " + remedy);
+                    gib(need - std::min(need, kRunOverheadBytes) + kRunFloorBytes) + " but " +
+                    limit->name + " leaves only " + gib(limit->room) + ": " + remedy);
 }
 
 std::uint64_t cgroup_arrays_room(std::uint64_t room) {

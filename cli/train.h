@@ -128,8 +128,16 @@ std::string gib(std::uint64_t bytes);
 /// process's memory cgroup leaves (check_cgroup_fits): "train: WHAT needs N GiB but only M GiB are
 /// available: REMEDY".
 void check_fits(std::uint64_t need, const std::string& what, const std::string& remedy);
-/// The part of check_fits against the process's memory cgroup (need counted with
-/// kRunOverheadBytes, which is replaced by kRunFloorBytes there).
+/// A limit that ends the process rather than refusing an allocation politely, and what it leaves:
+/// the memory cgroup's, or the address-space limit (`ulimit -v`, less the address space already
+/// held), whichever leaves less; `name` says which in a message.
+struct HardLimit {
+  std::uint64_t room = 0;
+  std::string name;  // "the memory cgroup", "the address-space limit (ulimit -v)"
+};
+std::optional<HardLimit> hard_memory_limit();
+/// The part of check_fits against the hard limit (need counted with kRunOverheadBytes, which is
+/// replaced by kRunFloorBytes there).
 void check_cgroup_fits(std::uint64_t need, const std::string& what, const std::string& remedy);
 /// What a memory cgroup that leaves `room` bytes lets a run's arrays take: room less
 /// kRunFloorBytes (0 when less is left).

@@ -262,10 +262,12 @@ void CpmRun::size() {
   };
   const std::uint64_t need_double = bytes_of(config, engine::CpmPrecision::kDouble, scale_bytes);
   const std::uint64_t need_float = bytes_of(config, engine::CpmPrecision::kFloat, scale_bytes);
-  // Against a memory cgroup's hard limit the run's own part is counted at kRunFloorBytes
-  // (check_cgroup_fits).
-  const std::optional<std::uint64_t> room = io::cgroup_memory_room();
-  const auto within_cgroup = [&](std::uint64_t need) { return !room || fits_cgroup(need, *room); };
+  // Against a hard limit (a memory cgroup, ulimit -v) the run's own part is counted at
+  // kRunFloorBytes (check_cgroup_fits).
+  const std::optional<HardLimit> limit = hard_memory_limit();
+  const auto within_cgroup = [&](std::uint64_t need) {
+    return !limit || fits_cgroup(need, limit->room);
+  };
   const auto fits = [&](std::uint64_t need) {
     return (available == 0 || need <= available) && within_cgroup(need);
   };
@@ -330,7 +332,7 @@ void CpmRun::size() {
                       (scale_bytes ? ", + the max |x| table " + gib(scale_bytes) : "") +
                       " + 256 MiB) but only " +
                       (within_cgroup(need) ? gib(available) + " are available"
-                                           : gib(*room) + " are left by the memory cgroup") +
+                                           : gib(limit->room) + " are left by " + limit->name) +
                       ": " + remedy);
   }
 }

@@ -134,10 +134,8 @@ double parse_bytes(const std::string& text) {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
     double limit =
         pages > 0 && page > 0 ? 0.5 * static_cast<double>(pages) * page : 4.0 * (1ull << 30);
-    if (const std::optional<std::uint64_t> room = io::cgroup_memory_room())
-      limit = std::min(limit, static_cast<double>(cgroup_arrays_room(*room)));
-    if (const std::optional<std::uint64_t> room = io::address_space_room())  // ulimit -v
-      limit = std::min(limit, static_cast<double>(cgroup_arrays_room(*room)));
+    if (const std::optional<HardLimit> hard = hard_memory_limit())  // a cgroup, ulimit -v
+      limit = std::min(limit, static_cast<double>(cgroup_arrays_room(hard->room)));
     return limit;
   }
   std::size_t used = 0;

@@ -110,12 +110,7 @@ std::optional<std::uint64_t> address_space_room() {
   return limit.rlim_cur > held ? limit.rlim_cur - held : 0;
 }
 
-std::uint64_t mem_available() {
-  std::uint64_t available = proc_kib("/proc/meminfo", "MemAvailable:");
-  if (const std::optional<std::uint64_t> room = address_space_room())
-    if (available == 0 || *room < available) available = std::max<std::uint64_t>(*room, 1);
-  return available;
-}
+std::uint64_t mem_available() { return proc_kib("/proc/meminfo", "MemAvailable:"); }
 
 std::uint64_t available_memory() {
   std::uint64_t available = mem_available();

@@ -22,9 +22,7 @@ std::optional<std::uint64_t> cgroup_memory_room();
 /// it already holds; nullopt when there is no such limit.
 std::optional<std::uint64_t> address_space_room();
 
-/// What the machine can still give (MemAvailable of /proc/meminfo), lowered to what the process's
-/// address-space limit (RLIMIT_AS, `ulimit -v`) leaves beyond the address space it already holds;
-/// 0 if unknown.
+/// MemAvailable of /proc/meminfo: what the machine can still give; 0 if unknown.
 std::uint64_t mem_available();
 
 /// mem_available(), lowered to cgroup_memory_limit() when there is one; 0 if unknown.
