@@ -112,7 +112,8 @@ void add_common_options(po::options_description& opts, CommonOptions& o, const s
 std::string bytes_text(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   int u = 0;
-  for (; u < 5 && bytes >= 1024; ++u) bytes /= 1024;
+  // From 999.5 on, three digits would print as 1e+03: the next unit (0.977 MiB).
+  for (; u < 5 && bytes >= 999.5; ++u) bytes /= 1024;
   char text[32];
   std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
   return text;

@@ -112,17 +112,22 @@ class LineParser {
     if (!after || !ends_token(after, end)) return label_error(p, end);
     if (!std::isfinite(label))
       return fail(p, "label " + quote(p, token_end(p, end)) + " " + non_finite_problem(p));
-    // Labels are floats: beyond 2^24 a label (16777217, however written: 16777217.0,
-    // 1.6777217e7; or 16777216.5) that no float holds exactly would share its float with a
-    // neighbour, silently one class with it. From 2^53 on not even its double tells it from its
-    // neighbours (9007199254740993 reads as ...992), so no label is taken there.
+    // Labels are floats: a class id (an integer, however written: 16777217, 16777217.0,
+    // 1.6777217e7) beyond 2^24 that no float holds exactly would share its float with a
+    // neighbour, silently one class with it. From 2^53 on not even its double tells an integer
+    // from its neighbours (9007199254740993 reads as ...992), so no label is taken there. (Other
+    // labels are rounded to a float, as any value is: 2.5, 0.1.)
     if (std::fabs(label) >= 16777216.0f) {
       double exact = 0;
       fast_float::from_chars(p + (*p == '+'), after, exact);
-      if (std::fabs(exact) >= 9007199254740992.0 || exact != static_cast<double>(label))
+      if (std::fabs(exact) >= 9007199254740992.0)
         return fail(p, "label " + quote(p, token_end(p, end)) +
-                           " is beyond 16777216 and no float holds it exactly (labels are stored "
-                           "as floats; class ids up to 16777216)");
+                           " is 2^53 or more, where a double no longer tells integers apart "
+                           "(labels are stored as floats: class ids up to 16777216)");
+      if (exact == std::trunc(exact) && exact != static_cast<double>(label))
+        return fail(p, "label " + quote(p, token_end(p, end)) +
+                           " is an integer no float holds exactly (labels are stored as floats: "
+                           "class ids up to 16777216)");
     }
     if (label == 0) label = 0;  // -0 is the class 0
     p = after;

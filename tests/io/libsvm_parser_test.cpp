@@ -56,11 +56,12 @@ TEST(LibsvmParser, AcceptsAnyFiniteLabel) {
             "1 1:1\n-1 1:1\n0 1:1\n3 1:1\n2.5 1:1\n1000 1:1\n-0.5 1:1\n");
 }
 
-// Labels are floats: class ids up to 2^24 and, below 2^53, floats beyond it that are exact; -0
-// is class 0.
+// Labels are floats: class ids up to 2^24, below 2^53 integers beyond it that a float holds, and
+// other values rounded to a float (16777216.5 is 16777216); -0 is class 0.
 TEST(LibsvmParser, KeepsLabelsAFloatHoldsAndMakesMinusZeroZero) {
-  EXPECT_EQ(rows_of("16777216 1:1\n-16777216 1:1\n33554432 1:1\n4503599627370496 1:1\n"),
-            "16777216 1:1\n-16777216 1:1\n33554432 1:1\n4.5035996e+15 1:1\n");
+  EXPECT_EQ(rows_of("16777216 1:1\n-16777216 1:1\n33554432 1:1\n4503599627370496 1:1\n"
+                    "16777216.5 1:1\n"),
+            "16777216 1:1\n-16777216 1:1\n33554432 1:1\n4.5035996e+15 1:1\n16777216 1:1\n");
   const ParsedChunk out = parse("-0 1:1\n");
   ASSERT_EQ(out.rows.rows(), 1u);
   EXPECT_FALSE(std::signbit(out.rows.labels[0]));
@@ -154,26 +155,26 @@ TEST(LibsvmParser, ReportsEveryErrorWithColumnAndToken) {
       {"-inf 1:1", 1, 1, "label '-inf' is not finite"},
       {"1e39 1:1", 1, 1, "label '1e39' is out of float range"},
       {"16777217 1:1", 1, 1,
-       "label '16777217' is beyond 16777216 and no float holds it exactly (labels are stored as "
-       "floats; class ids up to 16777216)"},
+       "label '16777217' is an integer no float holds exactly (labels are stored as floats: class "
+       "ids up to 16777216)"},
       {"+16777217 1:1", 1, 1,
-       "label '+16777217' is beyond 16777216 and no float holds it exactly (labels are stored as "
-       "floats; class ids up to 16777216)"},
+       "label '+16777217' is an integer no float holds exactly (labels are stored as floats: class "
+       "ids up to 16777216)"},
       {"16777217.0 1:1", 1, 1,
-       "label '16777217.0' is beyond 16777216 and no float holds it exactly (labels are stored as "
-       "floats; class ids up to 16777216)"},
+       "label '16777217.0' is an integer no float holds exactly (labels are stored as floats: "
+       "class ids up to 16777216)"},
       {"1.6777217e7 1:1", 1, 1,
-       "label '1.6777217e7' is beyond 16777216 and no float holds it exactly (labels are stored as "
-       "floats; class ids up to 16777216)"},
-      {"16777216.5 1:1", 1, 1,
-       "label '16777216.5' is beyond 16777216 and no float holds it exactly (labels are stored as "
-       "floats; class ids up to 16777216)"},
+       "label '1.6777217e7' is an integer no float holds exactly (labels are stored as floats: "
+       "class ids up to 16777216)"},
       {"9007199254740993 1:1", 1, 1,
-       "label '9007199254740993' is beyond 16777216 and no float holds it exactly (labels are "
-       "stored as floats; class ids up to 16777216)"},
+       "label '9007199254740993' is 2^53 or more, where a double no longer tells integers apart "
+       "(labels are stored as floats: class ids up to 16777216)"},
+      {"9007199254740992 1:1", 1, 1,
+       "label '9007199254740992' is 2^53 or more, where a double no longer tells integers apart "
+       "(labels are stored as floats: class ids up to 16777216)"},
       {"1e30 1:1", 1, 1,
-       "label '1e30' is beyond 16777216 and no float holds it exactly (labels are stored as "
-       "floats; class ids up to 16777216)"},
+       "label '1e30' is 2^53 or more, where a double no longer tells integers apart (labels are "
+       "stored as floats: class ids up to 16777216)"},
       {"1:1 2:1", 1, 1, "missing label: the line starts with feature '1:1'"},
       {"1 a:1", 1, 3, "bad feature index 'a' in 'a:1'"},
       {"1 1.5:1", 1, 3, "bad feature index '1.5' in '1.5:1'"},
