@@ -101,8 +101,10 @@ void wait_for_signals(sigset_t set) {
     int none = 0;
     // An output FIFO without a reader holds the process in open(), where no flag is polled.
     if (g_stop_politely.load() && !io::waiting_for_reader() &&
-        g_received.compare_exchange_strong(none, signal))
+        g_received.compare_exchange_strong(none, signal)) {
+      io::note_stop_signal(signal);
       continue;
+    }
     die_of(signal);
   }
 }

@@ -1,6 +1,7 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,14 +20,27 @@ namespace polymargin::io {
 namespace {
 std::atomic<unsigned> temp_counter{0};
 std::atomic<int> waiting_openers{0};
+std::atomic<int> stop_signal{0};  // note_stop_signal()
 
-// open() of an output written in place; for a FIFO it waits for a reader (waiting_for_reader()).
+// open() of an output written in place. A FIFO with a reader opens at once; without one the call
+// waits for a reader (waiting_for_reader()), and a stop signal taken before, which nothing polls
+// any more, is sent again: the signal thread, seeing the wait, then ends the process.
 int open_in_place(const std::string& path) {
   struct stat s {};
-  const bool fifo = ::stat(path.c_str(), &s) == 0 && S_ISFIFO(s.st_mode);
-  if (fifo) ++waiting_openers;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fifo) --waiting_openers;
+  if (::stat(path.c_str(), &s) != 0 || !S_ISFIFO(s.st_mode))
+    return ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd >= 0) {
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+  }
+  if (errno != ENXIO) return -1;  // ENXIO: no reader yet
+  ++waiting_openers;
+  if (const int signal = stop_signal.load()) ::kill(::getpid(), signal);
+  fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  const int error = errno;
+  --waiting_openers;
+  errno = error;
   return fd;
 }
 
@@ -132,6 +146,8 @@ void AtomicFile::commit() {
 }
 
 bool waiting_for_reader() { return waiting_openers.load() > 0; }
+
+void note_stop_signal(int signal) { stop_signal.store(signal); }
 
 void write_file_atomically(const std::string& path, std::string_view content, bool durable) {
   AtomicFile file(path, durable);

@@ -50,6 +50,9 @@ class AtomicFile {
 /// place): nothing polls a stop request meanwhile, so a signal's handler ends the process at once.
 /// Async-signal-safe.
 bool waiting_for_reader();
+/// Records a stop signal that was taken as a polite request: should a FIFO output then have to
+/// wait for its reader, the signal is sent again (see waiting_for_reader). Async-signal-safe.
+void note_stop_signal(int signal);
 
 /// Writes `content` to `path` atomically (`durable`: as AtomicFile's).
 void write_file_atomically(const std::string& path, std::string_view content, bool durable = true);
