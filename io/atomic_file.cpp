@@ -85,15 +85,24 @@ AtomicFile::AtomicFile(std::string path, bool durable) : path_(std::move(path)),
   file_ = std::fopen(temp_path_.c_str(), "wb");
   if (!file_) throw IoError("cannot create " + temp_path_ + ": " + errno_text());
   pending_ = true;
-  // The file that replaces another keeps its permissions (a private 0600 model stays private;
-  // the special bits are not carried over) and, where the process may give them, its owner and
-  // group; a new file gets the umask's.
-  if (replaces) {
-    const int fd = ::fileno(file_);
-    if (::fchown(fd, s.st_uid, s.st_gid) != 0) (void)::fchown(fd, static_cast<uid_t>(-1), s.st_gid);
-    if (::fchmod(fd, s.st_mode & 0777) != 0)
-      throw IoError("cannot set the permissions of " + temp_path_ + ": " + errno_text());
-  }
+  if (replaces) keep_access(s);
+}
+
+// The file that replaces another keeps its permission bits (a private 0600 model stays private;
+// the special bits are not carried over) and, where the process may give them, its owner and
+// group; a new file gets the umask's. Where the group cannot be carried over, the old bits apply
+// only as far as the umask's allow too (never wider than either: a 0640 file of another group is
+// not made readable to this process's). Best effort: a file system without permissions (vfat)
+// still takes the write.
+void AtomicFile::keep_access(const struct stat& old) {
+  const int fd = ::fileno(file_);
+  struct stat fresh {};
+  if (::fstat(fd, &fresh) != 0) return;
+  bool group_kept = ::fchown(fd, old.st_uid, old.st_gid) == 0 ||
+                    ::fchown(fd, static_cast<uid_t>(-1), old.st_gid) == 0;
+  group_kept = group_kept || old.st_gid == fresh.st_gid;
+  const mode_t mode = group_kept ? old.st_mode & 0777 : old.st_mode & fresh.st_mode & 0777;
+  (void)::fchmod(fd, mode);
 }
 
 AtomicFile::~AtomicFile() {

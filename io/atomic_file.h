@@ -6,6 +6,8 @@
 // renamed over; through a symbolic link the file it points to is replaced.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -37,6 +39,8 @@ class AtomicFile {
   const std::string& path() const { return path_; }
 
  private:
+  void keep_access(const struct stat& old);
+
   std::string path_;
   std::string temp_path_;  // empty when written in place
   std::string target_;     // what the temporary file is renamed to

@@ -581,7 +581,8 @@ struct ShardWriter::Impl {
     const std::string old = temp_dir + "-1";
     const bool replacing = fs::exists(dir);
     // The new directory keeps the old one's permission bits and, where the process may set them,
-    // its owner and group, as a replaced file does (io::AtomicFile).
+    // its owner and group, as a replaced file does (io::AtomicFile); of the special bits, setgid
+    // and sticky, which say how entries are made in it, are kept too.
     struct stat old_dir {};
     if (replacing && ::stat(dir.c_str(), &old_dir) == 0) {
       if (::chown(temp_dir.c_str(), old_dir.st_uid, old_dir.st_gid) != 0)

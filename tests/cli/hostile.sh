@@ -162,12 +162,15 @@ if [ "$(id -u)" = 0 ]; then
     fail "a file of 65534:65534 was replaced as $(stat -c %u:%g own.model)"
 fi
 (umask 077 && "$bin" export -m m.model -o new.model > /dev/null 2>&1) || fail "export to a new file"
-# So does a replaced shard directory.
+[ "$(stat -c %a new.model)" = 600 ] || fail "a new file under umask 077 is $(stat -c %a new.model)"
+# So does a replaced shard directory (its owner and group too, as root).
 "$bin" convert in.svm -o own.shards > /dev/null 2>&1 || fail "convert"
 chmod 700 own.shards
+[ "$(id -u)" != 0 ] || chown 65534:65534 own.shards
 "$bin" convert in.svm -o own.shards > /dev/null 2>&1 || fail "convert over a 0700 directory"
 [ "$(stat -c %a own.shards)" = 700 ] || fail "a 0700 shard directory came back $(stat -c %a own.shards)"
-[ "$(stat -c %a new.model)" = 600 ] || fail "a new file under umask 077 is $(stat -c %a new.model)"
+[ "$(id -u)" != 0 ] || [ "$(stat -c %u:%g own.shards)" = 65534:65534 ] ||
+  fail "a shard directory of 65534:65534 came back $(stat -c %u:%g own.shards)"
 unchanged
 
 # --- 3. a shard of another conversion is refused, whatever the codec ---------------------------------
