@@ -196,8 +196,8 @@ int run_predict(const std::vector<std::string>& args) {
     std::cerr << "predict: " << rows << " rows scored → " << output << "\n";
   }
   if (ignored > 0)
-    std::cerr << "predict: ignored " << ignored
-              << " non-zeros of features the model has not seen (index "
+    std::cerr << "predict: ignored " << ignored << (ignored == 1 ? " non-zero" : " non-zeros")
+              << " of features the model has not seen (index "
               << (model.index_base == 1 ? "0 or " : "") << "> " << model.max_index << ")\n";
   return 0;
 }

@@ -422,12 +422,14 @@ Folds write_folds(const TuneArgs& t, const std::string& dir, std::uint64_t rows)
           if (g != f && counts.fold_labels[g].count(label))
             elsewhere += counts.fold_labels[g].at(label);
         if (elsewhere == 0)
-          throw DataError(data_name(t.data), 0, 0,
-                          "--tune: all " + std::to_string(n) + " rows of label " +
-                              io::label_text(label) + " fall in fold " + std::to_string(f + 1) +
-                              " of " + std::to_string(t.folds) +
-                              ", so the cell that holds it out trains without that class: use "
-                              "fewer --tune-folds");
+          throw DataError(
+              data_name(t.data), 0, 0,
+              "--tune: " + (n == 1 ? "the one row" : "all " + std::to_string(n) + " rows") +
+                  " of label " + io::label_text(label) + " fall" + (n == 1 ? "s" : "") +
+                  " in fold " + std::to_string(f + 1) + " of " + std::to_string(t.folds) +
+                  ", so the cell that holds it out trains without that class: " +
+                  (n == 1 || t.folds == 2 ? "add rows of that class, or leave it out"
+                                          : "use fewer --tune-folds"));
       }
   }
   folds.scored = t.folds * folds.repeats;

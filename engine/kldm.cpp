@@ -83,8 +83,8 @@ LdmDualOperator ldm_dual_operator(const Eigen::MatrixXd& g, const Eigen::VectorX
       throw NumericalError("kernel LDM: the Sherman–Morrison denominator 1 − vᵀB⁻¹u is " +
                            message_number(denominator) +
                            " (should be > 0): λ1 = " + message_number(lambda1) +
-                           " is too large next to the kernel's values (lower C or λ1), or G is "
-                           "not a kernel matrix");
+                           " is too large next to the kernel's values (lower -c or --lambda1), or "
+                           "G is not a kernel matrix");
     tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, m, 16),
                       [&](const tbb::blocked_range<Eigen::Index>& range) {
                         for (Eigen::Index j = range.begin(); j != range.end(); ++j) {

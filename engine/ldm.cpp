@@ -432,7 +432,8 @@ void LdmTrainer::copy_out(bool release, Push push) {
   // After renormalising, w̄ is W (A flagged zero: w̄ = w, a = 1) or A. Copied out a chunk of
   // (W, A) pairs at a time; when releasing, each chunk's pages go back to the system as soon as it
   // is copied, so the peak is W + A, not W + A + the copy. The chunks are whole 2 MiB pages of the
-  // interleaved array (which starts on a 2 MiB boundary).
+  // interleaved array (which starts on a 2 MiB boundary when it spans one or more; a smaller array
+  // is one chunk, of which nothing is discarded).
   const double* average = state_.wa.data() + (state_.avg_is_zero ? 0 : 1);
   constexpr std::size_t kChunk = sparse::HugePageAllocator<double>::kHugePage / (kStride * 8);
   for (std::size_t begin = 0; begin < bias_slot_; begin += kChunk) {

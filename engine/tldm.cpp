@@ -24,10 +24,11 @@ using InPlaceLlt = Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>>;
 // swamps ε in floating point.
 void check_factored(const InPlaceLlt& llt, const char* name, const TldmConfig& config) {
   if (llt.info() != Eigen::Success)
-    throw NumericalError(std::string("Twin LDM: the Cholesky factorisation of ") + name +
-                         " failed (not positive definite): raise ε (" +
-                         message_number(config.epsilon) + "), or lower λ1 (" +
-                         message_number(config.lambda1) + ") if it is far beyond the data's scale");
+    throw NumericalError(
+        std::string("Twin LDM: the Cholesky factorisation of ") + name +
+        " failed (not positive definite): raise --epsilon (ε = " + message_number(config.epsilon) +
+        "), or lower --lambda1 (λ1 = " + message_number(config.lambda1) +
+        ") if it is far beyond the data's scale");
 }
 
 // (h + hᵀ)/2 in place, without a temporary the size of h.

@@ -429,11 +429,14 @@ class Model {
   std::unique_ptr<engine::Classifier> model_;
 };
 
-// Errors of the library outside run(): the same mapping (pybind11's own exceptions pass on).
+// Errors of the library outside run(), and running out of memory: the same mapping (pybind11's
+// own exceptions pass on).
 void translate(std::exception_ptr p) {
   try {
     if (p) std::rethrow_exception(p);
   } catch (const Error&) {
+    set_error(cli::describe_failure(std::current_exception()));
+  } catch (const std::bad_alloc&) {
     set_error(cli::describe_failure(std::current_exception()));
   }
 }
