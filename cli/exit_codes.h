@@ -32,9 +32,8 @@ inline int exit_code_of(const Error& e) {
 /// What an exception that ends a command says and exits with, the same for the command line,
 /// --metrics-json and Python.
 struct Failure {
-  enum class Kind { kUsage, kData, kIo, kMemory, kOutOfMemory, kNumerical, kInternal };
-  Kind kind = Kind::kInternal;
   int code = kExitInternal;
+  bool out_of_memory = false;  // std::bad_alloc (exit 4, as other failures to get resources)
   /// A ConfigError's with its flag ("--cost must be > 0 (got -1)"), an Error's own, "out of
   /// memory" (std::bad_alloc: exit 4), "internal error: ..." (anything else: a bug).
   std::string message;

@@ -265,7 +265,7 @@ void check_fits(std::uint64_t need, const std::string& what, const std::string& 
   if (available != 0 && need > available)
     throw MemoryError("train: " + what + " needs " + gib(need) + " but only " + gib(available) +
                       " are available: " + remedy);
-  check_cgroup_fits(need, what, remedy);
+  check_hard_limit_fits(need, what, remedy);
 }
 
 std::optional<HardLimit> hard_memory_limit() {
@@ -278,24 +278,24 @@ std::optional<HardLimit> hard_memory_limit() {
   return limit;
 }
 
-void check_cgroup_fits(std::uint64_t need, const std::string& what, const std::string& remedy) {
+void check_hard_limit_fits(std::uint64_t need, const std::string& what, const std::string& remedy) {
   // A memory cgroup's hard limit kills the process (OOM), and an address-space limit fails an
   // allocation anywhere, instead of refusing the run: what it holds beyond its arrays is measured
   // against them at what a small run takes (kRunFloorBytes), not the margin of kRunOverheadBytes
   // kept against the machine's other users.
   const std::optional<HardLimit> limit = hard_memory_limit();
-  if (!limit || fits_cgroup(need, limit->room)) return;
+  if (!limit || fits_hard_limit(need, limit->room)) return;
   throw MemoryError("train: " + what + " needs " +
                     gib(need - std::min(need, kRunOverheadBytes) + kRunFloorBytes) + " but " +
                     limit->name + " leaves only " + gib(limit->room) + ": " + remedy);
 }
 
-std::uint64_t cgroup_arrays_room(std::uint64_t room) {
+std::uint64_t hard_limit_arrays_room(std::uint64_t room) {
   return room > kRunFloorBytes ? room - kRunFloorBytes : 0;
 }
 
-bool fits_cgroup(std::uint64_t need, std::uint64_t room) {
-  return need - std::min(need, kRunOverheadBytes) <= cgroup_arrays_room(room);
+bool fits_hard_limit(std::uint64_t need, std::uint64_t room) {
+  return need - std::min(need, kRunOverheadBytes) <= hard_limit_arrays_room(room);
 }
 
 void EpochProgress::batch(int epoch, std::uint64_t rows_done_in_epoch) {

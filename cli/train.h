@@ -125,8 +125,8 @@ inline constexpr std::uint64_t kRunFloorBytes = std::uint64_t{32} << 20;
 /// "1.25 GiB".
 std::string gib(std::uint64_t bytes);
 /// MemoryError unless `need` bytes fit in the memory available (io::mem_available) and in what the
-/// process's memory cgroup leaves (check_cgroup_fits): "train: WHAT needs N GiB but only M GiB are
-/// available: REMEDY".
+/// process's memory cgroup leaves (check_hard_limit_fits): "train: WHAT needs N GiB but only M GiB
+/// are available: REMEDY".
 void check_fits(std::uint64_t need, const std::string& what, const std::string& remedy);
 /// A limit that ends the process rather than refusing an allocation politely, and what it leaves:
 /// the memory cgroup's, or the address-space limit (`ulimit -v`, less the address space already
@@ -138,13 +138,13 @@ struct HardLimit {
 std::optional<HardLimit> hard_memory_limit();
 /// The part of check_fits against the hard limit (need counted with kRunOverheadBytes, which is
 /// replaced by kRunFloorBytes there).
-void check_cgroup_fits(std::uint64_t need, const std::string& what, const std::string& remedy);
-/// What a memory cgroup that leaves `room` bytes lets a run's arrays take: room less
-/// kRunFloorBytes (0 when less is left).
-std::uint64_t cgroup_arrays_room(std::uint64_t room);
+void check_hard_limit_fits(std::uint64_t need, const std::string& what, const std::string& remedy);
+/// What a hard limit (a memory cgroup, ulimit -v) that leaves `room` bytes lets a run's arrays
+/// take: room less kRunFloorBytes (0 when less is left).
+std::uint64_t hard_limit_arrays_room(std::uint64_t room);
 /// Whether a run needing `need` bytes (its arrays + kRunOverheadBytes, as check_fits counts them)
-/// fits in a memory cgroup that leaves `room` bytes.
-bool fits_cgroup(std::uint64_t need, std::uint64_t room);
+/// fits under a hard limit that leaves `room` bytes.
+bool fits_hard_limit(std::uint64_t need, std::uint64_t room);
 
 /// Epoch progress: on a terminal a line rewritten at most four times a second (epoch, share,
 /// rows/s, ETA); elsewhere nothing until the per-epoch log line.

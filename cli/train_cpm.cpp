@@ -263,13 +263,13 @@ void CpmRun::size() {
   const std::uint64_t need_double = bytes_of(config, engine::CpmPrecision::kDouble, scale_bytes);
   const std::uint64_t need_float = bytes_of(config, engine::CpmPrecision::kFloat, scale_bytes);
   // Against a hard limit (a memory cgroup, ulimit -v) the run's own part is counted at
-  // kRunFloorBytes (check_cgroup_fits).
+  // kRunFloorBytes (check_hard_limit_fits).
   const std::optional<HardLimit> limit = hard_memory_limit();
-  const auto within_cgroup = [&](std::uint64_t need) {
-    return !limit || fits_cgroup(need, limit->room);
+  const auto within_hard_limit = [&](std::uint64_t need) {
+    return !limit || fits_hard_limit(need, limit->room);
   };
   const auto fits = [&](std::uint64_t need) {
-    return (available == 0 || need <= available) && within_cgroup(need);
+    return (available == 0 || need <= available) && within_hard_limit(need);
   };
   // A resumed run keeps the precision its checkpoint was written in, whatever memory says now.
   if (precision == "auto" && resumed && resumed->config.contains("precision") &&
@@ -331,8 +331,8 @@ void CpmRun::size() {
                       (workers > 1 ? ", x " + std::to_string(workers) + " workers" : "") +
                       (scale_bytes ? ", + the max |x| table " + gib(scale_bytes) : "") +
                       " + 256 MiB) but only " +
-                      (within_cgroup(need) ? gib(available) + " are available"
-                                           : gib(limit->room) + " are left by " + limit->name) +
+                      (within_hard_limit(need) ? gib(available) + " are available"
+                                               : gib(limit->room) + " are left by " + limit->name) +
                       ": " + remedy);
   }
 }

@@ -136,7 +136,7 @@ double parse_bytes(const std::string& text) {
     double limit =
         pages > 0 && page > 0 ? 0.5 * static_cast<double>(pages) * page : 4.0 * (1ull << 30);
     if (const std::optional<HardLimit> hard = hard_memory_limit())  // a cgroup, ulimit -v
-      limit = std::min(limit, static_cast<double>(cgroup_arrays_room(hard->room)));
+      limit = std::min(limit, static_cast<double>(hard_limit_arrays_room(hard->room)));
     return limit;
   }
   std::size_t used = 0;

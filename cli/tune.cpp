@@ -415,13 +415,12 @@ Folds write_folds(const TuneArgs& t, const std::string& dir, std::uint64_t rows)
                             std::to_string(folds.searched) + " rows): use fewer --tune-folds");
     // A class whose rows all fall in one fold is missing from the cell that holds that fold out,
     // which then cannot score it (tiny data, a rare class).
+    std::map<float, std::uint64_t> label_rows;
+    for (const auto& fold : counts.fold_labels)
+      for (const auto& [label, n] : fold) label_rows[label] += n;
     for (std::size_t f = 0; f < counts.fold_labels.size(); ++f)
       for (const auto& [label, n] : counts.fold_labels[f]) {
-        std::uint64_t elsewhere = 0;
-        for (std::size_t g = 0; g < counts.fold_labels.size(); ++g)
-          if (g != f && counts.fold_labels[g].count(label))
-            elsewhere += counts.fold_labels[g].at(label);
-        if (elsewhere == 0)
+        if (n == label_rows[label])
           throw DataError(
               data_name(t.data), 0, 0,
               "--tune: " + (n == 1 ? "the one row" : "all " + std::to_string(n) + " rows") +

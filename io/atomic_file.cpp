@@ -76,33 +76,27 @@ AtomicFile::AtomicFile(std::string path, bool durable) : path_(std::move(path)),
   }
   target_ = rename_target(path_);
   struct stat s {};
-  if (::stat(target_.c_str(), &s) == 0 && S_ISDIR(s.st_mode))
-    throw IoError("cannot write " + path_ + ": it is a directory");
-  const bool replaces = ::stat(target_.c_str(), &s) == 0 && S_ISREG(s.st_mode);
+  const bool exists = ::stat(target_.c_str(), &s) == 0;
+  if (exists && S_ISDIR(s.st_mode)) throw IoError("cannot write " + path_ + ": it is a directory");
+  const bool replaces = exists && S_ISREG(s.st_mode);
   temp_path_ =
       target_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
   temporary_ = TemporaryPath(temp_path_);
   file_ = std::fopen(temp_path_.c_str(), "wb");
   if (!file_) throw IoError("cannot create " + temp_path_ + ": " + errno_text());
   pending_ = true;
-  if (replaces) keep_access(s);
+  // A file that replaces another keeps its access (a private 0600 model stays private), the
+  // special bits aside; a new file gets the umask's.
+  if (replaces) keep_access(::fileno(file_), s, 0777);
 }
 
-// The file that replaces another keeps its permission bits (a private 0600 model stays private;
-// the special bits are not carried over) and, where the process may give them, its owner and
-// group; a new file gets the umask's. Where the group cannot be carried over, the old bits apply
-// only as far as the umask's allow too (never wider than either: a 0640 file of another group is
-// not made readable to this process's). Best effort: a file system without permissions (vfat)
-// still takes the write.
-void AtomicFile::keep_access(const struct stat& old) {
-  const int fd = ::fileno(file_);
+void keep_access(int fd, const struct stat& old, mode_t bits) {
   struct stat fresh {};
   if (::fstat(fd, &fresh) != 0) return;
-  bool group_kept = ::fchown(fd, old.st_uid, old.st_gid) == 0 ||
-                    ::fchown(fd, static_cast<uid_t>(-1), old.st_gid) == 0;
-  group_kept = group_kept || old.st_gid == fresh.st_gid;
-  const mode_t mode = group_kept ? old.st_mode & 0777 : old.st_mode & fresh.st_mode & 0777;
-  (void)::fchmod(fd, mode);
+  const bool group_kept = ::fchown(fd, old.st_uid, old.st_gid) == 0 ||
+                          ::fchown(fd, static_cast<uid_t>(-1), old.st_gid) == 0 ||
+                          old.st_gid == fresh.st_gid;
+  (void)::fchmod(fd, old.st_mode & (group_kept ? bits : bits & fresh.st_mode));
 }
 
 AtomicFile::~AtomicFile() {

@@ -39,8 +39,6 @@ class AtomicFile {
   const std::string& path() const { return path_; }
 
  private:
-  void keep_access(const struct stat& old);
-
   std::string path_;
   std::string temp_path_;  // empty when written in place
   std::string target_;     // what the temporary file is renamed to
@@ -49,6 +47,13 @@ class AtomicFile {
   bool pending_ = false;  // the temporary file exists and is not yet renamed
   TemporaryPath temporary_;
 };
+
+/// Gives the file or directory open as `fd`, which replaces one whose stat is `old`, that one's
+/// permission bits within `bits` and, where the process may give them, its owner and group; where
+/// the group cannot be carried over, the old bits apply only as far as `fd`'s own allow too (never
+/// wider than either: a 0640 file of another group is not made readable to this process's). Best
+/// effort: a file system without permissions (vfat) leaves them as they are.
+void keep_access(int fd, const struct stat& old, mode_t bits);
 
 /// True while a thread waits in open() for a FIFO output's reader (an AtomicFile written in
 /// place): nothing polls a stop request meanwhile, so a signal's handler ends the process at once.

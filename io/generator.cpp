@@ -106,7 +106,6 @@ GeneratorSpec generator_preset(const std::string& like) {
 }
 
 void validate_spec(const GeneratorSpec& s) {
-  auto str = [](double v) { return message_number(v); };
   // A field gen takes as a flag: ConfigError, which the command line says with the flag.
   auto field = [](bool ok, const char* name, const std::string& rule) {
     if (!ok) throw ConfigError(name, rule);
@@ -119,18 +118,19 @@ void validate_spec(const GeneratorSpec& s) {
         "must be between 1 and 4294967295 (got " + std::to_string(s.features) + ")");
   field(std::isfinite(s.nnz) && s.nnz >= 1 && s.nnz <= static_cast<double>(s.features), "nnz",
         "must be between 1 and the feature count " + std::to_string(s.features) + " (got " +
-            str(s.nnz) + ")");
+            message_number(s.nnz) + ")");
   require(std::isfinite(s.nnz_sigma) && s.nnz_sigma >= 0 && s.nnz_sigma <= 3,
-          "nnz_sigma must be between 0 and 3 (got " + str(s.nnz_sigma) + ")");
+          "nnz_sigma must be between 0 and 3 (got " + message_number(s.nnz_sigma) + ")");
   require(s.max_nnz <= s.features, "max_nnz must not exceed features");
   require(std::isfinite(s.zipf_exponent) && s.zipf_exponent >= 0 && s.zipf_exponent <= 4,
-          "zipf exponent must be between 0 and 4 (got " + str(s.zipf_exponent) + ")");
+          "zipf exponent must be between 0 and 4 (got " + message_number(s.zipf_exponent) + ")");
   require(s.real_fraction >= 0 && s.real_fraction <= 1,
-          "real_fraction must be between 0 and 1 (got " + str(s.real_fraction) + ")");
-  field(s.noise >= 0 && s.noise < 0.5, "noise", "must be in [0, 0.5) (got " + str(s.noise) + ")");
+          "real_fraction must be between 0 and 1 (got " + message_number(s.real_fraction) + ")");
+  field(s.noise >= 0 && s.noise < 0.5, "noise",
+        "must be in [0, 0.5) (got " + message_number(s.noise) + ")");
   field(s.positive_fraction >= s.noise && s.positive_fraction <= 1 - s.noise, "positive_fraction",
-        "must be between the noise and 1 - the noise (got " + str(s.positive_fraction) +
-            " with noise " + str(s.noise) + ")");
+        "must be between the noise and 1 - the noise (got " + message_number(s.positive_fraction) +
+            " with noise " + message_number(s.noise) + ")");
   field(s.faces >= 1 && s.faces <= PlantedModel::kMaxFaces, "faces",
         "must be between 1 and " + std::to_string(PlantedModel::kMaxFaces) + " (got " +
             std::to_string(s.faces) + ")");

@@ -2,7 +2,6 @@
 
 #include <sys/resource.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>

@@ -580,14 +580,15 @@ struct ShardWriter::Impl {
     // Moved aside under a temporary's name (the pid, then 1), which a later run sweeps.
     const std::string old = temp_dir + "-1";
     const bool replacing = fs::exists(dir);
-    // The new directory keeps the old one's permission bits and, where the process may set them,
-    // its owner and group, as a replaced file does (io::AtomicFile); of the special bits, setgid
-    // and sticky, which say how entries are made in it, are kept too.
+    // The new directory keeps the old one's access, as a replaced file does; of the special bits,
+    // setgid and sticky, which say how entries are made in it, are kept too.
     struct stat old_dir {};
     if (replacing && ::stat(dir.c_str(), &old_dir) == 0) {
-      if (::chown(temp_dir.c_str(), old_dir.st_uid, old_dir.st_gid) != 0)
-        (void)::chown(temp_dir.c_str(), static_cast<uid_t>(-1), old_dir.st_gid);
-      (void)::chmod(temp_dir.c_str(), old_dir.st_mode & 03777);
+      const int fd = ::open(temp_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd >= 0) {
+        keep_access(fd, old_dir, 03777);
+        ::close(fd);
+      }
     }
     // An old directory is exchanged with the new one in one step where the file system can
     // (renameat2): `dir` is never missing, and the old data then lies under the temporary's name,

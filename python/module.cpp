@@ -179,26 +179,13 @@ Outcome run_caught(const cli::Command& command, const std::vector<std::string>& 
 // OSError, MemoryError (refused as too large, or out of memory), FloatingPointError, RuntimeError
 // (a bug).
 void set_error(const cli::Failure& failure) {
-  using Kind = cli::Failure::Kind;
-  PyObject* type = PyExc_RuntimeError;
-  switch (failure.kind) {
-    case Kind::kUsage:
-    case Kind::kData:
-      type = PyExc_ValueError;
-      break;
-    case Kind::kIo:
-      type = PyExc_OSError;
-      break;
-    case Kind::kMemory:
-    case Kind::kOutOfMemory:
-      type = PyExc_MemoryError;
-      break;
-    case Kind::kNumerical:
-      type = PyExc_FloatingPointError;
-      break;
-    case Kind::kInternal:
-      break;
-  }
+  PyObject* type = failure.out_of_memory ? PyExc_MemoryError
+                   : failure.code == cli::kExitUsage || failure.code == cli::kExitData
+                       ? PyExc_ValueError
+                   : failure.code == cli::kExitIo        ? PyExc_OSError
+                   : failure.code == cli::kExitMemory    ? PyExc_MemoryError
+                   : failure.code == cli::kExitNumerical ? PyExc_FloatingPointError
+                                                         : PyExc_RuntimeError;
   PyErr_SetString(type, failure.message.c_str());
 }
 
