@@ -174,9 +174,10 @@ class CpmTrainer {
   void release_weights(std::size_t side);
 
   /// Data parallelism (engine/cpm_replicas.h): this trainer becomes replica `global` of `total`.
-  /// Each side then makes, in each interval between averages, its 1/total share of the run's steps
-  /// still to make (λ_s stays 1/(C·T) of the whole run), and orders its rows from the replica's own
-  /// seed stream. Nothing for total = 1. ConfigError
+  /// Each side then makes, in each interval between averages, a step for each of its rows while T
+  /// reaches the end of the pass the run is in, else its share (1/total, to a step) of the run's
+  /// steps still to make (λ_s stays 1/(C·T) of the whole run), and orders its rows from the
+  /// replica's own seed stream. Nothing for total = 1. ConfigError
   /// (perplexity) with an entropy floor: ASSIGN's history is per training row and is not averaged.
   void make_replica(int global, int total);
   /// Every side of every replica (`local` of this process, of every process of `peers`) replaced

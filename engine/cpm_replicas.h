@@ -10,11 +10,12 @@
 // from the same averaged faces.
 //
 // Each side of a replica makes its own steps (its σ_t = 1/(t + 1) and Pegasos steps 1/(λ_s (t + 2))
-// follow its own t, with λ_s = 1/(C·T) of the whole run), at most its 1/total share of the run's
-// steps still to make in an interval; after an average all continue from t = ⌊Σt/total⌋, and the
-// steps made by all are counted up: the run is done when they reach T. done() changes at averages
-// only, so every process of a job stops at the same one; a replica whose shares have fewer rows
-// (a rank with a smaller part of the windows) leaves its steps to the others.
+// follow its own t, with λ_s = 1/(C·T) of the whole run): all its rows of an interval while T
+// reaches the end of the pass the run is in, else at most its share (1/total, to a step) of the
+// steps still to make; after an average all continue from t = ⌊Σt/total⌋, and the steps made by
+// all are counted up: the run is done when they reach T. done() changes at averages only, so
+// every process of a job stops at the same one; in T's last pass a replica whose shares have
+// fewer rows (a rank with a smaller part of the windows) leaves its steps to the others.
 //
 // One replica in one process is exactly CpmTrainer: the whole window goes to it, average() does
 // nothing, the model is the same byte for byte. With more, the run is a function of (data, config,

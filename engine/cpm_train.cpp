@@ -116,8 +116,9 @@ struct alignas(64) CpmTrainer::Side {
   std::uint64_t seed = 0;
   std::uint64_t iterations = 0, steps = 0, rows = 0, outer_rows = 0, updates = 0, adjusted = 0;
   std::uint64_t limit = 0;  // steps this learner makes: T, or a replica's share of what is left
-  // A replica's: the steps of all replicas together and its own step count, at the last average.
-  std::uint64_t made = 0, synced_steps = 0;
+  // A replica's: the steps of all replicas together and its own step count, at the last average,
+  // and its number among the run's replicas.
+  std::uint64_t made = 0, synced_steps = 0, replica = 0;
   double lambda = 0, cost_outer = 0.5, cost_inner = 0.5, threshold = 0;
   double seconds = 0;
   FaceCounts counts{1};
@@ -154,12 +155,19 @@ struct alignas(64) CpmTrainer::Side {
   virtual void set_b(int k, double value) = 0;
 
   double sigma() const { return 1.0 / (static_cast<double>(steps) + 1.0); }
-  // A replica's next interval (one of `total`): its share of the run's steps still to make, so the
-  // replicas together make T; none once they have (done).
+  // A replica's next interval (one of `total`), so that the replicas together make T; none once
+  // they have (done). While T reaches the end of the pass the run is in, every replica steps
+  // through all its rows (their sum is what is left of the pass): the replicas' shares of a pass
+  // differ (a rank's part of the windows, a worker's of a window), and equal quotas would leave
+  // the steps of the shorter shares to one more pass. Until then no quota has cut a step, so the
+  // steps made are the rows seen (a resumed run decides alike). In the pass where T falls, each
+  // replica makes at most its share of the steps still to make (the shares sum to them exactly).
   void plan_interval(int total) {
     const auto n = static_cast<std::uint64_t>(total);
     synced_steps = steps;
-    limit = made >= iterations ? steps : steps + (iterations - made + n - 1) / n;
+    const std::uint64_t left = made >= iterations ? 0 : iterations - made;
+    const bool whole_pass = rows > 0 && left >= rows - made % rows;
+    limit = steps + (whole_pass ? left : left / n + (replica < left % n ? 1 : 0));
   }
   bool keeps_history() const { return threshold > 0; }
   int label_of(const CsrView& rows, std::size_t r) const {
@@ -747,6 +755,7 @@ void CpmTrainer::make_replica(int global, int total) {
   replicas_ = total;
   for (auto& s : sides_) {
     s->seed = derive_seed(s->seed, kReplicaStream, static_cast<std::uint64_t>(global));
+    s->replica = static_cast<std::uint64_t>(global);
     s->synced = s->counts.counts();
     s->plan_interval(total);
   }

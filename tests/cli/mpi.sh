@@ -93,6 +93,9 @@ for r in 2 3; do
   mpi $r train --algo cpm -d a9a.shards -o w.bin --window-blocks 2 --workers 2 --json > w.json \
     2> w.err || fail "cpm -np $r --workers 2: $(cat w.err)"
   jq -e ".ranks == $r and .workers == 2" w.json > /dev/null || fail "cpm -np $r --workers 2: $(cat w.json)"
+  # T = epochs x rows in as many passes, though the ranks' parts of the windows differ.
+  jq -e ".passes * .rows == .iterations" w.json > /dev/null ||
+    fail "cpm -np $r --workers 2: not one pass an epoch: $(jq -c '[.passes, .rows, .iterations]' w.json)"
   close $r --algo cpm
 done
 mpi 2 train --algo cpm -d a9a.shards -o whole.bin --window-blocks 1 --epochs 3 > /dev/null 2>&1
