@@ -29,6 +29,7 @@
 #include "cli/experiment_runner.h"
 #include "cli/output.h"
 #include "cli/progress.h"
+#include "cli/signals.h"
 #include "cli/train.h"
 #include "engine/errors.h"
 #include "engine/random.h"
@@ -101,8 +102,7 @@ class Experiment {
         jobs_(jobs),
         threads_(threads),
         self_(self_executable()),
-        cache_(out_ + "/cells"),
-        work_(out_ + "/work") {}
+        cache_(out_ + "/cells") {}
 
   void check_methods();
   void prepare_datasets();
@@ -153,7 +153,10 @@ class Experiment {
 void Experiment::check_methods() {
   std::string learners;
   for (const Command& a : train_algorithms()) learners += (learners.empty() ? "" : ", ") + a.name;
-  fs::create_directories(out_ + "/work");
+  work_ = io::TemporaryPath::create([&] {
+    fs::create_directories(out_ + "/work");
+    return out_ + "/work";
+  });
   for (const MethodSpec& m : config_.methods) {
     PreparedMethod p;
     p.spec = &m;
@@ -181,7 +184,7 @@ void Experiment::check_methods() {
       p.description = "train --algo " + m.algo;
       // Every key must be one of the learner's own long flags: ask the learner.
       const std::string work = out_ + "/work/help-" + m.name;
-      fs::create_directories(work);
+      fs::create_directory(work);  // in DIR/work, which a signal's exit may have removed
       const ChildResult help = run_child({self_, "train", "--algo", m.algo, "--help"}, work);
       fs::remove_all(work);
       for (const std::string& k : keys) {
@@ -257,7 +260,7 @@ void Experiment::prepare_one(PreparedDataset& d) {
       argv.insert(argv.end(), {"-o", train});
       if (with_test) argv.insert(argv.end(), {"--test-output", test});
       const std::string work = out_ + "/work/gen-" + spec.name;
-      fs::create_directories(work);
+      fs::create_directory(work);  // in DIR/work, which a signal's exit may have removed
       const ChildResult r = run_child(argv, work);
       if (r.exit_code != 0)
         throw UsageError(config_.path + ":" + std::to_string(spec.line) + ": dataset " + spec.name +
@@ -425,17 +428,21 @@ void Experiment::execute(Cell& cell) {
     return;
   }
   const std::string work = out_ + "/work/" + hash_text(cell.key.dump());
-  fs::remove_all(work);
-  fs::create_directories(work);
   try {
+    fs::remove_all(work);
+    // Not create_directories: DIR/work is not made again once a signal's exit has removed it.
+    fs::create_directory(work);
     cell.result = methods_[cell.method].spec->external.empty() ? run_polymargin(cell, work)
                                                                : run_liblinear(cell, work);
   } catch (const Error& e) {
+    wait_if_ending();  // a failure the signal's removal caused is no cell's
     cell.result = {{"error", e.what()}, {"exit_code", exit_code_of(e)}};
   } catch (const std::exception& e) {
+    wait_if_ending();
     cell.result = {{"error", e.what()}, {"exit_code", 1}};
   }
-  fs::remove_all(work);
+  std::error_code ignored;
+  fs::remove_all(work, ignored);
   // Failures are not cached: a rerun tries them again.
   if (!cell.result.contains("error")) cache_.store(cell.key, cell.result);
 }

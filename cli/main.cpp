@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
       error = (failure.code == cli::kExitInternal ? "" : "error: ") + failure.message;
       code = failure.code;
     }
+    cli::wait_if_ending();
     if (error.empty()) {
       if (const std::string failed = cli::stdout_error(); !failed.empty()) {
         error = "error: " + failed;

@@ -24,6 +24,7 @@ std::atomic<int> g_received{0};
 std::atomic<bool> g_stop_politely{false};
 
 std::atomic<bool> g_thread_runs{false};
+std::atomic<bool> g_ending{false};  // die_of has begun
 
 // The children RunningChild registered, those being forked, and whether stop_children() has run
 // (the process is ending).
@@ -72,6 +73,7 @@ const char* name_of(int signal) {
 }
 
 [[noreturn]] void die_of(int signal) {
+  g_ending.store(true);
   stop_children();
   const int removed = io::remove_temporaries();
   const std::string line =
@@ -92,6 +94,7 @@ void wait_for_signals(sigset_t set) {
     int signal = 0;
     if (sigwait(&set, &signal) != 0) continue;
     if (signal == relay_signal()) {  // the faulting thread has said what happened
+      g_ending.store(true);
       if (io::remove_temporaries() > 0) {
         static const char kLine[] = "polymargin: unfinished output removed, nothing was written\n";
         [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kLine, sizeof kLine - 1);
@@ -150,6 +153,10 @@ RunningChild::~RunningChild() {
   // while the temporaries are removed.
   lock.unlock();
   wait_for_the_end();
+}
+
+void wait_if_ending() {
+  if (g_ending.load()) wait_for_the_end();
 }
 
 void relay_fatal_io_error() {

@@ -38,6 +38,12 @@ class RunningChild {
 /// signal thread runs.
 void relay_fatal_io_error();
 
+/// For main(), once a command has returned or failed: when a signal is ending the process (its
+/// temporaries being removed), waits for the end instead of returning, so that a failure the
+/// removal caused (a file that vanished under a writer) is not reported and the process still dies
+/// of the signal. Returns at once otherwise.
+void wait_if_ending();
+
 /// While one lives, the first SIGTERM, SIGINT or SIGHUP only sets a flag (see above).
 class StopSignals {
  public:

@@ -338,14 +338,16 @@ struct WorkDir {
   std::string path;
   io::TemporaryPath temporary;
   WorkDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/polymargin-" +
-                          std::to_string(::getpid()) + "-tune-XXXXXX";
-    if (!::mkdtemp(pattern.data()))
-      throw IoError("train: --tune: cannot create a directory " + pattern + ": " +
-                    std::strerror(errno));
-    path = pattern;
-    temporary = io::TemporaryPath(path);
+    temporary = io::TemporaryPath::create([&] {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/polymargin-" +
+                            std::to_string(::getpid()) + "-tune-XXXXXX";
+      if (!::mkdtemp(pattern.data()))
+        throw IoError("train: --tune: cannot create a directory " + pattern + ": " +
+                      std::strerror(errno));
+      path = pattern;
+      return path;
+    });
   }
   ~WorkDir() {
     std::error_code ignored;
@@ -774,7 +776,7 @@ class Search {
       }
     }
     const std::string work = dir_ + "/cell-" + std::to_string(next_cell_++);
-    fs::create_directories(work);
+    fs::create_directory(work);  // not again once a signal's exit has removed the search's dir_
     std::vector<std::string> argv = {self_, "train", "--algo", algo_};
     argv.insert(argv.end(), t_.cell.begin(), t_.cell.end());
     const std::vector<std::string> flags = setting_flags(c.setting);
@@ -1104,7 +1106,7 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   // whole search.
   {
     const std::string work = dir.path + "/help";
-    fs::create_directories(work);
+    fs::create_directory(work);
     const experiment::ChildResult help = experiment::run_child(
         {experiment::self_executable(), "train", "--algo", algo, "--help"}, work);
     std::vector<std::string> names(t.given.begin(), t.given.end());

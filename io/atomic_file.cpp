@@ -81,9 +81,11 @@ AtomicFile::AtomicFile(std::string path, bool durable) : path_(std::move(path)),
   const bool replaces = exists && S_ISREG(s.st_mode);
   temp_path_ =
       target_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
-  temporary_ = TemporaryPath(temp_path_);
-  file_ = std::fopen(temp_path_.c_str(), "wb");
-  if (!file_) throw IoError("cannot create " + temp_path_ + ": " + errno_text());
+  temporary_ = TemporaryPath::create([&] {
+    file_ = std::fopen(temp_path_.c_str(), "wb");
+    if (!file_) throw IoError("cannot create " + temp_path_ + ": " + errno_text());
+    return temp_path_;
+  });
   pending_ = true;
   // A file that replaces another keeps its access (a private 0600 model stays private), the
   // special bits aside; a new file gets the umask's.

@@ -16,6 +16,19 @@ namespace polymargin::io {
 FileLock::FileLock(const std::string& path, const std::string& what) {
   if (writes_in_place(path)) return;  // a device or a stream: nothing is replaced, nothing to lock
   lock_path_ = rename_target(path) + ".lock";
+  // Taken and registered in one step (a signal's exit then removes the lock file, never another
+  // holder's, and never leaves ours behind).
+  registered_ = TemporaryPath::create([&] {
+    take(path, what);
+    return lock_path_;
+  });
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) {
+    [[maybe_unused]] const ssize_t written = ::pwrite(fd_, pid.data(), pid.size(), 0);
+  }
+}
+
+void FileLock::take(const std::string& path, const std::string& what) {
   // The holder unlinks the file when it releases the lock, so a lock taken on a file that has
   // since been unlinked (or replaced) is worthless: retake it until the locked inode is the one
   // the path names.
@@ -65,11 +78,6 @@ FileLock::FileLock(const std::string& path, const std::string& what) {
     ::close(fd_);
     fd_ = -1;
     not_ours(S_ISREG(held.st_mode) ? "holds other data" : "is not a regular file");
-  }
-  registered_ = TemporaryPath(lock_path_);
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd_, 0) == 0) {
-    [[maybe_unused]] const ssize_t written = ::pwrite(fd_, pid.data(), pid.size(), 0);
   }
 }
 

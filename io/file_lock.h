@@ -23,6 +23,9 @@ class FileLock {
   FileLock& operator=(const FileLock&) = delete;
 
  private:
+  /// Opens lock_path_ and takes its lock (fd_), or throws.
+  void take(const std::string& path, const std::string& what);
+
   std::string lock_path_;
   int fd_ = -1;
   TemporaryPath registered_;  // a signal's exit removes the lock file too

@@ -131,12 +131,14 @@ Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptio
   const fs::path tmp_dir = tmp && *tmp ? tmp : "/tmp";
   const std::string prefix = "polymargin-";
   sweep_dead_temporaries_in(tmp_dir.string(), prefix);
-  std::string pattern = (tmp_dir / (prefix + std::to_string(::getpid()) + "-XXXXXX")).string();
-  if (!::mkdtemp(pattern.data()))
-    throw IoError("cannot create a temporary directory like " + pattern + ": " +
-                  std::strerror(errno));
-  data.temporary_ = TemporaryPath(pattern);
-  data.temp_dir_ = pattern;  // from here on, the destructor removes it whatever happens
+  data.temporary_ = TemporaryPath::create([&] {
+    std::string pattern = (tmp_dir / (prefix + std::to_string(::getpid()) + "-XXXXXX")).string();
+    if (!::mkdtemp(pattern.data()))
+      throw IoError("cannot create a temporary directory like " + pattern + ": " +
+                    std::strerror(errno));
+    data.temp_dir_ = pattern;  // from here on, the destructor removes it whatever happens
+    return pattern;
+  });
   const std::string dir = data.temp_dir_ + "/data.shards";
   ConvertOptions temporary = options;
   temporary.codec = temporary_codec(inputs);

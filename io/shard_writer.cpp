@@ -257,9 +257,11 @@ struct ShardWriter::Impl {
     std::error_code ec;
     fs::remove_all(temp_dir, ec);  // left over by a crashed run that had our pid
     sweep_dead_temporaries(dir);   // and those of runs that no longer exist
-    temporary = TemporaryPath(temp_dir);
-    if (!fs::create_directories(temp_dir, ec) || ec)
-      throw IoError("cannot create " + temp_dir + ": " + ec.message());
+    temporary = TemporaryPath::create([&] {
+      if (!fs::create_directories(temp_dir, ec) || ec)
+        throw IoError("cannot create " + temp_dir + ": " + ec.message());
+      return temp_dir;
+    });
     try {
       for (std::uint32_t s = 0; s < options.shards; ++s) open_shard(s);
     } catch (...) {

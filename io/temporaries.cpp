@@ -63,11 +63,14 @@ void sweep(const fs::path& directory, const std::string& prefix, bool exact) {
 
 }  // namespace
 
-TemporaryPath::TemporaryPath(std::string path) {
+TemporaryPath TemporaryPath::create(const std::function<std::string()>& make) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  id_ = r.next_id++;
-  r.paths.emplace(id_, std::move(path));
+  TemporaryPath made;
+  std::string path = make();
+  made.id_ = r.next_id++;
+  r.paths.emplace(made.id_, std::move(path));
+  return made;
 }
 
 TemporaryPath::~TemporaryPath() { release(); }
@@ -104,8 +107,15 @@ int remove_temporaries() {
   r.mutex.lock();  // never unlocked: the process is about to die, and nothing may publish first
   int removed = 0;
   for (const auto& [id, path] : r.paths) {
+    // The process's other threads run on meanwhile: a file they create in a directory being
+    // removed (after remove_all listed it) keeps the directory; a few more rounds take it.
     std::error_code ec;
-    if (fs::remove_all(path, ec) > 0) ++removed;
+    bool any = false;
+    for (int round = 0; round < 20; ++round) {
+      any = fs::remove_all(path, ec) > 0 || any;
+      if (!ec) break;
+    }
+    removed += any ? 1 : 0;
   }
   r.paths.clear();
   return removed;

@@ -18,7 +18,12 @@ namespace polymargin::io {
 class TemporaryPath {
  public:
   TemporaryPath() = default;
-  explicit TemporaryPath(std::string path);
+  /// Runs `make` (which creates the temporary and returns its path, or throws) and registers the
+  /// path, all with the registry locked: a signal's remove_temporaries() finds the temporary either
+  /// not yet made or registered, and once it has run no temporary is made any more (the caller
+  /// waits for the process's end). Registering a path before creating it, or after, would leave a
+  /// gap where the signal's removal misses it and it outlives the process.
+  static TemporaryPath create(const std::function<std::string()>& make);
   ~TemporaryPath();
   TemporaryPath(TemporaryPath&& other) noexcept;
   TemporaryPath& operator=(TemporaryPath&& other) noexcept;

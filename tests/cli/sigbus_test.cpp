@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "cli/command.h"
@@ -54,12 +55,15 @@ TEST(SigbusDeathTest, TruncatedMappedInputRemovesTheUnfinishedOutputs) {
   GTEST_FLAG_SET(death_test_style, "fast");
   io::testing::TempDir dir;
   const std::string path = mapped_input(dir);
-  const std::string unfinished = dir.write("out.shards.tmp-1", "partial");
+  const std::string unfinished = dir / "out.shards.tmp-1";
   EXPECT_EXIT(
       {
         start_signal_thread();
         report_sigbus_as_io_error();
-        const io::TemporaryPath registered(unfinished);
+        const io::TemporaryPath registered = io::TemporaryPath::create([&] {
+          std::ofstream(unfinished) << "partial";
+          return unfinished;
+        });
         fault_on(path);
       },
       ::testing::ExitedWithCode(4),

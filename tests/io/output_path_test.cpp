@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "engine/errors.h"
 #include "io/temporaries.h"
@@ -118,10 +120,18 @@ TEST_F(OutputPath, RegisteredTemporariesAreRemovedWhenTheProcessIsStopped) {
   const std::string kept = path("published");
   const pid_t child = ::fork();
   if (child == 0) {  // the registry's lock is taken for good: only in a process about to end
-    std::ofstream(file) << "x";
-    fs::create_directories(tree + "/a/b");
-    TemporaryPath registered_file(file), registered_tree(tree), published(kept);
-    std::ofstream(kept) << "whole";
+    const TemporaryPath registered_file = TemporaryPath::create([&] {
+      std::ofstream(file) << "x";
+      return file;
+    });
+    const TemporaryPath registered_tree = TemporaryPath::create([&] {
+      fs::create_directories(tree + "/a/b");
+      return tree;
+    });
+    TemporaryPath published = TemporaryPath::create([&] {
+      std::ofstream(kept) << "whole";
+      return kept;
+    });
     published.publish([] {});
     ::_exit(remove_temporaries() == 2 ? 0 : 1);
   }
@@ -131,6 +141,29 @@ TEST_F(OutputPath, RegisteredTemporariesAreRemovedWhenTheProcessIsStopped) {
   EXPECT_FALSE(fs::exists(file));
   EXPECT_FALSE(fs::exists(tree));
   EXPECT_TRUE(fs::exists(kept));
+}
+
+// A temporary that a thread is about to make as the signal's removal runs is never made: create()
+// waits for the end, so nothing is created that the removal has missed (registering the path
+// before creating it, or after, left such a gap).
+TEST_F(OutputPath, NoTemporaryIsMadeOnceTheyAreRemoved) {
+  const std::string late = path("late.tmp-1");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    remove_temporaries();
+    std::thread([&] {
+      const TemporaryPath made = TemporaryPath::create([&] {
+        fs::create_directories(late);
+        return late;
+      });
+    }).detach();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::_exit(fs::exists(late) ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_FALSE(fs::exists(late));
 }
 
 }  // namespace
