@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -35,6 +38,31 @@ namespace {
 bool is_unsigned(const std::type_info& type) {
   return type == typeid(unsigned short) || type == typeid(unsigned) ||
          type == typeid(unsigned long) || type == typeid(unsigned long long);
+}
+
+// The largest value of an integer option's type, or 0 for another type: Boost calls a whole number
+// beyond it "invalid", as it does a word.
+std::uint64_t integer_maximum(const std::type_info& type) {
+  if (type == typeid(int)) return std::numeric_limits<int>::max();
+  if (type == typeid(long)) return std::numeric_limits<long>::max();
+  if (type == typeid(unsigned)) return std::numeric_limits<unsigned>::max();
+  if (type == typeid(unsigned long)) return std::numeric_limits<unsigned long>::max();
+  if (type == typeid(unsigned long long)) return std::numeric_limits<unsigned long long>::max();
+  return 0;
+}
+
+// True for a token of digits alone (spaces around them aside) whose value exceeds `maximum`.
+bool exceeds(const std::string& token, std::uint64_t maximum) {
+  const std::size_t first = token.find_first_not_of(" \t"), last = token.find_last_not_of(" \t");
+  if (first == std::string::npos) return false;
+  const char* begin = token.data() + first;
+  const char* end = token.data() + last + 1;
+  if (*begin == '+') ++begin;
+  if (begin == end || !std::all_of(begin, end, [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  std::uint64_t value = 0;
+  const auto [stop, error] = std::from_chars(begin, end, value);
+  return error == std::errc::result_out_of_range || value > maximum;
 }
 
 // An option of several values (`data`, eval's `model`): its key may be given once a line, as often
@@ -98,7 +126,7 @@ void store_config_file(const std::string& command, const std::string& path,
   try {
     std::istringstream text(kept);
     const po::parsed_options parsed = po::parse_config_file(text, options, false);
-    refuse_negative_unsigned(command, options, parsed, " in " + path);
+    refuse_out_of_range(command, options, parsed, " in " + path);
     po::store(parsed, vm);
   } catch (const po::error& e) {
     // Which line: each parsed alone into a scratch map, with its value checked as its option's.
@@ -138,18 +166,22 @@ int exact_names_style() {
   return style::default_style & ~style::allow_guessing;
 }
 
-void refuse_negative_unsigned(const std::string& command, const po::options_description& options,
-                              const po::parsed_options& parsed, const std::string& where) {
+void refuse_out_of_range(const std::string& command, const po::options_description& options,
+                         const po::parsed_options& parsed, const std::string& where) {
   for (const po::option& o : parsed.options) {
     const po::option_description* d = options.find_nothrow(o.string_key, false);
     if (!d) continue;
     const auto* typed = dynamic_cast<const po::typed_value_base*>(d->semantic().get());
-    if (!typed || !is_unsigned(typed->value_type())) continue;
+    if (!typed) continue;
+    const std::uint64_t maximum = integer_maximum(typed->value_type());
     for (const std::string& token : o.value) {
       const std::size_t first = token.find_first_not_of(" \t");
-      if (first != std::string::npos && token[first] == '-')
+      if (is_unsigned(typed->value_type()) && first != std::string::npos && token[first] == '-')
         throw UsageError(command + ": --" + d->long_name() + " must not be negative (got '" +
                          token + "'" + where + ")");
+      if (maximum > 0 && exceeds(token, maximum))
+        throw UsageError(command + ": --" + d->long_name() + " must be at most " +
+                         std::to_string(maximum) + " (got '" + token + "'" + where + ")");
     }
   }
 }
@@ -168,7 +200,7 @@ bool parse_options(const std::string& command, const std::string& usage,
                                           .positional(positional)
                                           .style(exact_names_style())
                                           .run();
-    refuse_negative_unsigned(command, all, parsed, "");
+    refuse_out_of_range(command, all, parsed, "");
     po::store(parsed, vm);
     if (vm.count("help")) {
       std::cout << "usage: polymargin " << command << " " << usage << "\n\n" << all << "\n";

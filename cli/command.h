@@ -46,9 +46,10 @@ bool parse_options(const std::string& command, const std::string& usage,
 int exact_names_style();
 
 /// UsageError naming the option when `parsed` gives a negative value to an unsigned option of
-/// `options` (Boost would wrap it around); `where` is appended to the value in the message.
-void refuse_negative_unsigned(const std::string& command, const po::options_description& options,
-                              const po::parsed_options& parsed, const std::string& where);
+/// `options` (Boost would wrap it around), or a whole number beyond an integer option's type
+/// (Boost would call it invalid); `where` is appended to the value in the message.
+void refuse_out_of_range(const std::string& command, const po::options_description& options,
+                         const po::parsed_options& parsed, const std::string& where);
 
 /// The paths that the options `names` (string or list valued; "input" is the positional INPUT) and
 /// --config hold in `vm`, for io::check_outputs.

@@ -985,13 +985,13 @@ int check_final_options(const std::vector<std::string>& args, const std::string&
                                          .style(exact_names_style())
                                          .allow_unregistered()
                                          .run();
-    refuse_negative_unsigned("train", options, given, "");
+    refuse_out_of_range("train", options, given, "");
     po::store(given, vm);
     std::string lines;  // the --config file's entries: the command line wins
     for (const auto& [key, value] : config_entries(args)) lines += key + " = " + value + "\n";
     std::istringstream text(lines);
     const po::parsed_options file = po::parse_config_file(text, options, true);
-    refuse_negative_unsigned("train", options, file, " in the --config file");
+    refuse_out_of_range("train", options, file, " in the --config file");
     po::store(file, vm);
     po::notify(vm);
   } catch (const po::error& e) {

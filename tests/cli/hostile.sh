@@ -368,10 +368,16 @@ expect 2 "twice.conf:3: 'epochs' is given twice (also on line 1)" train -d in.sv
 printf 'epochs = 3\nwindow-blocks = -1\n' > negative.conf
 expect 2 "--window-blocks must not be negative" train -d in.svm -o x.model --config negative.conf
 
-# --- 14. negative numbers for counts are usage errors, not wrapped -----------------------------------
+# --- 14. negative numbers for counts are usage errors, not wrapped; nor are numbers too large ---------
 expect 2 "--window-blocks must not be negative" train -d in.svm -o x.model --window-blocks -1
 expect 2 "--max-bad-lines must not be negative" convert in.svm -o t.shards --max-bad-lines -1
 expect 2 "--block-rows must not be negative" convert in.svm -o t.shards --block-rows=-5
+expect 2 "--faces must be at most 2147483647 (got '4294967295')" train --algo cpm -d in.svm -o x.model -k 4294967295
+expect 2 "--stop-after-rows must be at most 18446744073709551615 (got '18446744073709551616')" \
+  train -d in.svm -o x.model --stop-after-rows 18446744073709551616
+printf 'block-rows = 99999999999\n' > large.conf
+expect 2 "--block-rows must be at most 4294967295 (got '99999999999' in large.conf)" \
+  convert in.svm -o t.shards --config large.conf
 
 # --- 15. two shard directories; an output that is a directory ----------------------------------------
 cp -r d.shards e.shards
