@@ -345,11 +345,8 @@ namespace {
 // feature_maxabs.bin read through its checksum a piece at a time (pread, the mapping left
 // untouched): into `out` when given, else only checked (verify), so that memory stays a buffer's
 // whatever the largest feature id (the file is sparse: ids near 2^32 make gigabytes of holes).
-void scan_maxabs(const std::string& path, std::uint64_t expected_count, std::vector<float>* out) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec) && !ec)
-    throw DataError(path, 0, 0, "missing: the shard directory is incomplete (re-run convert)");
-  const MappedFile file(path);
+void scan_maxabs(const MappedFile& file, const std::string& path, std::uint64_t expected_count,
+                 std::vector<float>* out) {
   const std::uint64_t expected_bytes =
       sizeof(MaxabsHeader) + expected_count * sizeof(float) + sizeof(std::uint64_t);
   if (file.size() != expected_bytes)
@@ -387,11 +384,14 @@ void scan_maxabs(const std::string& path, std::uint64_t expected_count, std::vec
 
 }  // namespace
 
-std::uint64_t maxabs_count(const std::string& path) {
+MappedFile map_maxabs(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec) && !ec)
     throw DataError(path, 0, 0, "missing: the shard directory is incomplete (re-run convert)");
-  const MappedFile file(path);
+  return MappedFile(path);
+}
+
+std::uint64_t maxabs_count(const MappedFile& file, const std::string& path) {
   MaxabsHeader header;
   if (file.size() < sizeof header)
     throw DataError(path, 0, 0, "truncated (re-run convert)");
@@ -401,14 +401,15 @@ std::uint64_t maxabs_count(const std::string& path) {
   return header.count;
 }
 
-std::vector<float> read_maxabs(const std::string& path, std::uint64_t expected_count) {
+std::vector<float> read_maxabs(const MappedFile& file, const std::string& path,
+                               std::uint64_t expected_count) {
   std::vector<float> maxabs;
-  scan_maxabs(path, expected_count, &maxabs);
+  scan_maxabs(file, path, expected_count, &maxabs);
   return maxabs;
 }
 
-void check_maxabs(const std::string& path, std::uint64_t expected_count) {
-  scan_maxabs(path, expected_count, nullptr);
+void check_maxabs(const MappedFile& file, const std::string& path, std::uint64_t expected_count) {
+  scan_maxabs(file, path, expected_count, nullptr);
 }
 
 }  // namespace shard

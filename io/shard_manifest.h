@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "io/shard_format.h"
 #include "io/shards.h"
 
 namespace polymargin::io::shard {
@@ -37,12 +38,15 @@ Manifest read_manifest(const std::string& dir);
 void write_maxabs(const std::string& path, const std::vector<std::span<const float>>& pieces,
                   bool durable = true);
 
-/// Reads feature_maxabs.bin; throws DataError when it is short, foreign, of another size than
-/// `expected_count` entries or fails its checksum.
-std::vector<float> read_maxabs(const std::string& path, std::uint64_t expected_count);
+/// Maps feature_maxabs.bin at `path` (nothing is read yet); DataError when it is missing.
+MappedFile map_maxabs(const std::string& path);
+/// Reads feature_maxabs.bin, mapped by map_maxabs (`path` names it in errors); throws DataError
+/// when it is short, foreign, of another size than `expected_count` entries or fails its checksum.
+std::vector<float> read_maxabs(const MappedFile& file, const std::string& path,
+                               std::uint64_t expected_count);
 /// The same checks without keeping the values (a buffer's memory, whatever the count).
-void check_maxabs(const std::string& path, std::uint64_t expected_count);
+void check_maxabs(const MappedFile& file, const std::string& path, std::uint64_t expected_count);
 /// The entries feature_maxabs.bin's header declares (convert writes max_index + 1), read alone.
-std::uint64_t maxabs_count(const std::string& path);
+std::uint64_t maxabs_count(const MappedFile& file, const std::string& path);
 
 }  // namespace polymargin::io::shard

@@ -13,6 +13,7 @@
 // Lockstep scan (ReadOptions::lockstep, for sinks that keep every thread busy): one window at a
 // time, read by all threads; the next window's reading is lent to the sink as spare work
 // (scan_lending) and what it leaves is done once the sink returns. The same windows.
+#include <sys/stat.h>
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/info.h>
@@ -305,6 +306,10 @@ struct ShardSet::Impl {
   std::vector<std::string> paths;  // per shard
   std::vector<shard::MappedFile> files;
   std::vector<Block> blocks;  // global block order
+  // feature_maxabs.bin, mapped when the set was opened (a directory replaced since cannot lend
+  // another conversion's table; not mapped: the file was missing, an error once it is needed).
+  shard::MappedFile maxabs_file;
+  bool maxabs_mapped = false;
   mutable std::once_flag maxabs_once, scaling_once;
   mutable std::vector<float> maxabs;
   mutable std::unique_ptr<Scaling> scaling;
@@ -416,13 +421,22 @@ struct ShardSet::Impl {
 
   const std::vector<float>& feature_maxabs() const {
     std::call_once(maxabs_once, [&] {
-      maxabs = shard::read_maxabs(dir + "/" + shard::kMaxabsFile,
+      maxabs = shard::read_maxabs(mapped_maxabs(), maxabs_path(),
                                   manifest.nnz > 0 ? std::uint64_t{manifest.max_index} + 1 : 0);
       // --scale maxabs looks up a random entry per value that is not 1 (an 80 MB table at KDD
       // size): on 4 KB pages nearly every look-up would also miss the TLB.
       engine::sparse::collapse_to_huge_pages(maxabs.data(), maxabs.size() * sizeof(float));
     });
     return maxabs;
+  }
+
+  std::string maxabs_path() const { return dir + "/" + shard::kMaxabsFile; }
+  // The mapped scaling table; DataError when the file was missing at open.
+  const shard::MappedFile& mapped_maxabs() const {
+    if (!maxabs_mapped)
+      throw DataError(maxabs_path(), 0, 0,
+                      "missing: the shard directory is incomplete (re-run convert)");
+    return maxabs_file;
   }
 
   /// The scaling of `--scale maxabs`; nullptr when no feature needs it (all maxima 0 or 1).
@@ -950,7 +964,7 @@ struct ShardSet::Impl {
     for (const auto& b : blocks) report.bytes_checked += b.entry.bytes;
     // The scaling table is data too: its checksum checked as it is read, a piece at a time.
     const std::uint64_t entries = manifest.nnz > 0 ? std::uint64_t{manifest.max_index} + 1 : 0;
-    shard::check_maxabs(dir + "/" + shard::kMaxabsFile, entries);
+    shard::check_maxabs(mapped_maxabs(), maxabs_path(), entries);
     report.bytes_checked += entries * sizeof(float);
     return report;
   }
@@ -961,7 +975,38 @@ ShardSet::ShardSet(ShardSet&&) noexcept = default;
 ShardSet& ShardSet::operator=(ShardSet&&) noexcept = default;
 ShardSet::~ShardSet() = default;
 
+namespace {
+
+// The directory `path` names (device and inode), or nullopt.
+std::optional<std::pair<dev_t, ino_t>> directory_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::pair{st.st_dev, st.st_ino};
+}
+
+}  // namespace
+
 ShardSet ShardSet::open(const std::string& dir, bool check_sources) {
+  // `convert` replaces a shard directory whole (a new directory renamed over the path, the old one
+  // then removed), and the set's files are opened one after the other (the scaling table is
+  // mapped with them, for later): a replacement meanwhile could give one conversion's manifest
+  // with another's files, and an error about data that was never damaged. An open that the
+  // directory was replaced during is made again, from the directory the path names now.
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    const auto before = directory_identity(dir);
+    try {
+      ShardSet set = open_once(dir, check_sources);
+      if (attempt < kAttempts && directory_identity(dir) != before) continue;
+      return set;
+    } catch (const Error&) {
+      if (attempt < kAttempts && directory_identity(dir) != before) continue;
+      throw;
+    }
+  }
+}
+
+ShardSet ShardSet::open_once(const std::string& dir, bool check_sources) {
   ShardSet set;
   Impl& impl = *set.impl_;
   impl.dir = dir;
@@ -976,11 +1021,16 @@ ShardSet ShardSet::open(const std::string& dir, bool check_sources) {
   impl.blocks.resize(impl.manifest.total_blocks);
   for (std::uint32_t s = 0; s < impl.manifest.shards.size(); ++s) impl.index_shard(s, trailers[s]);
   impl.first_read = std::make_unique<std::atomic<std::uint64_t>[]>(impl.blocks.size());
+  std::error_code ec;
+  if (fs::exists(impl.maxabs_path(), ec)) {
+    impl.maxabs_file = shard::MappedFile(impl.maxabs_path());
+    impl.maxabs_mapped = true;
+  }
   // A manifest without its own checksum may also misstate max_index, which sizes the learners'
   // weights while the blocks hold the ids (a lowered one made --scale none write past them): it is
   // checked against the scaling table convert sized by the same max_index, a header's read.
   if (!impl.manifest.checksummed && impl.manifest.nnz > 0 &&
-      shard::maxabs_count(impl.dir + "/" + shard::kMaxabsFile) !=
+      shard::maxabs_count(impl.mapped_maxabs(), impl.maxabs_path()) !=
           std::uint64_t{impl.manifest.max_index} + 1)
     throw DataError(impl.dir, 0, 0,
                     "max_index " + std::to_string(impl.manifest.max_index) +

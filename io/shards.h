@@ -203,6 +203,8 @@ class ShardSet {
  public:
   /// Validates the manifest, format version, every shard file's size and block index, and (when
   /// check_sources) that each source file still has the recorded size and mtime.
+  /// The files are those of one conversion: an open that a `convert` replacing the directory
+  /// overlapped is made again. The scaling table is mapped now and read when first needed.
   static ShardSet open(const std::string& dir, bool check_sources = true);
 
   const Manifest& manifest() const;
@@ -230,6 +232,7 @@ class ShardSet {
 
  private:
   ShardSet();
+  static ShardSet open_once(const std::string& dir, bool check_sources);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

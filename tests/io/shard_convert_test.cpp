@@ -98,6 +98,24 @@ TEST_F(ShardConvert, EditingTheTextMakesTheShardsStale) {
   EXPECT_THROW(ShardSet::open(dir), DataError);
 }
 
+// A set opened before `convert` replaced its directory keeps reading the conversion it opened:
+// the scaling table too, which is read when first needed (by path, that was the new conversion's
+// table with the old rows, or a size error).
+TEST_F(ShardConvert, ASetKeepsItsConversionWhenTheDirectoryIsReplaced) {
+  const std::string dir = (root_ / "s.shards").string();
+  convert_text({text_.string()}, dir, ConvertOptions{}, 1);
+  const ShardSet set = ShardSet::open(dir);
+  const fs::path other = root_ / "other.svm";
+  std::ofstream(other, std::ios::binary) << "+1 1:4 3:8 10:9\n-1 2:3\n";
+  convert_text({other.string()}, dir, ConvertOptions{}, 1);
+  EXPECT_EQ(set.feature_maxabs(), (std::vector<float>{0, 1, 1, 1, 1.5f, 1, 1, 1, 1, 1, 2.25f}));
+  ReadOptions read;
+  read.shuffle = false;
+  EXPECT_EQ(scan_rows(set, read), parse({text_.string()}));
+  EXPECT_EQ(ShardSet::open(dir).feature_maxabs(),
+            (std::vector<float>{0, 4, 3, 8, 0, 0, 0, 0, 0, 0, 9}));
+}
+
 // The text changed while it is read (appended to by another program, here as the first rows
 // arrive): refused, naming it, with nothing written, rather than shards that are stale at once.
 TEST_F(ShardConvert, TextChangedWhileConvertedIsRefusedWithNoOutput) {
