@@ -102,8 +102,8 @@ void wait_for_signals(sigset_t set) {
       ::_exit(kExitIo);
     }
     int none = 0;
-    // An output FIFO without a reader holds the process in open(), where no flag is polled.
-    if (g_stop_politely.load() && !io::waiting_for_reader() &&
+    // A FIFO without its other end holds the process in open(), where no flag is polled.
+    if (g_stop_politely.load() && !io::waiting_in_open() &&
         g_received.compare_exchange_strong(none, signal)) {
       io::note_stop_signal(signal);
       continue;

@@ -23,25 +23,18 @@ std::atomic<int> waiting_openers{0};
 std::atomic<int> stop_signal{0};  // note_stop_signal()
 
 // open() of an output written in place. A FIFO with a reader opens at once; without one the call
-// waits for a reader (waiting_for_reader()), and a stop signal taken before, which nothing polls
-// any more, is sent again: the signal thread, seeing the wait, then ends the process.
+// waits for a reader (open_waiting).
 int open_in_place(const std::string& path) {
   struct stat s {};
   if (::stat(path.c_str(), &s) != 0 || !S_ISFIFO(s.st_mode))
     return ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd >= 0) {
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return fd;
   }
   if (errno != ENXIO) return -1;  // ENXIO: no reader yet
-  ++waiting_openers;
-  if (const int signal = stop_signal.load()) ::kill(::getpid(), signal);
-  fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  const int error = errno;
-  --waiting_openers;
-  errno = error;
-  return fd;
+  return open_waiting(path, O_WRONLY | O_CLOEXEC);
 }
 
 std::string errno_text() { return std::strerror(errno); }
@@ -150,7 +143,17 @@ void AtomicFile::commit() {
   if (durable_) sync_directory_of(target_);
 }
 
-bool waiting_for_reader() { return waiting_openers.load() > 0; }
+int open_waiting(const std::string& path, int flags) {
+  ++waiting_openers;
+  if (const int signal = stop_signal.load()) ::kill(::getpid(), signal);
+  const int fd = ::open(path.c_str(), flags);
+  const int error = errno;
+  --waiting_openers;
+  errno = error;
+  return fd;
+}
+
+bool waiting_in_open() { return waiting_openers.load() > 0; }
 
 void note_stop_signal(int signal) { stop_signal.store(signal); }
 

@@ -55,12 +55,16 @@ class AtomicFile {
 /// effort: a file system without permissions (vfat) leaves them as they are.
 void keep_access(int fd, const struct stat& old, mode_t bits);
 
-/// True while a thread waits in open() for a FIFO output's reader (an AtomicFile written in
-/// place): nothing polls a stop request meanwhile, so a signal's handler ends the process at once.
-/// Async-signal-safe.
-bool waiting_for_reader();
-/// Records a stop signal that was taken as a polite request: should a FIFO output then have to
-/// wait for its reader, the signal is sent again (see waiting_for_reader). Async-signal-safe.
+/// open(path, flags) of a FIFO, which may wait for the other end (an output's reader, an input's
+/// writer): meanwhile waiting_in_open() says so, and a stop signal taken before as a polite
+/// request, which nothing polls any more, is sent again, so that the signal thread ends the
+/// process. Returns the descriptor, or -1 with errno.
+int open_waiting(const std::string& path, int flags);
+/// True while a thread waits in open_waiting(): nothing polls a stop request meanwhile, so a
+/// signal's handler ends the process at once. Async-signal-safe.
+bool waiting_in_open();
+/// Records a stop signal that was taken as a polite request: should a FIFO then have to wait for
+/// its other end, the signal is sent again (see open_waiting). Async-signal-safe.
 void note_stop_signal(int signal);
 
 /// Writes `content` to `path` atomically (`durable`: as AtomicFile's).

@@ -14,6 +14,7 @@
 #include <new>
 
 #include "engine/errors.h"
+#include "io/atomic_file.h"
 
 namespace polymargin::io {
 
@@ -32,7 +33,11 @@ class FdInput {
     if (path == "-") {
       fd_ = STDIN_FILENO;
     } else {
-      fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      struct stat st {};
+      const bool fifo = ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+      // A FIFO's open waits for its writer, where no stop request is polled.
+      fd_ = fifo ? open_waiting(path, O_RDONLY | O_CLOEXEC)
+                 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd_ < 0) throw IoError("cannot open '" + path + "': " + std::strerror(errno));
       owned_ = true;
       // A hint only: the kernel may read ahead more aggressively.

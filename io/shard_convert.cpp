@@ -2,6 +2,7 @@
 // Kept apart from the writer and the reader so that code using only those does not pull in the
 // text parser.
 #include <stdlib.h>  // mkdtemp
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -115,8 +116,13 @@ void Dataset::probe(const std::vector<std::string>& inputs) {
     ShardSet::open(inputs[0]);
     return;
   }
-  for (const std::string& input : inputs)
-    if (input != "-") open_byte_source(input);
+  for (const std::string& input : inputs) {
+    // A stream (a FIFO, a pipe as /dev/fd/N, a device) is read once, when its rows are needed:
+    // opening it now would take its first bytes (or, a FIFO, its writer) from that read.
+    struct stat st {};
+    if (input == "-" || (::stat(input.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) continue;
+    open_byte_source(input);
+  }
 }
 
 Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptions& options,

@@ -266,7 +266,8 @@ class Dataset {
                       int threads = 0);
   /// What open() would refuse for want of the inputs themselves, without reading their rows: a
   /// missing or unreadable file (IoError), a shard directory open() refuses, a directory among
-  /// several inputs. For data a command reads only at its end (train's --validation).
+  /// several inputs. For data a command reads only at its end (train's --validation); a stream
+  /// (FIFO, pipe, device) is left unopened, for that read.
   static void probe(const std::vector<std::string>& inputs);
   const ShardSet& shards() const { return *shards_; }
   bool converted() const { return !temp_dir_.empty(); }

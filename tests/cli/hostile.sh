@@ -111,21 +111,25 @@ cmp -s from_pipe.txt expected.txt || fail "export into a FIFO lost its text"
 [ -p pipe ] || fail "the FIFO was replaced"
 # A train whose -o is a FIFO nobody reads waits in open() once its epochs are done: one SIGTERM
 # ends it there (nothing polls the stop request the first signal is otherwise taken as).
+# The background job $1 (described as $2), once a thread of it waits in open() for a FIFO's other
+# end, must end on one SIGTERM with exit 143.
+ends_on_one_sigterm() {
+  local job=$1 status=0
+  for _ in $(seq 600); do
+    grep -qs wait_for_partner /proc/"$job"/task/*/wchan && break
+    sleep 0.1
+  done
+  kill -TERM "$job"
+  for _ in $(seq 100); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2> /dev/null; then
+    kill -KILL "$job"
+    fail "$2 did not end on one SIGTERM"
+  fi
+  wait "$job" || status=$?
+  [ "$status" -eq 143 ] || fail "$2, SIGTERM: exit $status, not 143"
+}
 "$bin" train -d in.svm -o pipe --epochs 2 > /dev/null 2> err.txt &
-job=$!
-for _ in $(seq 600); do  # until a thread waits in open() for the FIFO's reader
-  grep -qs wait_for_partner /proc/"$job"/task/*/wchan && break
-  sleep 0.1
-done
-kill -TERM "$job"
-for _ in $(seq 100); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
-if kill -0 "$job" 2> /dev/null; then
-  kill -KILL "$job"
-  fail "train -o FIFO without a reader did not end on one SIGTERM"
-fi
-status=0
-wait "$job" || status=$?
-[ "$status" -eq 143 ] || fail "train -o FIFO without a reader, SIGTERM: exit $status, not 143"
+ends_on_one_sigterm $! "train -o FIFO without a reader"
 [ -p pipe ] || fail "the FIFO was replaced"
 "$bin" train -d in.svm -o /dev/null --epochs 3 > /dev/null 2>&1 || fail "train -o /dev/null failed"
 if [ "$(id -u)" -eq 0 ]; then
@@ -320,6 +324,22 @@ mkfifo data.fifo
 cat in.svm > data.fifo &
 "$bin" train -d data.fifo -o fifo.model --epochs 3 > /dev/null 2> err.txt ||
   fail "train -d FIFO: $(cat err.txt)"
+# ... and as validation data, which is read at the end: checking it up front must not take its
+# first bytes (a pipe from <(...), a FIFO written late) nor wait for its writer.
+margin() { jq -r '.validation.margin_mean' "$1"; }
+"$bin" train -d in.svm -o v.model --epochs 3 --validation in.svm --json > v_file.json
+"$bin" train -d in.svm -o v.model --epochs 3 --validation <(cat in.svm) --json > v_pipe.json
+[ "$(margin v_pipe.json)" = "$(margin v_file.json)" ] ||
+  fail "--validation from a pipe: margin mean $(margin v_pipe.json), from the file $(margin v_file.json)"
+mkfifo valid.fifo
+(sleep 1; cat in.svm > valid.fifo) &
+"$bin" train -d in.svm -o v.model --epochs 3 --validation valid.fifo --json > v_fifo.json
+[ "$(margin v_fifo.json)" = "$(margin v_file.json)" ] ||
+  fail "--validation FIFO: margin mean $(margin v_fifo.json), from the file $(margin v_file.json)"
+# A validation FIFO nobody writes holds the run in open() after its epochs: one SIGTERM ends it.
+"$bin" train -d in.svm -o v2.model --epochs 2 --validation valid.fifo > /dev/null 2> err.txt &
+ends_on_one_sigterm $! "train --validation FIFO without a writer"
+[ ! -e v2.model ] || fail "train --validation FIFO, SIGTERM: a model was written"
 
 # --- 12. a metrics file that cannot be written is refused before the run ---------------------------
 expect 4 "does not exist" train -d in.svm -o x.model --metrics-json nodir/r.json
