@@ -15,8 +15,9 @@
 # Writes WORKDIR/decision.json: {"decision": "replaced"|"kept"|"first model", "metric", "candidate",
 # "served", "candidate_model", "served_model", "train_metrics"}; the served model's predecessor is
 # kept as SERVED_MODEL.previous. Exit code: 0 whatever the decision; 2 when eval gives no value of
-# the metric asked for; train's or eval's code otherwise (6: stopped with a checkpoint, run again to
-# continue).
+# the metric asked for; 4 when another run holds WORKDIR (WORKDIR/nightly.lock, nothing done);
+# train's or eval's code otherwise (6: stopped with a checkpoint, run again to continue). Give each
+# served model one WORKDIR: runs of one WORKDIR never overlap.
 set -euo pipefail
 
 bin=build/polymargin
@@ -33,7 +34,7 @@ while getopts "b:w:m:a:" opt; do
   esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 3 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,21p' "$0" >&2; exit 2; }
 [ -z "$metric" ] || [ "$metric" = auc ] || [ "$metric" = accuracy ] || { echo "nightly: -m auc|accuracy" >&2; exit 2; }
 served=$1
 holdout=$2
@@ -47,6 +48,11 @@ done
 train_options=("$@")
 mkdir -p "$work"
 log() { echo "nightly: $*" >&2; }
+# One run at a time in WORKDIR: an overlapping one (a slow night, cron started again) would replace
+# the candidate between its evaluation and its installation, and remove the other's shards. The
+# lock goes with the process (flock on a descriptor kept open to the end).
+exec 9>> "$work/nightly.lock"
+flock -n 9 || { log "another run is using $work ($work/nightly.lock is locked): nothing done"; exit 4; }
 
 # 1. Today's data into shards, once (convert writes atomically). A rerun reuses them and resumes
 #    only when it is given the same files, unchanged (path, size, modification time).
