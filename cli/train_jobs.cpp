@@ -470,10 +470,24 @@ nlohmann::ordered_json reading_json(const driver::LoopResult& trained) {
           {"read_wait_seconds_per_epoch", trained.pass_wait_seconds}};
 }
 
+namespace {
+const JobLocks* g_handed_down = nullptr;  // JobLocks::hand_down()'s
+}  // namespace
+
 JobLocks::JobLocks(const std::string& output, const std::string& checkpoint_path)
-    : model(output, "model") {
-  if (!checkpoint_path.empty()) checkpoint.emplace(checkpoint_path, "checkpoint");
+    : output_(output), checkpoint_path_(checkpoint_path) {
+  // Those the search before this run holds are its already.
+  const JobLocks* held = g_handed_down;
+  if (!held || held->output_ != output) model_.emplace(output, "model");
+  if (!checkpoint_path.empty() && (!held || held->checkpoint_path_ != checkpoint_path))
+    checkpoint_.emplace(checkpoint_path, "checkpoint");
 }
+
+JobLocks::~JobLocks() {
+  if (g_handed_down == this) g_handed_down = nullptr;
+}
+
+void JobLocks::hand_down() { g_handed_down = this; }
 
 namespace {
 

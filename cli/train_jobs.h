@@ -213,10 +213,20 @@ nlohmann::ordered_json reading_json(const driver::LoopResult& trained);
 
 /// The locks of a job: MODEL.lock and, with --checkpoint, CHECKPOINT.lock, taken at once (a second
 /// job writing either is refused before any work) and held until the job ends.
-struct JobLocks {
+class JobLocks {
+ public:
   JobLocks(const std::string& output, const std::string& checkpoint);
-  io::FileLock model;
-  std::optional<io::FileLock> checkpoint;
+  ~JobLocks();
+  JobLocks(const JobLocks&) = delete;
+  JobLocks& operator=(const JobLocks&) = delete;
+  /// For --tune, which holds the locks from before its search: the job's final run, in this
+  /// process, takes them over instead of being refused by them. While these locks live, a
+  /// JobLocks of the same output and checkpoint takes nothing (these still hold them).
+  void hand_down();
+
+ private:
+  std::string output_, checkpoint_path_;
+  std::optional<io::FileLock> model_, checkpoint_;
 };
 
 /// `--validation DATA` scored with a finished model (in data order): accuracy, AUC and margins

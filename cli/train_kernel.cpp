@@ -405,7 +405,7 @@ struct KernelJob {
   KernelJob(const po::variables_map& vm, const CommonOptions& o, MetricsFile& metrics,
             const std::string& algo)
       : max_memory(parse_bytes(o.max_memory_text)),
-        model_lock((check_train_paths(vm), o.output), "model"),
+        locks((check_train_paths(vm), o.output), ""),
         threads(tbb::global_control::max_allowed_parallelism,
                 static_cast<std::size_t>(resolve_threads(o.threads))),
         start(Clock::now()) {
@@ -415,7 +415,7 @@ struct KernelJob {
   static bool stop_requested() { return StopSignals::received() != 0; }
 
   double max_memory;
-  io::FileLock model_lock;
+  JobLocks locks;
   tbb::global_control threads;
   Clock::time_point start;
   StopSignals signals;  // SIGTERM, SIGINT, SIGHUP: the solver stops at its next sweep

@@ -1041,6 +1041,14 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   // The outputs against the inputs, as train checks them, but before the search, not after it.
   check_train_paths(t.inputs, t.output, t.checkpoint, t.metrics_json);
   if (!cache_dir.empty()) check_cell_cache(t.inputs, cache_dir);
+  // The model's and checkpoint's locks too (a second job on them is refused now, not after the
+  // search; the search's cells are kept beside the checkpoint): held until the final run's end,
+  // which takes them over. Of an MPI job's ranks only rank 0 writes, and locks.
+  std::optional<JobLocks> locks;
+  if (!driver::mpi_job() || driver::mpi_job()->rank() == 0) {
+    locks.emplace(t.output, t.checkpoint);
+    locks->hand_down();
+  }
 
   // --warm-start: the final run starts from this model, so it must be one of this learner's
   // (checked with the data's labels, below), and the final run must have its bias and

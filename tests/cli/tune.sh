@@ -169,6 +169,15 @@ expect 4 "no such checkpoint, and no cells of a stopped --tune search in $work/n
   --algo ldm -d "$work/threshold.svm" -o "$work/none" --tune --checkpoint "$work/none" \
   --resume "$work/none"
 grep -q "^tune ldm: .*cross-validation" "$work/stderr" && fail "searched before refusing --resume"
+# A model or checkpoint another job is writing: refused before the search, not after it.
+exec 8>> "$work/held.lock"
+flock -n 8 || fail "cannot take $work/held.lock"
+expect 4 "the model $work/held is being written by another job" train --algo svm \
+  -d "$work/angle.svm" -o "$work/held" --tune 8>&-
+grep -q "^tune svm: " "$work/stderr" && fail "searched before refusing a locked model"
+expect 4 "the checkpoint $work/held is being written by another job" train --algo svm \
+  -d "$work/angle.svm" -o "$work/free" --checkpoint "$work/held" --tune 8>&-
+exec 8>&-
 # An option the learner lacks (kldm has no checkpoints) is refused before the search, not after it.
 expect 2 "--checkpoint is not an option of this learner" train --algo kldm -d "$work/angle.svm" \
   -o "$work/kck.model" --checkpoint "$work/kck" --tune
