@@ -785,7 +785,7 @@ int run_experiment(const std::vector<std::string>& args) {
   if (ec) throw IoError("experiment: cannot create -o " + out + ": " + ec.message());
   // One run at a time in DIR: a second one would share its cells, work files and report. A run
   // refused here made nothing, so it removes nothing.
-  const io::FileLock lock(out + "/experiment", "experiment directory");
+  const io::FileLock lock(out + "/experiment", "experiment directory", out);
   Experiment experiment(std::move(config), out, resolve_threads(jobs), resolve_threads(threads));
   try {
     experiment.check_methods();

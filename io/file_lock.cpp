@@ -13,13 +13,13 @@
 
 namespace polymargin::io {
 
-FileLock::FileLock(const std::string& path, const std::string& what) {
+FileLock::FileLock(const std::string& path, const std::string& what, const std::string& named) {
   if (writes_in_place(path)) return;  // a device or a stream: nothing is replaced, nothing to lock
   lock_path_ = rename_target(path) + ".lock";
   // Taken and registered in one step (a signal's exit then removes the lock file, never another
   // holder's, and never leaves ours behind).
   registered_ = TemporaryPath::create([&] {
-    take(path, what);
+    take(named.empty() ? path : named, what);
     return lock_path_;
   });
   const std::string pid = std::to_string(::getpid()) + "\n";
@@ -28,14 +28,14 @@ FileLock::FileLock(const std::string& path, const std::string& what) {
   }
 }
 
-void FileLock::take(const std::string& path, const std::string& what) {
+void FileLock::take(const std::string& named, const std::string& what) {
   // The holder unlinks the file when it releases the lock, so a lock taken on a file that has
   // since been unlinked (or replaced) is worthless: retake it until the locked inode is the one
   // the path names.
   // A name that is not a lock file of ours (a symbolic link, a FIFO, a file of other content,
   // maybe the command's own input) is never truncated, written or removed: refused (exit 2).
   const auto not_ours = [&](const std::string& is) {
-    throw UsageError(lock_path_ + " " + is + ", not the lock file of the " + what + " " + path +
+    throw UsageError(lock_path_ + " " + is + ", not the lock file of the " + what + " " + named +
                      " that polymargin takes beside it: move it away (nothing was written)");
   };
   for (;;) {
@@ -52,7 +52,7 @@ void FileLock::take(const std::string& path, const std::string& what) {
       if (error == EWOULDBLOCK) {
         std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
         while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-        throw IoError("the " + what + " " + path + " is being written by another job (" +
+        throw IoError("the " + what + " " + named + " is being written by another job (" +
                       lock_path_ + " is locked" + (pid.empty() ? "" : " by pid " + pid) +
                       "); refusing to write it at the same time");
       }

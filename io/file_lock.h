@@ -16,15 +16,16 @@ class FileLock {
   /// path written in place, io/output_path.h) without waiting; throws IoError naming the path (and
   /// the holder's pid, as it wrote it into the lock file) when another process holds it, or when
   /// the lock file cannot be created. `what` names the file's role in messages ("model",
-  /// "checkpoint").
-  FileLock(const std::string& path, const std::string& what);
+  /// "checkpoint"), and `named` the file or directory itself when it is not `path` (a lock on a
+  /// directory's content, "DIR/experiment").
+  FileLock(const std::string& path, const std::string& what, const std::string& named = "");
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
  private:
   /// Opens lock_path_ and takes its lock (fd_), or throws.
-  void take(const std::string& path, const std::string& what);
+  void take(const std::string& named, const std::string& what);
 
   std::string lock_path_;
   int fd_ = -1;

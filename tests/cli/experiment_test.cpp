@@ -603,7 +603,10 @@ TEST(Experiment, ASecondRunInTheSameDirectoryIsRefusedAndRemovesNothing) {
     const io::FileLock held((out / "experiment").string(), "experiment directory");
     const Outcome r = run("experiment configs/smoke.conf -o '" + out.string() + "'");
     EXPECT_EQ(r.exit_code, 4) << r.output;
-    EXPECT_NE(r.output.find("is being written by another job"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("the experiment directory " + out.string() +
+                            " is being written by another job"),
+              std::string::npos)
+        << r.output;
     EXPECT_NE(r.output.find("by pid " + std::to_string(::getpid())), std::string::npos) << r.output;
     EXPECT_TRUE(fs::exists(out / "kept.txt"));
   }
