@@ -213,7 +213,7 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
   job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
   // Of an MPI job's ranks only rank 0 writes, and locks.
-  if (parallel.leader) locks.emplace(output, job.checkpoint);
+  if (parallel.leader) locks.emplace(output, job.checkpoint, job.metrics);
   if (!job.resume.empty()) resumed = read_cpm_checkpoint(job.resume);
   stop_signals.emplace();
   return true;

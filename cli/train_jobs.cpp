@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 #include <string_view>
 
@@ -64,8 +65,13 @@ std::string signal_name(int signal) {
   return "signal " + std::to_string(signal);
 }
 
+namespace {
+const JobLocks* g_handed_down = nullptr;  // JobLocks::hand_down()'s
+std::set<std::string> g_others_metrics;   // --metrics-json files another job holds
+}  // namespace
+
 void MetricsFile::finish(int exit_code, const std::string& status, const std::string& error) {
-  if (!enabled()) return;
+  if (!enabled() || g_others_metrics.count(path_)) return;
   // Written whatever the outcome, also when the command was refused before any work: so never
   // over a file that is not an earlier run's metrics (it may be the input that was refused).
   if (!metrics_may_replace(path_)) {
@@ -470,14 +476,19 @@ nlohmann::ordered_json reading_json(const driver::LoopResult& trained) {
           {"read_wait_seconds_per_epoch", trained.pass_wait_seconds}};
 }
 
-namespace {
-const JobLocks* g_handed_down = nullptr;  // JobLocks::hand_down()'s
-}  // namespace
-
-JobLocks::JobLocks(const std::string& output, const std::string& checkpoint_path)
-    : output_(output), checkpoint_path_(checkpoint_path) {
+JobLocks::JobLocks(const std::string& output, const std::string& checkpoint_path,
+                   const std::string& metrics)
+    : output_(output), checkpoint_path_(checkpoint_path), metrics_path_(metrics) {
   // Those the search before this run holds are its already.
   const JobLocks* held = g_handed_down;
+  if (!metrics.empty() && (!held || held->metrics_path_ != metrics)) {
+    try {
+      metrics_.emplace(metrics, "metrics file");
+    } catch (const IoError&) {
+      g_others_metrics.insert(metrics);  // held by a running job: its record stays
+      throw;
+    }
+  }
   if (!held || held->output_ != output) model_.emplace(output, "model");
   if (!checkpoint_path.empty() && (!held || held->checkpoint_path_ != checkpoint_path))
     checkpoint_.emplace(checkpoint_path, "checkpoint");

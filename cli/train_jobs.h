@@ -212,10 +212,13 @@ struct JobOptions {
 nlohmann::ordered_json reading_json(const driver::LoopResult& trained);
 
 /// The locks of a job: MODEL.lock and, with --checkpoint, CHECKPOINT.lock, taken at once (a second
-/// job writing either is refused before any work) and held until the job ends.
+/// job writing either is refused before any work) and held until the job ends; with
+/// --metrics-json, METRICS.lock first: a job refused for it writes no metrics (the file is the
+/// other job's record; MetricsFile::finish leaves it).
 class JobLocks {
  public:
-  JobLocks(const std::string& output, const std::string& checkpoint);
+  JobLocks(const std::string& output, const std::string& checkpoint,
+           const std::string& metrics = "");
   ~JobLocks();
   JobLocks(const JobLocks&) = delete;
   JobLocks& operator=(const JobLocks&) = delete;
@@ -225,8 +228,8 @@ class JobLocks {
   void hand_down();
 
  private:
-  std::string output_, checkpoint_path_;
-  std::optional<io::FileLock> model_, checkpoint_;
+  std::string output_, checkpoint_path_, metrics_path_;
+  std::optional<io::FileLock> metrics_, model_, checkpoint_;
 };
 
 /// `--validation DATA` scored with a finished model (in data order): accuracy, AUC and margins

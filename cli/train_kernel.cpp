@@ -405,7 +405,7 @@ struct KernelJob {
   KernelJob(const po::variables_map& vm, const CommonOptions& o, MetricsFile& metrics,
             const std::string& algo)
       : max_memory(parse_bytes(o.max_memory_text)),
-        locks((check_train_paths(vm), o.output), ""),
+        locks((check_train_paths(vm), o.output), "", o.metrics_path),
         threads(tbb::global_control::max_allowed_parallelism,
                 static_cast<std::size_t>(resolve_threads(o.threads))),
         start(Clock::now()) {

@@ -1046,7 +1046,7 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   // which takes them over. Of an MPI job's ranks only rank 0 writes, and locks.
   std::optional<JobLocks> locks;
   if (!driver::mpi_job() || driver::mpi_job()->rank() == 0) {
-    locks.emplace(t.output, t.checkpoint);
+    locks.emplace(t.output, t.checkpoint, t.metrics_json);
     locks->hand_down();
   }
 

@@ -121,4 +121,27 @@ expect 3 "is a training checkpoint, not a model" train -d "$work/a.svm" -o "$wor
 expect 4 "cannot open model file" train -d "$work/a.svm" -o "$work/x.model" \
   --warm-start "$work/missing.model"
 [ ! -e "$work/x.model" ] || fail "a refused warm start wrote a model"
+
+# A --metrics-json file another job is writing: the run is refused before any work, and that job's
+# record is left as it is (not overwritten by this run's refusal); a second job on the model
+# writes its refusal into a metrics file of its own.
+"$bin" train -d "$work/a.svm" -o "$work/m1.model" --epochs 1 --metrics-json "$work/shared.json" \
+  > /dev/null 2>&1
+cp "$work/shared.json" "$work/shared.before"
+exec 8>> "$work/shared.json.lock"
+flock -n 8 || fail "cannot take $work/shared.json.lock"
+expect 4 "the metrics file $work/shared.json is being written by another job" train \
+  -d "$work/a.svm" -o "$work/m2.model" --metrics-json "$work/shared.json" 8>&-
+expect 4 "the metrics file $work/shared.json is being written by another job" train --algo kldm \
+  -d "$work/a.svm" -o "$work/m2.model" --metrics-json "$work/shared.json" 8>&-
+exec 8>&-
+cmp -s "$work/shared.json" "$work/shared.before" || fail "a refused run overwrote another job's metrics"
+[ ! -e "$work/m2.model" ] || fail "a run refused for its metrics file wrote a model"
+exec 8>> "$work/m1.model.lock"
+flock -n 8 || fail "cannot take $work/m1.model.lock"
+expect 4 "the model $work/m1.model is being written by another job" train -d "$work/a.svm" \
+  -o "$work/m1.model" --metrics-json "$work/own.json" 8>&-
+exec 8>&-
+jq -e '.status == "error" and .exit_code == 4' "$work/own.json" > /dev/null ||
+  fail "a run refused for its model did not record it: $(cat "$work/own.json")"
 echo "warm_start_metrics: all checks passed"
