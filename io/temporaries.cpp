@@ -1,6 +1,8 @@
 #include "io/temporaries.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,11 +18,37 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A registered temporary: its path, and a descriptor of it that holds a flock for as long as the
+// temporary is this process's, so that a sweep from another PID namespace (a container sharing
+// $TMPDIR or the output's directory), where this pid names no process, leaves it alone.
+struct Entry {
+  std::string path;
+  int fd = -1;
+};
+
 struct Registry {
   std::mutex mutex;
-  std::map<std::uint64_t, std::string> paths;
+  std::map<std::uint64_t, Entry> paths;
   std::uint64_t next_id = 1;
 };
+
+// The flock of a temporary just made, or -1 (best effort: a file system without locks, or a path
+// this process has locked otherwise, a lock file, goes without).
+int hold(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return -1;
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  ::close(fd);
+  return -1;
+}
+
+// Forgets entry `id` (the registry locked), letting go of its flock.
+void forget(Registry& r, std::uint64_t id) {
+  const auto it = r.paths.find(id);
+  if (it == r.paths.end()) return;
+  if (it->second.fd >= 0) ::close(it->second.fd);
+  r.paths.erase(it);
+}
 
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: the signal thread may use it at exit
@@ -48,13 +76,24 @@ bool dead(pid_t pid) {
   return pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
 }
 
+// True when a process holds the flock of the temporary `path` (hold()): one of another PID
+// namespace whose pid means nothing here.
+bool held_elsewhere(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
+}
+
 void sweep(const fs::path& directory, const std::string& prefix, bool exact) {
   std::error_code ec;
   fs::directory_iterator it(directory.empty() ? fs::path(".") : directory, ec);
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    if (dead(leading_pid(std::string_view(name).substr(prefix.size()), exact))) {
+    if (dead(leading_pid(std::string_view(name).substr(prefix.size()), exact)) &&
+        !held_elsewhere(it->path())) {
       std::error_code ignored;
       fs::remove_all(it->path(), ignored);
     }
@@ -69,7 +108,8 @@ TemporaryPath TemporaryPath::create(const std::function<std::string()>& make) {
   TemporaryPath made;
   std::string path = make();
   made.id_ = r.next_id++;
-  r.paths.emplace(made.id_, std::move(path));
+  const int fd = hold(path);
+  r.paths.emplace(made.id_, Entry{std::move(path), fd});
   return made;
 }
 
@@ -90,7 +130,7 @@ void TemporaryPath::publish(const std::function<void()>& rename_into_place) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   rename_into_place();
-  r.paths.erase(id_);
+  forget(r, id_);
   id_ = 0;
 }
 
@@ -98,7 +138,7 @@ void TemporaryPath::release() {
   if (id_ == 0) return;
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  r.paths.erase(id_);
+  forget(r, id_);
   id_ = 0;
 }
 
@@ -106,7 +146,8 @@ int remove_temporaries() {
   Registry& r = registry();
   r.mutex.lock();  // never unlocked: the process is about to die, and nothing may publish first
   int removed = 0;
-  for (const auto& [id, path] : r.paths) {
+  for (const auto& [id, entry] : r.paths) {
+    const std::string& path = entry.path;
     // The process's other threads run on meanwhile: a file they create in a directory being
     // removed (after remove_all listed it) keeps the directory; a few more rounds take it.
     std::error_code ec;

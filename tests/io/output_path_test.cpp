@@ -3,7 +3,9 @@
 // followed, and only the leftovers of processes that are gone are swept.
 #include "io/output_path.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/errors.h"
 #include "io/temporaries.h"
@@ -113,6 +116,54 @@ TEST_F(OutputPath, OnlyTheTemporariesOfProcessesThatAreGoneAreSwept) {
   EXPECT_TRUE(fs::exists(alive));
   EXPECT_TRUE(fs::exists(other));
   EXPECT_TRUE(fs::exists(unrelated));
+}
+
+// A temporary whose pid names no process here but whose maker holds it (a process of another PID
+// namespace sharing the directory: a container, here a flock of this process's) is not swept; once
+// let go, it is.
+TEST_F(OutputPath, ATemporaryItsMakerHoldsIsNotSwept) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  const std::string file = path("h.model.tmp-" + std::to_string(child) + "-0");
+  const std::string dir = path("polymargin-" + std::to_string(child) + "-abcdef");
+  std::ofstream(file) << "x";
+  fs::create_directories(dir + "/data.shards");
+  std::vector<int> held;
+  for (const std::string& p : {file, dir}) {
+    held.push_back(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_GE(held.back(), 0);
+    ASSERT_EQ(::flock(held.back(), LOCK_EX | LOCK_NB), 0);
+  }
+  sweep_dead_temporaries(path("h.model"));
+  sweep_dead_temporaries_in(path(""), "polymargin-");
+  EXPECT_TRUE(fs::exists(file));
+  EXPECT_TRUE(fs::exists(dir));
+  for (const int fd : held) ::close(fd);
+  sweep_dead_temporaries(path("h.model"));
+  sweep_dead_temporaries_in(path(""), "polymargin-");
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+// A temporary made through TemporaryPath::create is held so while it is registered.
+TEST_F(OutputPath, MadeTemporariesAreHeldWhileRegistered) {
+  const std::string file = path("r.model.tmp-1-0");
+  {
+    const TemporaryPath made = TemporaryPath::create([&] {
+      std::ofstream(file) << "x";
+      return file;
+    });
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    EXPECT_NE(::flock(fd, LOCK_EX | LOCK_NB), 0);
+    ::close(fd);
+  }
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  ::close(fd);
 }
 
 TEST_F(OutputPath, RegisteredTemporariesAreRemovedWhenTheProcessIsStopped) {
