@@ -600,7 +600,7 @@ struct ShardWriter::Impl {
       if (options.durable)
         fsync_path(fs::path(dir).parent_path().empty() ? "."
                                                        : fs::path(dir).parent_path().string());
-      fs::remove_all(temp_dir, ec);
+      remove_old(temp_dir);
       return;
     }
     if (replacing) {
@@ -616,7 +616,24 @@ struct ShardWriter::Impl {
     }
     if (options.durable)
       fsync_path(fs::path(dir).parent_path().empty() ? "." : fs::path(dir).parent_path().string());
-    if (replacing) fs::remove_all(old, ec);
+    if (replacing) remove_old(old);
+  }
+  // Removes the replaced directory `old`. It held shard files alone when the conversion began
+  // (check_replaceable), but a file written into it since (`predict -o DIR/notes.txt` while DIR
+  // was converted) is the user's: it moves into the new directory, at the path it was written to.
+  void remove_old(const std::string& old) {
+    std::error_code ec;
+    for (fs::directory_iterator it(old, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      if (shard_directory_file(*it)) continue;
+      const fs::path kept = fs::path(dir) / it->path().filename();
+      std::error_code exists;
+      if (!fs::exists(fs::symlink_status(kept, exists))) {
+        std::error_code moved;
+        fs::rename(it->path(), kept, moved);
+      }
+    }
+    fs::remove_all(old, ec);
   }
 
   ~Impl() {

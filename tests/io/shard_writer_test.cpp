@@ -176,6 +176,32 @@ TEST(ShardWriter, ReplacesAShardDirectoryOnSuccess) {
   fs::remove_all(root);
 }
 
+// A file written into the old directory while the new one was converted is the user's: it moves
+// into the new directory (the old shard files go). It was removed with the old directory.
+TEST(ShardWriter, AFileWrittenIntoTheOldDirectoryMeanwhileIsKept) {
+  const fs::path root = fresh_dir("kept");
+  const std::string dir = (root / "k.shards").string();
+  write_shards(random_rows(1, 50, 5, 100, Values::kNone), dir, Codec::kZstd, 8, 3);
+  const CsrBuffer fresh = random_rows(2, 70, 5, 100, Values::kRandom);
+  {
+    ShardWriter writer(dir, ConvertOptions{}, 1);
+    writer.append(fresh.view());
+    std::ofstream(dir + "/notes.txt") << "written during the conversion";
+    writer.finish(0, {}, 0);
+  }
+  std::ifstream in(dir + "/notes.txt");
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "written during the conversion");
+  EXPECT_EQ(entries(root), 1u);     // no old directory left beside it
+  EXPECT_EQ(entries(dir), 3u + 1);  // manifest, maxima, one shard, and the file
+  const ShardSet set = ShardSet::open(dir);
+  ReadOptions read;
+  read.shuffle = false;
+  EXPECT_EQ(scan_rows(set, read), rows_of(fresh.view()));
+  fs::remove_all(root);
+}
+
 TEST(ShardWriter, RefusesToReplaceSomethingElse) {
   const fs::path root = fresh_dir("refuse");
   fs::create_directories(root / "precious");
