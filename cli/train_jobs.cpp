@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <stdexcept>
 #include <string_view>
 
@@ -67,11 +66,10 @@ std::string signal_name(int signal) {
 
 namespace {
 const JobLocks* g_handed_down = nullptr;  // JobLocks::hand_down()'s
-std::set<std::string> g_others_metrics;   // --metrics-json files another job holds
 }  // namespace
 
 void MetricsFile::finish(int exit_code, const std::string& status, const std::string& error) {
-  if (!enabled() || g_others_metrics.count(path_)) return;
+  if (!enabled()) return;
   // Written whatever the outcome, also when the command was refused before any work: so never
   // over a file that is not an earlier run's metrics (it may be the input that was refused).
   if (!metrics_may_replace(path_)) {
@@ -272,6 +270,11 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
     // Refused before any work; not written where the refusal says it must not go.
     driver::defer_error_to_rank0();
     if (!e.involves("--metrics-json")) metrics.finish(exit_code_of(e), "error", rank + e.what());
+    throw;
+  } catch (const io::LockedError& e) {
+    // Refused for a file another job writes: when that is the metrics file, it is that job's.
+    driver::defer_error_to_rank0();
+    if (!metrics.is(e.path())) metrics.finish(exit_code_of(e), "error", rank + e.what());
     throw;
   } catch (const std::exception&) {
     const Failure failure = describe_failure(std::current_exception());
@@ -481,14 +484,8 @@ JobLocks::JobLocks(const std::string& output, const std::string& checkpoint_path
     : output_(output), checkpoint_path_(checkpoint_path), metrics_path_(metrics) {
   // Those the search before this run holds are its already.
   const JobLocks* held = g_handed_down;
-  if (!metrics.empty() && (!held || held->metrics_path_ != metrics)) {
-    try {
-      metrics_.emplace(metrics, "metrics file");
-    } catch (const IoError&) {
-      g_others_metrics.insert(metrics);  // held by a running job: its record stays
-      throw;
-    }
-  }
+  if (!metrics.empty() && (!held || held->metrics_path_ != metrics))
+    metrics_.emplace(metrics, "metrics file");
   if (!held || held->output_ != output) model_.emplace(output, "model");
   if (!checkpoint_path.empty() && (!held || held->checkpoint_path_ != checkpoint_path))
     checkpoint_.emplace(checkpoint_path, "checkpoint");

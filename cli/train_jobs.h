@@ -133,6 +133,8 @@ class MetricsFile {
  public:
   explicit MetricsFile(std::string path) : path_(std::move(path)) {}
   bool enabled() const { return !path_.empty(); }
+  /// Whether `path` is this file (as given).
+  bool is(const std::string& path) const { return enabled() && path == path_; }
   nlohmann::ordered_json& json() { return json_; }
   /// Records the outcome and writes the file; a failure to write it is reported on stderr and
   /// does not change the command's exit code (the metrics describe the run, they are not it). An
@@ -213,8 +215,8 @@ nlohmann::ordered_json reading_json(const driver::LoopResult& trained);
 
 /// The locks of a job: MODEL.lock and, with --checkpoint, CHECKPOINT.lock, taken at once (a second
 /// job writing either is refused before any work) and held until the job ends; with
-/// --metrics-json, METRICS.lock first: a job refused for it writes no metrics (the file is the
-/// other job's record; MetricsFile::finish leaves it).
+/// --metrics-json, METRICS.lock first: a job refused for it (io::LockedError naming the metrics
+/// file) writes no metrics, the file being the other job's record.
 class JobLocks {
  public:
   JobLocks(const std::string& output, const std::string& checkpoint,

@@ -1318,6 +1318,10 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
   } catch (const io::OutputPathError& e) {
     if (!e.involves("--metrics-json")) report(exit_code_of(e), e.what());
     throw;
+  } catch (const io::LockedError& e) {
+    // Refused for a file another job writes: when that is the metrics file, it is that job's.
+    if (!tune_metrics(args, algo).is(e.path())) report(exit_code_of(e), e.what());
+    throw;
   } catch (const std::exception&) {
     const Failure failure = describe_failure(std::current_exception());
     report(failure.code, failure.message);

@@ -19,7 +19,7 @@ FileLock::FileLock(const std::string& path, const std::string& what, const std::
   // Taken and registered in one step (a signal's exit then removes the lock file, never another
   // holder's, and never leaves ours behind).
   registered_ = TemporaryPath::create([&] {
-    take(named.empty() ? path : named, what);
+    take(path, named.empty() ? path : named, what);
     return lock_path_;
   });
   const std::string pid = std::to_string(::getpid()) + "\n";
@@ -28,7 +28,7 @@ FileLock::FileLock(const std::string& path, const std::string& what, const std::
   }
 }
 
-void FileLock::take(const std::string& named, const std::string& what) {
+void FileLock::take(const std::string& path, const std::string& named, const std::string& what) {
   // The holder unlinks the file when it releases the lock, so a lock taken on a file that has
   // since been unlinked (or replaced) is worthless: retake it until the locked inode is the one
   // the path names.
@@ -52,9 +52,10 @@ void FileLock::take(const std::string& named, const std::string& what) {
       if (error == EWOULDBLOCK) {
         std::string pid = n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "";
         while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-        throw IoError("the " + what + " " + named + " is being written by another job (" +
-                      lock_path_ + " is locked" + (pid.empty() ? "" : " by pid " + pid) +
-                      "); refusing to write it at the same time");
+        throw LockedError("the " + what + " " + named + " is being written by another job (" +
+                              lock_path_ + " is locked" + (pid.empty() ? "" : " by pid " + pid) +
+                              "); refusing to write it at the same time",
+                          path);
       }
       throw IoError("cannot lock " + lock_path_ + ": " + std::strerror(error));
     }

@@ -6,9 +6,21 @@
 
 #include <string>
 
+#include "engine/errors.h"
 #include "io/temporaries.h"
 
 namespace polymargin::io {
+
+/// FileLock's refusal when another process holds the lock: `path()` is the file it guards.
+class LockedError : public IoError {
+ public:
+  LockedError(const std::string& message, std::string path)
+      : IoError(message), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 class FileLock {
  public:
@@ -24,8 +36,8 @@ class FileLock {
   FileLock& operator=(const FileLock&) = delete;
 
  private:
-  /// Opens lock_path_ and takes its lock (fd_), or throws.
-  void take(const std::string& named, const std::string& what);
+  /// Opens lock_path_ and takes its lock (fd_), or throws (LockedError naming `path`).
+  void take(const std::string& path, const std::string& named, const std::string& what);
 
   std::string lock_path_;
   int fd_ = -1;
