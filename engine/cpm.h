@@ -106,8 +106,12 @@ class CpmTrainer {
   /// a thread with no side left to train calls it until it returns false (io::SpareWork: the
   /// reading of the next batch) instead of waiting for the other sides.
   void learn(const CsrView& batch, const std::function<bool()>& spare = {});
-  /// True once every side has made its T steps.
+  /// True once every side has made its T steps (a replica: its steps of the interval).
   bool done() const;
+  /// A replica's: true once the steps of all replicas, counted at the last average, reach T on
+  /// every side; the same in every replica (one with no steps left in its interval is not done
+  /// with the run while others make theirs).
+  bool run_done() const;
 
   const CpmConfig& config() const { return config_; }
   bool multiclass() const;

@@ -34,7 +34,7 @@ void CpmReplicas::average(const Peers& peers) {
   done_ = lead_done();
 }
 
-bool CpmReplicas::done() const { return total_ == 1 ? lead_done() : done_; }
+bool CpmReplicas::done() const { return total_ == 1 ? lead().done() : done_; }
 
 void CpmReplicas::spread_lead() {
   if (total_ == 1) return;

@@ -62,7 +62,9 @@ class CpmReplicas {
   std::uint64_t sync_bytes() const { return lead().sync_bytes(); }
 
  private:
-  bool lead_done() const { return lead().done(); }
+  // Decided from the steps of all replicas, the same in every process: a replica's own interval
+  // may hold no steps (in T's pass, fewer steps left than replicas) while others still make theirs.
+  bool lead_done() const { return total_ == 1 ? lead().done() : lead().run_done(); }
 
   std::vector<std::unique_ptr<CpmTrainer>> replicas_;
   int total_, first_;

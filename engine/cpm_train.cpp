@@ -567,6 +567,11 @@ bool CpmTrainer::done() const {
                      [](const auto& s) { return s->steps >= s->limit; });
 }
 
+bool CpmTrainer::run_done() const {
+  return std::all_of(sides_.begin(), sides_.end(),
+                     [](const auto& s) { return s->made >= s->iterations; });
+}
+
 std::vector<CpmTrainer::SideStatus> CpmTrainer::status() const {
   std::vector<SideStatus> out;
   for (const auto& s : sides_) {
