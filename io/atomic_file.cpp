@@ -34,7 +34,7 @@ int open_in_place(const std::string& path) {
     return fd;
   }
   if (errno != ENXIO) return -1;  // ENXIO: no reader yet
-  return open_waiting(path, O_WRONLY | O_CLOEXEC);
+  return open_waiting(path, O_WRONLY | O_CLOEXEC, true);
 }
 
 std::string errno_text() { return std::strerror(errno); }
@@ -75,8 +75,21 @@ AtomicFile::AtomicFile(std::string path, bool durable) : path_(std::move(path)),
   temp_path_ =
       target_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
   temporary_ = TemporaryPath::create([&] {
-    file_ = std::fopen(temp_path_.c_str(), "wb");
-    if (!file_) throw IoError("cannot create " + temp_path_ + ": " + errno_text());
+    // A new file, never one found under the name (the registry is locked meanwhile: opening a FIFO
+    // put there would wait, and a signal's removal with it). A leftover of an earlier process of
+    // this pid goes first.
+    const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = ::open(temp_path_.c_str(), flags, 0666);
+    if (fd < 0 && errno == EEXIST && ::unlink(temp_path_.c_str()) == 0)
+      fd = ::open(temp_path_.c_str(), flags, 0666);
+    if (fd < 0 || !(file_ = ::fdopen(fd, "wb"))) {
+      const std::string error = errno_text();
+      if (fd >= 0) {
+        ::close(fd);
+        ::unlink(temp_path_.c_str());
+      }
+      throw IoError("cannot create " + temp_path_ + ": " + error);
+    }
     return temp_path_;
   });
   pending_ = true;
@@ -143,9 +156,9 @@ void AtomicFile::commit() {
   if (durable_) sync_directory_of(target_);
 }
 
-int open_waiting(const std::string& path, int flags) {
+int open_waiting(const std::string& path, int flags, bool will_wait) {
   ++waiting_openers;
-  if (const int signal = stop_signal.load()) ::kill(::getpid(), signal);
+  if (const int signal = stop_signal.load(); signal && will_wait) ::kill(::getpid(), signal);
   const int fd = ::open(path.c_str(), flags);
   const int error = errno;
   --waiting_openers;

@@ -56,15 +56,17 @@ class AtomicFile {
 void keep_access(int fd, const struct stat& old, mode_t bits);
 
 /// open(path, flags) of a FIFO, which may wait for the other end (an output's reader, an input's
-/// writer): meanwhile waiting_in_open() says so, and a stop signal taken before as a polite
-/// request, which nothing polls any more, is sent again, so that the signal thread ends the
-/// process. Returns the descriptor, or -1 with errno.
-int open_waiting(const std::string& path, int flags);
+/// writer): meanwhile waiting_in_open() says so, so that a signal ends the process at once. When
+/// the open is known to wait (`will_wait`: an output whose non-blocking open found no reader), a
+/// stop signal taken before as a polite request, which nothing polls any more, is sent again too.
+/// (An input's open cannot tell beforehand: a signal taken before it is left as it was.) Returns
+/// the descriptor, or -1 with errno.
+int open_waiting(const std::string& path, int flags, bool will_wait);
 /// True while a thread waits in open_waiting(): nothing polls a stop request meanwhile, so a
 /// signal's handler ends the process at once. Async-signal-safe.
 bool waiting_in_open();
-/// Records a stop signal that was taken as a polite request: should a FIFO then have to wait for
-/// its other end, the signal is sent again (see open_waiting). Async-signal-safe.
+/// Records a stop signal that was taken as a polite request: should a FIFO output then have to
+/// wait for its reader, the signal is sent again (see open_waiting). Async-signal-safe.
 void note_stop_signal(int signal);
 
 /// Writes `content` to `path` atomically (`durable`: as AtomicFile's).

@@ -36,7 +36,7 @@ class FdInput {
       struct stat st {};
       const bool fifo = ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
       // A FIFO's open waits for its writer, where no stop request is polled.
-      fd_ = fifo ? open_waiting(path, O_RDONLY | O_CLOEXEC)
+      fd_ = fifo ? open_waiting(path, O_RDONLY | O_CLOEXEC, false)
                  : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd_ < 0) throw IoError("cannot open '" + path + "': " + std::strerror(errno));
       owned_ = true;

@@ -36,7 +36,7 @@ void FileLock::take(const std::string& path, const std::string& named, const std
   // maybe the command's own input) is never truncated, written or removed: refused (exit 2).
   const auto not_ours = [&](const std::string& is) {
     throw UsageError(lock_path_ + " " + is + ", not the lock file of the " + what + " " + named +
-                     " that polymargin takes beside it: move it away (nothing was written)");
+                     " that polymargin takes: move it away (nothing was written)");
   };
   for (;;) {
     fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -59,9 +59,10 @@ void FileLock::take(const std::string& path, const std::string& named, const std
       }
       throw IoError("cannot lock " + lock_path_ + ": " + std::strerror(error));
     }
-    struct stat held {}, named {};
-    if (::fstat(fd_, &held) == 0 && ::stat(lock_path_.c_str(), &named) == 0 &&
-        held.st_dev == named.st_dev && held.st_ino == named.st_ino)
+    struct stat held {
+    }, at_path{};
+    if (::fstat(fd_, &held) == 0 && ::stat(lock_path_.c_str(), &at_path) == 0 &&
+        held.st_dev == at_path.st_dev && held.st_ino == at_path.st_ino)
       break;
     ::close(fd_);  // unlinked or replaced between open and flock: try again
     fd_ = -1;

@@ -153,7 +153,8 @@ int remove_temporaries() {
     std::error_code ec;
     bool any = false;
     for (int round = 0; round < 20; ++round) {
-      any = fs::remove_all(path, ec) > 0 || any;
+      const std::uintmax_t gone = fs::remove_all(path, ec);
+      any = any || (!ec && gone > 0);
       if (!ec) break;
     }
     removed += any ? 1 : 0;
