@@ -513,7 +513,7 @@ void decode_block_append(BlockDecoder& decoder, const std::uint8_t* data, Codec 
        out.has_values ? out.values.data() + nnz0 : nullptr, static_cast<std::uint32_t>(nnz0)});
 }
 
-MappedFile::MappedFile(const std::string& path) {
+MappedFile::MappedFile(const std::string& path, bool map) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
   struct stat st;
@@ -523,7 +523,7 @@ MappedFile::MappedFile(const std::string& path) {
     throw IoError("cannot stat " + path + ": " + std::strerror(err));
   }
   size_ = static_cast<std::size_t>(st.st_size);
-  if (size_ > 0) {
+  if (size_ > 0 && map) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
       const int err = errno;

@@ -222,8 +222,8 @@ void decode_block_append(BlockDecoder& decoder, const std::uint8_t* data, Codec 
 class MappedFile {
  public:
   MappedFile() = default;
-  /// Maps `path`; throws IoError.
-  explicit MappedFile(const std::string& path);
+  /// Maps `path` (`map` false: only opens it, for read(); data() is then null); throws IoError.
+  explicit MappedFile(const std::string& path, bool map = true);
   ~MappedFile();
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;

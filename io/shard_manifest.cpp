@@ -388,7 +388,7 @@ MappedFile map_maxabs(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec) && !ec)
     throw DataError(path, 0, 0, "missing: the shard directory is incomplete (re-run convert)");
-  return MappedFile(path);
+  return MappedFile(path, false);  // read with pread: a sparse table may be gigabytes
 }
 
 std::uint64_t maxabs_count(const MappedFile& file, const std::string& path) {

@@ -13,6 +13,7 @@
 // Lockstep scan (ReadOptions::lockstep, for sinks that keep every thread busy): one window at a
 // time, read by all threads; the next window's reading is lent to the sink as spare work
 // (scan_lending) and what it leaves is done once the sink returns. The same windows.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
@@ -35,6 +36,7 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <tuple>
 
 #include "engine/errors.h"
 #include "engine/normalize.h"
@@ -306,8 +308,8 @@ struct ShardSet::Impl {
   std::vector<std::string> paths;  // per shard
   std::vector<shard::MappedFile> files;
   std::vector<Block> blocks;  // global block order
-  // feature_maxabs.bin, mapped when the set was opened (a directory replaced since cannot lend
-  // another conversion's table; not mapped: the file was missing, an error once it is needed).
+  // feature_maxabs.bin, opened (not mapped) with the set (a directory replaced since cannot lend
+  // another conversion's table; not opened: the file was missing, an error once it is needed).
   shard::MappedFile maxabs_file;
   bool maxabs_mapped = false;
   mutable std::once_flag maxabs_once, scaling_once;
@@ -977,11 +979,16 @@ ShardSet::~ShardSet() = default;
 
 namespace {
 
-// The directory `path` names (device and inode), or nullopt.
-std::optional<std::pair<dev_t, ino_t>> directory_identity(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return std::pair{st.st_dev, st.st_ino};
+// The directory `path` names: device, inode and, where the file system records it, its birth
+// time (an inode number that a later directory reuses then still differs), or nullopt.
+std::optional<std::tuple<std::uint64_t, std::uint64_t, std::int64_t>> directory_identity(
+    const std::string& path) {
+  struct statx st {};
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_INO | STATX_BTIME, &st) != 0) return std::nullopt;
+  const std::int64_t born =
+      st.stx_mask & STATX_BTIME ? st.stx_btime.tv_sec * 1'000'000'000 + st.stx_btime.tv_nsec : 0;
+  return std::tuple{(std::uint64_t{st.stx_dev_major} << 32) | st.stx_dev_minor,
+                    std::uint64_t{st.stx_ino}, born};
 }
 
 }  // namespace
@@ -997,12 +1004,13 @@ ShardSet ShardSet::open(const std::string& dir, bool check_sources) {
     const auto before = directory_identity(dir);
     try {
       ShardSet set = open_once(dir, check_sources);
-      if (attempt < kAttempts && directory_identity(dir) != before) continue;
-      return set;
+      if (directory_identity(dir) == before) return set;
     } catch (const Error&) {
-      if (attempt < kAttempts && directory_identity(dir) != before) continue;
-      throw;
+      if (directory_identity(dir) == before) throw;
     }
+    if (attempt == kAttempts)
+      throw IoError("cannot open " + dir + ": it was replaced while it was being opened, " +
+                    std::to_string(kAttempts) + " times in a row (another convert writing it?)");
   }
 }
 
@@ -1023,7 +1031,7 @@ ShardSet ShardSet::open_once(const std::string& dir, bool check_sources) {
   impl.first_read = std::make_unique<std::atomic<std::uint64_t>[]>(impl.blocks.size());
   std::error_code ec;
   if (fs::exists(impl.maxabs_path(), ec)) {
-    impl.maxabs_file = shard::MappedFile(impl.maxabs_path());
+    impl.maxabs_file = shard::map_maxabs(impl.maxabs_path());
     impl.maxabs_mapped = true;
   }
   // A manifest without its own checksum may also misstate max_index, which sizes the learners'
