@@ -51,18 +51,26 @@ std::uint64_t integer_maximum(const std::type_info& type) {
   return 0;
 }
 
-// True for a token of digits alone (spaces around them aside) whose value exceeds `maximum`.
-bool exceeds(const std::string& token, std::uint64_t maximum) {
+// For a token of digits alone (a sign and spaces around them aside) beyond what an integer option
+// holds (at most `maximum`; a signed one at least -maximum - 1), the bound it passes ("the largest
+// value the option holds (2147483647)"); else empty.
+std::string beyond(const std::string& token, std::uint64_t maximum, bool is_signed) {
   const std::size_t first = token.find_first_not_of(" \t"), last = token.find_last_not_of(" \t");
-  if (first == std::string::npos) return false;
+  if (first == std::string::npos) return "";
   const char* begin = token.data() + first;
   const char* end = token.data() + last + 1;
-  if (*begin == '+') ++begin;
+  const bool negative = *begin == '-';
+  if (*begin == '+' || negative) ++begin;
   if (begin == end || !std::all_of(begin, end, [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
+    return "";
   std::uint64_t value = 0;
   const auto [stop, error] = std::from_chars(begin, end, value);
-  return error == std::errc::result_out_of_range || value > maximum;
+  const bool huge = error == std::errc::result_out_of_range;
+  if (!negative && (huge || value > maximum))
+    return "the largest value the option holds (" + std::to_string(maximum) + ")";
+  if (negative && is_signed && (huge || value > maximum + 1))
+    return "the smallest value the option holds (-" + std::to_string(maximum + 1) + ")";
+  return "";
 }
 
 // An option of several values (`data`, eval's `model`): its key may be given once a line, as often
@@ -179,9 +187,11 @@ void refuse_out_of_range(const std::string& command, const po::options_descripti
       if (is_unsigned(typed->value_type()) && first != std::string::npos && token[first] == '-')
         throw UsageError(command + ": --" + d->long_name() + " must not be negative (got '" +
                          token + "'" + where + ")");
-      if (maximum > 0 && exceeds(token, maximum))
-        throw UsageError(command + ": --" + d->long_name() + " must be at most " +
-                         std::to_string(maximum) + " (got '" + token + "'" + where + ")");
+      if (const std::string bound =
+              maximum > 0 ? beyond(token, maximum, !is_unsigned(typed->value_type())) : "";
+          !bound.empty())
+        throw UsageError(command + ": --" + d->long_name() + " '" + token + "'" + where +
+                         " is beyond " + bound);
     }
   }
 }

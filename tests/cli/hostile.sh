@@ -392,11 +392,14 @@ expect 2 "--window-blocks must not be negative" train -d in.svm -o x.model --con
 expect 2 "--window-blocks must not be negative" train -d in.svm -o x.model --window-blocks -1
 expect 2 "--max-bad-lines must not be negative" convert in.svm -o t.shards --max-bad-lines -1
 expect 2 "--block-rows must not be negative" convert in.svm -o t.shards --block-rows=-5
-expect 2 "--faces must be at most 2147483647 (got '4294967295')" train --algo cpm -d in.svm -o x.model -k 4294967295
-expect 2 "--stop-after-rows must be at most 18446744073709551615 (got '18446744073709551616')" \
+expect 2 "--faces '4294967295' is beyond the largest value the option holds (2147483647)" \
+  train --algo cpm -d in.svm -o x.model -k 4294967295
+expect 2 "--faces '-99999999999' is beyond the smallest value the option holds (-2147483648)" \
+  train --algo cpm -d in.svm -o x.model -k -99999999999
+expect 2 "--stop-after-rows '18446744073709551616' is beyond the largest value the option holds" \
   train -d in.svm -o x.model --stop-after-rows 18446744073709551616
 printf 'block-rows = 99999999999\n' > large.conf
-expect 2 "--block-rows must be at most 4294967295 (got '99999999999' in large.conf)" \
+expect 2 "--block-rows '99999999999' in large.conf is beyond the largest value the option holds" \
   convert in.svm -o t.shards --config large.conf
 
 # --- 15. two shard directories; an output that is a directory ----------------------------------------
