@@ -15,9 +15,10 @@
 # Writes WORKDIR/decision.json: {"decision": "replaced"|"kept"|"first model", "metric", "candidate",
 # "served", "candidate_model", "served_model", "train_metrics"}; the served model's predecessor is
 # kept as SERVED_MODEL.previous. Exit code: 0 whatever the decision; 2 when eval gives no value of
-# the metric asked for; 4 when another run holds WORKDIR (WORKDIR/nightly.lock, nothing done);
-# train's or eval's code otherwise (6: stopped with a checkpoint, run again to continue). Give each
-# served model one WORKDIR: runs of one WORKDIR never overlap.
+# the metric asked for; 75 (EX_TEMPFAIL) when another run holds WORKDIR (WORKDIR/nightly.lock:
+# nothing was done, run it again later); train's or eval's code otherwise (6: stopped with a
+# checkpoint, run again to continue). Give each served model one WORKDIR: runs of one WORKDIR
+# never overlap.
 set -euo pipefail
 
 bin=build/polymargin
@@ -50,9 +51,10 @@ mkdir -p "$work"
 log() { echo "nightly: $*" >&2; }
 # One run at a time in WORKDIR: an overlapping one (a slow night, cron started again) would replace
 # the candidate between its evaluation and its installation, and remove the other's shards. The
-# lock goes with the process (flock on a descriptor kept open to the end).
+# lock goes with the process (flock on a descriptor kept open to the end; train and eval inherit
+# it, so a train left running after this script is killed still holds WORKDIR, which it writes).
 exec 9>> "$work/nightly.lock"
-flock -n 9 || { log "another run is using $work ($work/nightly.lock is locked): nothing done"; exit 4; }
+flock -n 9 || { log "another run is using $work ($work/nightly.lock is locked): nothing done"; exit 75; }
 
 # 1. Today's data into shards, once (convert writes atomically). A rerun reuses them and resumes
 #    only when it is given the same files, unchanged (path, size, modification time).

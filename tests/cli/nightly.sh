@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # configs/nightly.sh on small generated data: the first night creates the served model; a normal
 # night warm-starts and replaces it only when the holdout metric did not drop; a night of flipped
-# labels is kept out of service; a run beside a running one is refused (exit 4); a night stopped
+# labels is kept out of service; a run beside a running one is refused (exit 75); a night stopped
 # mid-training (exit 6) continues when run again; a CPM's second night trains afresh.
 # Usage: tests/cli/nightly.sh BUILD/polymargin   (run from the repository root)
 set -euo pipefail
@@ -37,7 +37,7 @@ jq -e '.decision == "kept" and .candidate < .served' "$d" > /dev/null ||
   fail "a night of flipped labels was served: $(cat "$d")"
 cmp -s "$work/served.model" "$work/before.model" || fail "the served model changed although kept"
 
-# A run while another holds the work directory: exit 4, nothing done (an overlapping night would
+# A run while another holds the work directory: exit 75, nothing done (an overlapping night would
 # install a candidate it had not evaluated).
 cp "$d" "$work/decision.before"
 exec 8>> "$work/job/nightly.lock"
@@ -45,7 +45,7 @@ flock -n 8 || fail "cannot take $work/job/nightly.lock"
 status=0
 nightly "$work/day2.svm" 8>&- 2> "$work/log" || status=$?
 exec 8>&-
-[ "$status" = 4 ] && grep -q "another run is using" "$work/log" ||
+[ "$status" = 75 ] && grep -q "another run is using" "$work/log" ||
   fail "a second run beside a running one: exit $status: $(cat "$work/log")"
 cmp -s "$work/served.model" "$work/before.model" && cmp -s "$d" "$work/decision.before" ||
   fail "a run refused for a running one changed the served model or the decision"
