@@ -28,6 +28,9 @@ namespace polymargin::engine {
 
 namespace {
 
+// Seed stream of which replicas get the extra steps of T's pass (Side::plan_interval).
+constexpr std::uint64_t kExtraStepStream = 0x4350'4d45'5854'5241ULL;  // "CPMEXTRA"
+
 // Batches of fewer non-zeros than this are learnt on one thread (CpmTrainer::learn says why).
 constexpr std::size_t kSerialBatchNnz = 65536;
 
@@ -162,12 +165,18 @@ struct alignas(64) CpmTrainer::Side {
   // the steps of the shorter shares to one more pass. Until then no quota has cut a step, so the
   // steps made are the rows seen (a resumed run decides alike). In the pass where T falls, each
   // replica makes at most its share of the steps still to make (the shares sum to them exactly).
-  void plan_interval(int total) {
+  // The replicas that get a share's extra step turn with `batches` (the windows seen, the same in
+  // every replica, saved by a checkpoint): fixed ones might never hold a row (a worker's share of
+  // one-row windows, a rank that small windows never reach), and the run would then wait for them
+  // for ever.
+  void plan_interval(int total, std::uint64_t batches) {
     const auto n = static_cast<std::uint64_t>(total);
     synced_steps = steps;
     const std::uint64_t left = made >= iterations ? 0 : iterations - made;
     const bool whole_pass = rows > 0 && left >= rows - made % rows;
-    limit = steps + (whole_pass ? left : left / n + (replica < left % n ? 1 : 0));
+    const std::uint64_t first = derive_seed(batches, kExtraStepStream) % n;
+    const bool extra = (replica + n - first) % n < left % n;
+    limit = steps + (whole_pass ? left : left / n + (extra ? 1 : 0));
   }
   bool keeps_history() const { return threshold > 0; }
   int label_of(const CsrView& rows, std::size_t r) const {
@@ -762,7 +771,7 @@ void CpmTrainer::make_replica(int global, int total) {
     s->seed = derive_seed(s->seed, kReplicaStream, static_cast<std::uint64_t>(global));
     s->replica = static_cast<std::uint64_t>(global);
     s->synced = s->counts.counts();
-    s->plan_interval(total);
+    s->plan_interval(total, batches_);
   }
 }
 
@@ -850,7 +859,7 @@ void CpmTrainer::average(const std::vector<CpmTrainer*>& local, bool holds_total
       for (std::size_t k = 0; k < K; ++k) s.set_b(static_cast<int>(k), scalars[b_at + k] * scale);
       s.steps = t;
       s.made += static_cast<std::uint64_t>(scalars[made_at]);
-      s.plan_interval(total);
+      s.plan_interval(total, local[r]->batches_);
       s.counts = FaceCounts(counts);
       s.synced = counts;
       const bool totals = holds_totals && r == 0;
@@ -874,7 +883,7 @@ void CpmTrainer::take_state(const CpmTrainer& lead, bool with_totals) {
       s.made = from.made;
     }
     s.synced = s.counts.counts();
-    s.plan_interval(replicas_);
+    s.plan_interval(replicas_, lead.batches_);
     if (!with_totals) {
       s.updates = s.adjusted = 0;
       s.seconds = 0;

@@ -180,4 +180,13 @@ if [ -x /usr/bin/time ] && [ -z "${POLYMARGIN_SANITIZE:-}" ]; then
     > /dev/null 2>&1 || fail "train --workers 256"
   [ "$(cat rss.txt)" -lt 131072 ] || fail "--workers 256 on 300 rows peaked at $(cat rss.txt) KB"
 fi
+# The extra steps of T's pass go to replicas in turn: with one-row windows, worker 0's share of each
+# is empty, and a run whose extra step was always worker 0's waited for it for ever.
+for i in $(seq 1 10); do echo "$((i % 2 ? 1 : -1)) 1:$i 2:0.$i"; done > ten.svm
+"$bin" convert ten.svm -o ten.shards --block-rows 1 > /dev/null 2>&1
+timeout 60 "$bin" train --algo cpm -d ten.shards -o ten.bin --workers 2 --window-blocks 1 \
+  --sync-rows 1 --iterations 15 --threads 1 --json > ten.json 2> ten.err ||
+  fail "cpm --workers 2 on one-row windows: exit $? (124: it hung): $(tail -2 ten.err)"
+jq -e '[.side_details[].steps] == [15, 15]' ten.json > /dev/null ||
+  fail "cpm --workers 2 on one-row windows: steps $(jq -c '[.side_details[].steps]' ten.json)"
 echo "workers: all passed"
