@@ -54,7 +54,9 @@ log() { echo "nightly: $*" >&2; }
 # lock goes with the process (flock on a descriptor kept open to the end; train and eval inherit
 # it, so a train left running after this script is killed still holds WORKDIR, which it writes).
 exec 9>> "$work/nightly.lock"
-flock -n 9 || { log "another run is using $work ($work/nightly.lock is locked): nothing done"; exit 75; }
+status=0
+flock -n -E 75 9 || status=$?
+[ "$status" = 0 ] || { [ "$status" = 75 ] && log "another run is using $work ($work/nightly.lock is locked): nothing done"; exit "$status"; }
 
 # 1. Today's data into shards, once (convert writes atomically). A rerun reuses them and resumes
 #    only when it is given the same files, unchanged (path, size, modification time).

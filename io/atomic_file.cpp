@@ -72,16 +72,23 @@ AtomicFile::AtomicFile(std::string path, bool durable) : path_(std::move(path)),
   const bool exists = ::stat(target_.c_str(), &s) == 0;
   if (exists && S_ISDIR(s.st_mode)) throw IoError("cannot write " + path_ + ": it is a directory");
   const bool replaces = exists && S_ISREG(s.st_mode);
-  temp_path_ =
-      target_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
   temporary_ = TemporaryPath::create([&] {
     // A new file, never one found under the name (the registry is locked meanwhile: opening a FIFO
-    // put there would wait, and a signal's removal with it). A leftover of an earlier process of
-    // this pid goes first.
+    // put there would wait, and a signal's removal with it). A name taken by a live process of
+    // this pid in another PID namespace (it holds its temporary, io/temporaries.h) is passed over
+    // for the next; a leftover of a dead process of this pid goes.
     const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-    int fd = ::open(temp_path_.c_str(), flags, 0666);
-    if (fd < 0 && errno == EEXIST && ::unlink(temp_path_.c_str()) == 0)
+    int fd = -1;
+    for (int tries = 0; tries < 100; ++tries) {
+      temp_path_ =
+          target_ + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
       fd = ::open(temp_path_.c_str(), flags, 0666);
+      if (fd >= 0 || errno != EEXIST) break;
+      if (temporary_in_use(temp_path_)) continue;  // another namespace's: the next name
+      if (::unlink(temp_path_.c_str()) != 0 && errno != ENOENT) break;
+      fd = ::open(temp_path_.c_str(), flags, 0666);
+      if (fd >= 0 || errno != EEXIST) break;
+    }
     if (fd < 0 || !(file_ = ::fdopen(fd, "wb"))) {
       const std::string error = errno_text();
       if (fd >= 0) {

@@ -984,7 +984,12 @@ namespace {
 std::optional<std::tuple<std::uint64_t, std::uint64_t, std::int64_t>> directory_identity(
     const std::string& path) {
   struct statx st {};
-  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_INO | STATX_BTIME, &st) != 0) return std::nullopt;
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_INO | STATX_BTIME, &st) != 0) {
+    // statx refused (an old kernel, a container's seccomp profile): stat, without a birth time.
+    struct stat plain {};
+    if (::stat(path.c_str(), &plain) != 0) return std::nullopt;
+    return std::tuple{std::uint64_t{plain.st_dev}, std::uint64_t{plain.st_ino}, std::int64_t{0}};
+  }
   const std::int64_t born =
       st.stx_mask & STATX_BTIME ? st.stx_btime.tv_sec * 1'000'000'000 + st.stx_btime.tv_nsec : 0;
   return std::tuple{(std::uint64_t{st.stx_dev_major} << 32) | st.stx_dev_minor,

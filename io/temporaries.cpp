@@ -76,16 +76,6 @@ bool dead(pid_t pid) {
   return pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
 }
 
-// True when a process holds the flock of the temporary `path` (hold()): one of another PID
-// namespace whose pid means nothing here.
-bool held_elsewhere(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return false;
-  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  ::close(fd);
-  return held;
-}
-
 void sweep(const fs::path& directory, const std::string& prefix, bool exact) {
   std::error_code ec;
   fs::directory_iterator it(directory.empty() ? fs::path(".") : directory, ec);
@@ -93,7 +83,7 @@ void sweep(const fs::path& directory, const std::string& prefix, bool exact) {
     const std::string name = it->path().filename().string();
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
     if (dead(leading_pid(std::string_view(name).substr(prefix.size()), exact)) &&
-        !held_elsewhere(it->path())) {
+        !temporary_in_use(it->path().string())) {
       std::error_code ignored;
       fs::remove_all(it->path(), ignored);
     }
@@ -101,6 +91,14 @@ void sweep(const fs::path& directory, const std::string& prefix, bool exact) {
 }
 
 }  // namespace
+
+bool temporary_in_use(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
+}
 
 TemporaryPath TemporaryPath::create(const std::function<std::string()>& make) {
   Registry& r = registry();

@@ -45,9 +45,14 @@ class TemporaryPath {
 /// how many paths it removed.
 int remove_temporaries();
 
+/// True when a process holds the temporary `path` (TemporaryPath::create's flock): a live one,
+/// maybe of another PID namespace, whose pid in the name means nothing here.
+bool temporary_in_use(const std::string& path);
+
 /// Removes the temporaries that processes which no longer run left beside `path`: entries of its
 /// directory named "<name>.tmp-<pid>" or "<name>.tmp-<pid>-<n>" (name = the last component of
-/// `path`) whose pid is not a running process. Errors are ignored: a sweep is a courtesy.
+/// `path`) whose pid is not a running process and that no process holds (temporary_in_use). Errors
+/// are ignored: a sweep is a courtesy.
 void sweep_dead_temporaries(const std::string& path);
 /// The same for entries "<prefix><pid>-..." of `directory` (the on-the-fly conversions'
 /// "polymargin-<pid>-XXXXXX" in $TMPDIR).

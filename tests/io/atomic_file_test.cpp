@@ -1,10 +1,14 @@
 #include "io/atomic_file.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "engine/errors.h"
 
@@ -82,6 +86,26 @@ TEST(AtomicFile, SyncedFileAppearsOnlyOnCommitAndVanishesIfDropped) {
 
 TEST(AtomicFile, UnwritableDirectoryIsAnIoError) {
   EXPECT_THROW(AtomicFile("/nonexistent-dir/x.txt"), IoError);
+}
+
+// A temporary name that a live process of this pid in another PID namespace holds (its flock) is
+// passed over; a dead one's leftover under the next name is replaced. (Each test runs in a process
+// of its own under ctest, so the names start at counter 0.)
+TEST(AtomicFile, ATemporaryNameHeldElsewhereIsPassedOver) {
+  const fs::path dir = fresh_dir("held");
+  const std::string target = (dir / "m.model").string();
+  const std::string prefix = target + ".tmp-" + std::to_string(::getpid()) + "-";
+  std::vector<int> held;
+  for (int k = 0; k < 40; ++k) {
+    std::ofstream(prefix + std::to_string(k)) << "live";
+    held.push_back(::open((prefix + std::to_string(k)).c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_EQ(::flock(held.back(), LOCK_EX | LOCK_NB), 0);
+  }
+  write_file_atomically(target, "new");
+  EXPECT_EQ(slurp(target), "new");
+  for (int k = 0; k < 40; ++k) EXPECT_EQ(slurp(prefix + std::to_string(k)), "live") << k;
+  for (const int fd : held) ::close(fd);
+  fs::remove_all(dir);
 }
 
 }  // namespace
