@@ -1320,7 +1320,7 @@ int run_tuned(const std::vector<std::string>& args, const std::string& algo, con
     throw;
   } catch (const io::LockedError& e) {
     // Refused for a file another job writes: when that is the metrics file, it is that job's.
-    if (!tune_metrics(args, algo).is(e.path())) report(exit_code_of(e), e.what());
+    if (e.path() != peek_option(args, "metrics-json", "")) report(exit_code_of(e), e.what());
     throw;
   } catch (const std::exception&) {
     const Failure failure = describe_failure(std::current_exception());

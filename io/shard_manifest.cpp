@@ -384,7 +384,7 @@ void scan_maxabs(const MappedFile& file, const std::string& path, std::uint64_t 
 
 }  // namespace
 
-MappedFile map_maxabs(const std::string& path) {
+MappedFile open_maxabs(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec) && !ec)
     throw DataError(path, 0, 0, "missing: the shard directory is incomplete (re-run convert)");

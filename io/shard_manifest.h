@@ -40,8 +40,8 @@ void write_maxabs(const std::string& path, const std::vector<std::span<const flo
 
 /// Opens feature_maxabs.bin at `path` (not mapped: it is read piece by piece, and a sparse table
 /// may be gigabytes; nothing is read yet); DataError when it is missing.
-MappedFile map_maxabs(const std::string& path);
-/// Reads feature_maxabs.bin, opened by map_maxabs (`path` names it in errors); throws DataError
+MappedFile open_maxabs(const std::string& path);
+/// Reads feature_maxabs.bin, opened by open_maxabs (`path` names it in errors); throws DataError
 /// when it is short, foreign, of another size than `expected_count` entries or fails its checksum.
 std::vector<float> read_maxabs(const MappedFile& file, const std::string& path,
                                std::uint64_t expected_count);

@@ -1036,7 +1036,7 @@ ShardSet ShardSet::open_once(const std::string& dir, bool check_sources) {
   impl.first_read = std::make_unique<std::atomic<std::uint64_t>[]>(impl.blocks.size());
   std::error_code ec;
   if (fs::exists(impl.maxabs_path(), ec)) {
-    impl.maxabs_file = shard::map_maxabs(impl.maxabs_path());
+    impl.maxabs_file = shard::open_maxabs(impl.maxabs_path());
     impl.maxabs_mapped = true;
   }
   // A manifest without its own checksum may also misstate max_index, which sizes the learners'

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -712,6 +713,18 @@ TEST(CpmReplicas, ShareTheStepsAndIgnoreTheThreadCount) {
   EXPECT_EQ(weights[0], weights[1]);
 }
 
+// Three replicas of one run, as three ranks hold them, averaged as the ranks' all-reduce does.
+struct ThreeReplicas {
+  CpmTrainer a, b, c;
+  ThreeReplicas(const CpmConfig& config, const CpmProblem& problem)
+      : a(config, problem), b(config, problem), c(config, problem) {
+    a.make_replica(0, 3);
+    b.make_replica(1, 3);
+    c.make_replica(2, 3);
+  }
+  void average() { CpmTrainer::average({&a, &b, &c}, true, Peers{}); }
+};
+
 // A replica whose shares hold no rows (a rank with no part of small windows) leaves its steps to
 // the others: the run still makes its T steps and ends.
 TEST(CpmReplicas, ReplicasWithoutRowsLeaveTheirStepsToTheOthers) {
@@ -719,17 +732,14 @@ TEST(CpmReplicas, ReplicasWithoutRowsLeaveTheirStepsToTheOthers) {
   CpmConfig config;
   config.faces = 2;
   config.iterations = 500;
-  const CpmProblem problem = problem_of(data);
-  CpmTrainer a(config, problem), b(config, problem), c(config, problem);
-  a.make_replica(0, 3);
-  b.make_replica(1, 3);
-  c.make_replica(2, 3);
+  ThreeReplicas run(config, problem_of(data));
+  auto [a, b, c] = std::tie(run.a, run.b, run.c);
   int averages = 0;
   for (; !a.run_done() && averages < 200; ++averages) {
     a.learn(data.view());
     b.learn(rows_of(data, 0, 0));
     c.learn(rows_of(data, 0, 0));
-    CpmTrainer::average({&a, &b, &c}, true, Peers{});
+    run.average();
     // Every replica (every rank of an MPI job) ends at the same average, also when fewer steps
     // are left than replicas and some have none in the interval.
     EXPECT_EQ(b.run_done(), a.run_done());
@@ -748,18 +758,15 @@ TEST(CpmReplicas, UnequalSharesMakeTheEpochsInAsManyPasses) {
   CpmConfig config;
   config.faces = 2;
   config.epochs = 3;
-  const CpmProblem problem = problem_of(data);
-  CpmTrainer a(config, problem), b(config, problem), c(config, problem);
-  a.make_replica(0, 3);
-  b.make_replica(1, 3);
-  c.make_replica(2, 3);
+  ThreeReplicas run(config, problem_of(data));
+  auto [a, b, c] = std::tie(run.a, run.b, run.c);
   int passes = 0;
   for (; !a.run_done() && passes < 10; ++passes) {
     for (const std::size_t start : {0, 30, 60}) {  // three windows a pass, each shared 20/8/2
       a.learn(rows_of(data, start, start + 20));
       b.learn(rows_of(data, start + 20, start + 28));
       c.learn(rows_of(data, start + 28, start + 30));
-      CpmTrainer::average({&a, &b, &c}, true, Peers{});
+      run.average();
     }
   }
   EXPECT_EQ(passes, 3);
