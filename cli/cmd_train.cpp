@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/linear_checkpoint.h"
 #include "cli/output.h"
 #include "cli/progress.h"
 #include "cli/train.h"
@@ -32,6 +31,7 @@
 #include "engine/metrics.h"
 #include "io/feature_order.h"
 #include "io/file_lock.h"
+#include "io/linear_checkpoint.h"
 #include "io/model_file.h"
 #include "io/shards.h"
 
@@ -125,14 +125,14 @@ struct LinearRun : TrainRun {
   bool no_final_pass = false;
   DataParallel parallel;  // --workers, --sync-rows, the ranks of an MPI job
   // What the steps hand on.
-  std::optional<LinearCheckpoint> resumed;
+  std::optional<io::LinearCheckpoint> resumed;
   engine::LabelMap labels;
   double rows = 0;
   std::optional<WarmStart> warm;
   std::uint32_t max_index = 0;
   std::optional<engine::LdmReplicas> replicas;  // one in all: exactly a single LdmTrainer
   nlohmann::json run_config, run_data;
-  TrainPosition position;  // where training starts: (0, 0), or the checkpoint's position
+  io::TrainPosition position;  // where training starts: (0, 0), or the checkpoint's position
   std::uint64_t run_rows = 0;  // rows the run learnt before it starts (a resumed run's)
   io::ReadOptions read;
   std::vector<float> maxabs;  // a warm start's scaling (see open())
@@ -235,7 +235,7 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
   // Of an MPI job's ranks only rank 0 writes, and locks.
   if (parallel.leader) locks.emplace(output, job.checkpoint, job.metrics);
-  if (!job.resume.empty()) resumed = read_linear_checkpoint(job.resume);
+  if (!job.resume.empty()) resumed = io::read_linear_checkpoint(job.resume);
   stop_signals.emplace();
   return true;
 }
@@ -435,8 +435,8 @@ void LinearRun::train() {
   // the windows (its rows are its own part's).
   learner.save = [&](const driver::Position& at, bool) {
     if (!parallel.leader) return;
-    write_linear_checkpoint(checkpoint, run_config, run_data,
-                            {at.pass, at.pass_rows, replicated() ? at.windows : 0}, trainer());
+    io::write_linear_checkpoint(checkpoint, run_config, run_data,
+                                {at.pass, at.pass_rows, replicated() ? at.windows : 0}, trainer());
   };
   learner.average = [&] { parallel.average(replicas); };
   learner.stopped = [&](int signal, const driver::Position& at) {

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/cpm_checkpoint.h"
 #include "cli/output.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
@@ -30,6 +29,7 @@
 #include "engine/cpm.h"
 #include "engine/cpm_replicas.h"
 #include "engine/errors.h"
+#include "io/cpm_checkpoint.h"
 #include "io/cpm_model_file.h"
 #include "io/memory.h"
 #include "io/shards.h"
@@ -108,7 +108,7 @@ struct CpmRun : TrainRun {
   std::int64_t iterations = 0;
   DataParallel parallel;  // --workers, --sync-rows, the ranks of an MPI job
   // What the steps hand on.
-  std::optional<CpmCheckpoint> resumed;
+  std::optional<io::CpmCheckpoint> resumed;
   double allocate_seconds = 0, save_seconds = 0;
   engine::CpmProblem problem;
   std::uint64_t available = 0, need = 0;  // memory: MemAvailable, the run's
@@ -116,7 +116,7 @@ struct CpmRun : TrainRun {
   std::optional<engine::CpmReplicas> replicas;  // one in all: exactly a single CpmTrainer
   nlohmann::json run_config, run_data;
   std::uint64_t windows = 0;  // of a pass
-  CpmPosition position;       // where training starts: the start, or the checkpoint's position
+  io::CpmPosition position;   // where training starts: the start, or the checkpoint's position
   driver::LoopResult trained;
   std::vector<int> outers;  // of every side, in order, for the summary
   std::vector<std::pair<double, double>> machine_labels;
@@ -214,7 +214,7 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
   // Of an MPI job's ranks only rank 0 writes, and locks.
   if (parallel.leader) locks.emplace(output, job.checkpoint, job.metrics);
-  if (!job.resume.empty()) resumed = read_cpm_checkpoint(job.resume);
+  if (!job.resume.empty()) resumed = io::read_cpm_checkpoint(job.resume);
   stop_signals.emplace();
   return true;
 }
@@ -426,10 +426,10 @@ void CpmRun::train() {
   // A replicated run saves at averagings only (all replicas then agree), rank 0 alone.
   learner.save = [&](const driver::Position& at, bool pass_end) {
     if (!parallel.leader) return;
-    write_cpm_checkpoint(
-        job.checkpoint, run_config, run_data,
-        pass_end ? CpmPosition{at.pass + 1, 0, at.rows} : CpmPosition{at.pass, at.windows, at.rows},
-        trainer());
+    io::write_cpm_checkpoint(job.checkpoint, run_config, run_data,
+                             pass_end ? io::CpmPosition{at.pass + 1, 0, at.rows}
+                                      : io::CpmPosition{at.pass, at.windows, at.rows},
+                             trainer());
   };
   learner.average = [&] { parallel.average(replicas); };
   learner.stopped = [&](int signal, const driver::Position& at) {

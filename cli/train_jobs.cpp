@@ -385,48 +385,6 @@ void check_resumable(const std::string& path, const nlohmann::json& saved_config
                      "); resume with the options of the interrupted run");
 }
 
-namespace {
-
-// io::require_finite_all over an array's bytes, read a value at a time (the bytes need not be
-// aligned for T).
-template <typename T>
-void require_finite_bytes(std::string_view bytes, const std::string& path,
-                          const std::string& field) {
-  for (std::size_t i = 0; i < bytes.size() / sizeof(T); ++i) {
-    T value;
-    std::memcpy(&value, bytes.data() + i * sizeof(T), sizeof(T));
-    if (!std::isfinite(value))
-      io::require_finite(value, path, field + "[" + std::to_string(i) + "]");
-  }
-}
-
-}  // namespace
-
-io::ModelContainer read_checkpoint_file(const std::string& path, const std::string& kind,
-                                        int version, const std::string& what) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    throw IoError("cannot open the checkpoint " + path + " (--resume): no such file");
-  io::ModelContainer file = io::read_model_container(path);
-  const std::string found = file.header.value("kind", std::string("?"));
-  if (found != kind)
-    throw DataError(path, 0, 0,
-                    "not a " + what + " (a file of kind '" + found +
-                        "'); --resume takes the file that --checkpoint wrote");
-  const int saved = file.header.value("checkpoint_version", 0);
-  if (saved != version)
-    throw DataError(path, 0, 0,
-                    "checkpoint version " + std::to_string(saved) +
-                        " is not supported (this build reads " + std::to_string(version) + ")");
-  // Every real number of the state is finite: the checksum proves only that the bytes are those
-  // written, and a NaN weight would be learnt on and end in a model that every loader refuses.
-  for (const io::ModelArray& a : file.arrays) {
-    if (a.dtype == "f64") require_finite_bytes<double>(a.data, path, a.name);
-    if (a.dtype == "f32") require_finite_bytes<float>(a.data, path, a.name);
-  }
-  return file;
-}
-
 void JobOptions::add_to(po::options_description& opts, const std::string& pass) {
   opts.add_options()(
       "checkpoint", po::value(&checkpoint),

@@ -180,12 +180,6 @@ void check_resumable(const std::string& path, const nlohmann::json& saved_config
                      const nlohmann::json& saved_data, const nlohmann::json& config,
                      const nlohmann::json& data);
 
-/// The checkpoint `path`, read and checked to be of `kind` and `version`: DataError naming the
-/// file for another kind (a model file, another learner's checkpoint; `what` names the expected
-/// one: "training checkpoint") or another version; IoError when unreadable.
-io::ModelContainer read_checkpoint_file(const std::string& path, const std::string& kind,
-                                        int version, const std::string& what);
-
 /// "ROWS" (e.g. 1000000, 1e6) or "SECONDS" with a unit (30s, 10m, 1h): how often --checkpoint
 /// writes. UsageError naming --checkpoint-every otherwise.
 using driver::CheckpointEvery;

@@ -203,4 +203,10 @@ engine::LinearModel load_model(const std::string& path);
 /// Any model file, whatever its kind; throws DataError for a corrupt file or an unknown kind.
 std::unique_ptr<engine::Classifier> load_classifier(const std::string& path);
 
+/// The checkpoint `path`, read and checked to be of `kind` and `version`: DataError naming the
+/// file for another kind (a model file, another learner's checkpoint; `what` names the expected
+/// one: "training checkpoint") or another version; IoError when unreadable.
+ModelContainer read_checkpoint_file(const std::string& path, const std::string& kind, int version,
+                                    const std::string& what);
+
 }  // namespace polymargin::io

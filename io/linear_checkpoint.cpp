@@ -1,14 +1,13 @@
-#include "cli/linear_checkpoint.h"
+#include "io/linear_checkpoint.h"
 
 #include <cstring>
 #include <string_view>
 #include <vector>
 
-#include "cli/train_jobs.h"
 #include "engine/errors.h"
 #include "io/model_file.h"
 
-namespace polymargin::cli {
+namespace polymargin::io {
 namespace {
 
 // The doubles of the state travel as an f64 array, not as JSON text, so they come back bit for bit.
@@ -45,13 +44,12 @@ void write_linear_checkpoint(const std::string& path, const nlohmann::json& conf
                                    {"eta0_clamped", trainer.eta0_clamped()},
                                    {"progress_rows", p.rows},
                                    {"progress_correct", p.correct}}}};
-  io::write_model_container(
-      path, header,
-      {io::view_of("scalars", scalars), io::view_of("weights_and_averages", s.wa)});
+  write_model_container(path, header,
+                        {view_of("scalars", scalars), view_of("weights_and_averages", s.wa)});
 }
 
 LinearCheckpoint read_linear_checkpoint(const std::string& path) {
-  const io::ModelContainer file =
+  const ModelContainer file =
       read_checkpoint_file(path, "checkpoint", kCheckpointVersion, "training checkpoint");
   const nlohmann::json& h = file.header;
   auto fail = [&](const std::string& message) { throw DataError(path, 0, 0, message); };
@@ -60,23 +58,21 @@ LinearCheckpoint read_linear_checkpoint(const std::string& path) {
   try {
     c.config = h.at("config");
     c.data = h.at("data");
-    c.position.epoch =
-        io::header_integer<std::uint64_t>(h.at("position").at("epoch"), path, "epoch");
-    c.position.rows = io::header_integer<std::uint64_t>(h.at("position").at("rows"), path, "rows");
+    c.position.epoch = header_integer<std::uint64_t>(h.at("position").at("epoch"), path, "epoch");
+    c.position.rows = header_integer<std::uint64_t>(h.at("position").at("rows"), path, "rows");
     if (h.at("position").contains("windows"))
       c.position.windows =
-          io::header_integer<std::uint64_t>(h.at("position").at("windows"), path, "windows");
+          header_integer<std::uint64_t>(h.at("position").at("windows"), path, "windows");
     const nlohmann::json& s = h.at("state");
-    c.state.t = io::header_integer<std::uint64_t>(s.at("steps"), path, "steps");
-    c.state.rng = io::header_integer<std::uint64_t>(s.at("rng"), path, "rng");
+    c.state.t = header_integer<std::uint64_t>(s.at("steps"), path, "steps");
+    c.state.rng = header_integer<std::uint64_t>(s.at("rng"), path, "rng");
     c.state.renorms =
-        io::header_integer<std::uint64_t>(s.at("renormalisations"), path, "renormalisations");
+        header_integer<std::uint64_t>(s.at("renormalisations"), path, "renormalisations");
     c.state.avg_is_zero = s.at("average_is_zero").get<bool>();
     c.eta0_clamped = s.at("eta0_clamped").get<bool>();
-    c.progress.rows =
-        io::header_integer<std::uint64_t>(s.at("progress_rows"), path, "progress_rows");
+    c.progress.rows = header_integer<std::uint64_t>(s.at("progress_rows"), path, "progress_rows");
     c.progress.correct =
-        io::header_integer<std::uint64_t>(s.at("progress_correct"), path, "progress_correct");
+        header_integer<std::uint64_t>(s.at("progress_correct"), path, "progress_correct");
   } catch (const nlohmann::json::exception& e) {
     fail(std::string("malformed checkpoint header: ") + e.what());
   }
@@ -89,11 +85,11 @@ LinearCheckpoint read_linear_checkpoint(const std::string& path) {
   c.progress.sum = scalars[kProgressSum];
   c.progress.sum_sq = scalars[kProgressSumSq];
   c.progress.hinge = scalars[kProgressHinge];
-  const io::ModelArray& weights = file.array("weights_and_averages", path);
+  const ModelArray& weights = file.array("weights_and_averages", path);
   if (weights.dtype != "f64") fail("checkpoint weights are not f64");
   c.state.wa.resize(weights.data.size() / sizeof(double));
   std::memcpy(c.state.wa.data(), weights.data.data(), c.state.wa.size() * sizeof(double));
   return c;
 }
 
-}  // namespace polymargin::cli
+}  // namespace polymargin::io

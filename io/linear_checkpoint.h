@@ -1,9 +1,10 @@
 // Checkpoints of `train --algo ldm|svm`: the whole learner state (W and A, the scalars a, b, c, the
 // step counter, the pairing RNG, η0, the progressive margins of the running epoch) plus where the
-// reader stood ("epoch e, n rows of it consumed": an epoch's row order depends only on data, seed and
-// epoch, so resuming re-scans epoch e and skips n rows) and what the run was (its configuration and
-// the data checksum). Stored in the model container (io/model_file.h) under the kind "checkpoint",
-// written atomically; a resumed run produces a model bit-identical to an uninterrupted one.
+// reader stood ("epoch e, n rows of it consumed": an epoch's row order depends only on data, seed
+// and epoch, so resuming re-scans epoch e and skips n rows) and what the run was (its configuration
+// and the data checksum). Stored in the model container (io/model_file.h) under the kind
+// "checkpoint", written atomically; a resumed run produces a model bit-identical to an
+// uninterrupted one.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 
 #include "engine/ldm.h"
 
-namespace polymargin::cli {
+namespace polymargin::io {
 
 /// Version of the checkpoint header and arrays; a checkpoint of another version is refused.
 inline constexpr int kCheckpointVersion = 1;
@@ -44,4 +45,4 @@ void write_linear_checkpoint(const std::string& path, const nlohmann::json& conf
 /// checkpoint (a model file included), IoError when unreadable.
 LinearCheckpoint read_linear_checkpoint(const std::string& path);
 
-}  // namespace polymargin::cli
+}  // namespace polymargin::io

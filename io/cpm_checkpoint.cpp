@@ -1,15 +1,14 @@
-#include "cli/cpm_checkpoint.h"
+#include "io/cpm_checkpoint.h"
 
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <type_traits>
 
-#include "cli/train_jobs.h"
 #include "engine/cpm_assign.h"
 #include "engine/errors.h"
 
-namespace polymargin::cli {
+namespace polymargin::io {
 namespace {
 
 std::string array_name(const char* what, std::size_t side) {
@@ -19,13 +18,13 @@ std::string array_name(const char* what, std::size_t side) {
 // A side's ASSIGN history keys or faces, produced a chunk at a time as the writer asks for them
 // (in order, from offset 0): the table's entries are not copied beside it (12 bytes an outer row).
 template <typename T>
-io::ModelArrayView history_array(std::string name, const engine::AssignHistory& history) {
+ModelArrayView history_array(std::string name, const engine::AssignHistory& history) {
   struct Cursor {
     std::uint64_t offset = 0, slot = 0;
   };
   auto cursor = std::make_shared<Cursor>();
   return {std::move(name),
-          io::ModelArray::dtype_of<T>(),
+          ModelArray::dtype_of<T>(),
           {history.size()},
           history.size() * sizeof(T),
           [&history, cursor](std::uint64_t offset, std::span<char> out) {
@@ -54,7 +53,7 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
   for (std::size_t i = 0; i < trainer.sides(); ++i)
     states.push_back(trainer.side_state(i, /*history=*/false));
   nlohmann::json sides = nlohmann::json::array();
-  std::vector<io::ModelArrayView> arrays;
+  std::vector<ModelArrayView> arrays;
   for (std::size_t i = 0; i < states.size(); ++i) {
     const engine::CpmTrainer::SideState& s = states[i];
     sides.push_back({{"steps", s.steps},
@@ -65,10 +64,12 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
     // A replicated run's steps of all replicas (docs/algorithms.md §2.8); absent for one trainer.
     if (s.run_steps > 0) sides.back()["run_steps"] = s.run_steps;
     const std::string_view u = trainer.side_weights(i);
-    arrays.push_back({array_name("weights", i), dbl ? "f64" : "f32",
-                      {u.size() / (dbl ? 8 : 4) / faces, faces}, u});
-    arrays.push_back(io::view_of(array_name("intercept_sums", i), s.intercept_sums));
-    arrays.push_back(io::view_of(array_name("face_counts", i), s.face_counts));
+    arrays.push_back({array_name("weights", i),
+                      dbl ? "f64" : "f32",
+                      {u.size() / (dbl ? 8 : 4) / faces, faces},
+                      u});
+    arrays.push_back(view_of(array_name("intercept_sums", i), s.intercept_sums));
+    arrays.push_back(view_of(array_name("face_counts", i), s.face_counts));
     const engine::AssignHistory& history = trainer.side_history(i);
     arrays.push_back(history_array<std::uint64_t>(array_name("history_keys", i), history));
     arrays.push_back(history_array<std::int32_t>(array_name("history_faces", i), history));
@@ -83,12 +84,12 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
        {{"pass", position.pass}, {"batches", position.batches}, {"rows", position.rows}}},
       {"batches", trainer.batches()},
       {"sides", sides}};
-  io::write_model_container(path, header, arrays);
+  write_model_container(path, header, arrays);
 }
 
 CpmCheckpoint read_cpm_checkpoint(const std::string& path) {
-  io::ModelContainer file =
-      read_checkpoint_file(path, "cpm_checkpoint", kCpmCheckpointVersion, "CPM training checkpoint");
+  ModelContainer file = read_checkpoint_file(path, "cpm_checkpoint", kCpmCheckpointVersion,
+                                             "CPM training checkpoint");
   const nlohmann::json& h = file.header;
   auto fail = [&](const std::string& message) { throw DataError(path, 0, 0, message); };
   CpmCheckpoint c;
@@ -96,20 +97,20 @@ CpmCheckpoint read_cpm_checkpoint(const std::string& path) {
     c.config = h.at("config");
     c.data = h.at("data");
     const nlohmann::json& p = h.at("position");
-    c.position = {io::header_integer<std::uint64_t>(p.at("pass"), path, "pass"),
-                  io::header_integer<std::uint64_t>(p.at("batches"), path, "batches"),
-                  io::header_integer<std::uint64_t>(p.at("rows"), path, "rows")};
-    c.batches = io::header_integer<std::uint64_t>(h.at("batches"), path, "batches");
+    c.position = {header_integer<std::uint64_t>(p.at("pass"), path, "pass"),
+                  header_integer<std::uint64_t>(p.at("batches"), path, "batches"),
+                  header_integer<std::uint64_t>(p.at("rows"), path, "rows")};
+    c.batches = header_integer<std::uint64_t>(h.at("batches"), path, "batches");
     for (const nlohmann::json& js : h.at("sides")) {
       engine::CpmTrainer::SideState s;
-      s.steps = io::header_integer<std::uint64_t>(js.at("steps"), path, "steps");
-      s.updates = io::header_integer<std::uint64_t>(js.at("updates"), path, "updates");
-      s.adjusted = io::header_integer<std::uint64_t>(js.at("adjusted"), path, "adjusted");
+      s.steps = header_integer<std::uint64_t>(js.at("steps"), path, "steps");
+      s.updates = header_integer<std::uint64_t>(js.at("updates"), path, "updates");
+      s.adjusted = header_integer<std::uint64_t>(js.at("adjusted"), path, "adjusted");
       s.seconds = js.at("seconds").get<double>();
       s.history_capacity =
-          io::header_integer<std::uint64_t>(js.at("history_capacity"), path, "history_capacity");
+          header_integer<std::uint64_t>(js.at("history_capacity"), path, "history_capacity");
       if (js.contains("run_steps"))
-        s.run_steps = io::header_integer<std::uint64_t>(js.at("run_steps"), path, "run_steps");
+        s.run_steps = header_integer<std::uint64_t>(js.at("run_steps"), path, "run_steps");
       c.sides.push_back(std::move(s));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -122,11 +123,12 @@ CpmCheckpoint read_cpm_checkpoint(const std::string& path) {
     s.history_keys = file.array(array_name("history_keys", i), path).as<std::uint64_t>(path);
     s.history_faces = file.array(array_name("history_faces", i), path).as<std::int32_t>(path);
     // U is the largest array by far: moved out of the container, not copied.
-    for (io::ModelArray& a : file.arrays)
+    for (ModelArray& a : file.arrays)
       if (a.name == array_name("weights", i)) c.weights.push_back(std::move(a.data));
-    if (c.weights.size() != i + 1) fail("checkpoint lacks the weights of side " + std::to_string(i));
+    if (c.weights.size() != i + 1)
+      fail("checkpoint lacks the weights of side " + std::to_string(i));
   }
   return c;
 }
 
-}  // namespace polymargin::cli
+}  // namespace polymargin::io

@@ -17,7 +17,7 @@
 #include "engine/cpm.h"
 #include "io/model_file.h"
 
-namespace polymargin::cli {
+namespace polymargin::io {
 
 /// Version of the CPM checkpoint header and arrays; another version is refused.
 inline constexpr int kCpmCheckpointVersion = 1;
@@ -48,4 +48,4 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
 /// checkpoint (a model or a linear checkpoint included), IoError when unreadable.
 CpmCheckpoint read_cpm_checkpoint(const std::string& path);
 
-}  // namespace polymargin::cli
+}  // namespace polymargin::io
