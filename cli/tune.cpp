@@ -1006,86 +1006,61 @@ int check_final_options(const std::vector<std::string>& args, const std::string&
   return parallel.total();
 }
 
-// The search and the final run; `final_started` is set when the final run, which reports for
-// itself, begins.
-int tune_then_train(const std::vector<std::string>& args, const std::string& algo,
-                    const CommandFn& run, bool& final_started) {
-  const Grid* grid = grid_of(algo);
-  if (!grid)
-    throw UsageError("train: --tune is for --algo ldm, svm, cpm, kldm, tldm (got '" + algo + "')");
-  TuneArgs t = parse_tune_args(args);
-  const Budget budget = parse_budget(t.budget);
-  if (t.data.empty()) throw UsageError("train: no training data given (-d TRAIN)");
-  if (std::find(t.data.begin(), t.data.end(), "-") != t.data.end())
-    throw UsageError("train: --tune reads the data more than once: not from stdin (-)");
-  if (t.checkpoint.empty()) t.checkpoint = peek_option(args, "checkpoint", "");  // or --config's
+// --resume F: the final run resumes from F. A run stopped in its search has no F yet, only the
+// cells it finished (in CHECKPOINT.tune): the search continues from them, and the final run starts
+// from the beginning. Neither: refused now, not after the search. True when F is there.
+bool resumes_final_run(const TuneArgs& t, const std::string& cache_dir, const std::string& algo) {
+  if (t.resume.empty()) return false;
+  std::error_code ec;
+  if (fs::exists(t.resume, ec)) return true;
+  if (cache_dir.empty() || !fs::is_directory(cache_dir, ec))
+    throw IoError("train: --resume " + t.resume + ": no such checkpoint, and no cells of a " +
+                  "stopped --tune search in " +
+                  (cache_dir.empty() ? "CHECKPOINT.tune (no --checkpoint given)" : cache_dir));
+  err_printf(
+      "tune %s: no checkpoint %s yet (the run was stopped in its search): the search "
+      "continues from the cells kept in %s, the final run starts from the beginning\n",
+      algo.c_str(), t.resume.c_str(), cache_dir.c_str());
+  return false;
+}
 
-  // --resume F: the final run resumes from F. A run stopped in its search has no F yet, only the
-  // cells it finished (in CHECKPOINT.tune): the search continues from them, and the final run
-  // starts from the beginning. Neither: refused now, not after the search.
-  const std::string cache_dir = t.checkpoint.empty() ? "" : t.checkpoint + ".tune";
-  bool resume_final = false;
-  if (!t.resume.empty()) {
-    std::error_code ec;
-    resume_final = fs::exists(t.resume, ec);
-    if (!resume_final && (cache_dir.empty() || !fs::is_directory(cache_dir, ec)))
-      throw IoError("train: --resume " + t.resume + ": no such checkpoint, and no cells of a " +
-                    "stopped --tune search in " +
-                    (cache_dir.empty() ? "CHECKPOINT.tune (no --checkpoint given)" : cache_dir));
-    if (!resume_final)
-      err_printf("tune %s: no checkpoint %s yet (the run was stopped in its search): the search "
-                 "continues from the cells kept in %s, the final run starts from the beginning\n",
-                 algo.c_str(), t.resume.c_str(), cache_dir.c_str());
-  }
-
-  // The outputs against the inputs, as train checks them, but before the search, not after it.
-  check_train_paths(t.inputs, t.output, t.checkpoint, t.metrics_json);
-  if (!cache_dir.empty()) check_cell_cache(t.inputs, cache_dir);
-  // The model's and checkpoint's locks too (a second job on them is refused now, not after the
-  // search; the search's cells are kept beside the checkpoint): held until the final run's end,
-  // which takes them over. Of an MPI job's ranks only rank 0 writes, and locks.
-  std::optional<JobLocks> locks;
-  if (!driver::mpi_job() || driver::mpi_job()->rank() == 0) {
-    locks.emplace(t.output, t.checkpoint, t.metrics_json);
-    locks->hand_down();
-  }
-
-  // --warm-start: the final run starts from this model, so it must be one of this learner's
-  // (checked with the data's labels, below), and the final run must have its bias and
-  // normalisation: the search keeps those (a setting the final run would refuse is no choice).
-  // Refused now, not after the search.
-  std::optional<engine::LinearModel> warm_model;
-  if (!t.warm_start.empty() && (algo == "ldm" || algo == "svm")) {
-    warm_model = io::load_model(t.warm_start);  // DataError for a file of another kind
-    const std::pair<std::string, std::string> kept[] = {
-        {"bias", number(warm_model->bias_value)},
-        {"normalize", warm_model->normalize_l2 ? "l2" : "none"}};
-    for (const auto& [key, value] : kept) {
-      const std::string given = peek_option(args, key, "");
-      if (given.empty()) {
-        t.given.insert(key);
-        t.cell.insert(t.cell.end(), {"--" + key, value});
-        t.final.insert(t.final.end(), {"--" + key, value});
-      } else if (given != value && !(key == "bias" && std::strtod(given.c_str(), nullptr) ==
-                                                          warm_model->bias_value)) {
-        throw UsageError("train: --warm-start " + t.warm_start + " was trained with --" + key +
-                         " " + value + ", this run has --" + key + " " + given +
-                         " (they must agree)");
-      }
+// --warm-start: the final run starts from this model, so it must be one of this learner's (checked
+// with the data's labels, later), and the final run must have its bias and normalisation: the
+// search keeps those (a setting the final run would refuse is no choice), added to `t`'s cell and
+// final arguments. Refused now, not after the search.
+std::optional<engine::LinearModel> keep_warm_start_settings(const std::vector<std::string>& args,
+                                                            TuneArgs& t, const std::string& algo) {
+  if (t.warm_start.empty() || (algo != "ldm" && algo != "svm")) return std::nullopt;
+  engine::LinearModel warm_model = io::load_model(t.warm_start);  // DataError for another kind
+  const std::pair<std::string, std::string> kept[] = {
+      {"bias", number(warm_model.bias_value)},
+      {"normalize", warm_model.normalize_l2 ? "l2" : "none"}};
+  for (const auto& [key, value] : kept) {
+    const std::string given = peek_option(args, key, "");
+    if (given.empty()) {
+      t.given.insert(key);
+      t.cell.insert(t.cell.end(), {"--" + key, value});
+      t.final.insert(t.final.end(), {"--" + key, value});
+    } else if (given != value &&
+               !(key == "bias" && std::strtod(given.c_str(), nullptr) == warm_model.bias_value)) {
+      throw UsageError("train: --warm-start " + t.warm_start + " was trained with --" + key + " " +
+                       value + ", this run has --" + key + " " + given + " (they must agree)");
     }
-    err_printf("tune %s: --warm-start %s: the search keeps its --bias %s and --normalize %s\n",
-               algo.c_str(), t.warm_start.c_str(), kept[0].second.c_str(), kept[1].second.c_str());
   }
+  err_printf("tune %s: --warm-start %s: the search keeps its --bias %s and --normalize %s\n",
+             algo.c_str(), t.warm_start.c_str(), kept[0].second.c_str(), kept[1].second.c_str());
+  return warm_model;
+}
 
-  const int replicas = check_final_options(args, algo);
-
-  // The grid less the keys the command line (or --config) sets: those are kept as given; and the
-  // CPM's entropy floor when the final run has several replicas, which keep it at 1.
+// The learner's grid less the keys the command line (or --config) sets: those are kept as given;
+// and the CPM's entropy floor when the final run has several replicas, which keep it at 1.
+MethodSpec search_method(const Grid& grid, const std::vector<std::string>& args, const TuneArgs& t,
+                         const std::string& algo, int replicas) {
   MethodSpec method;
   method.algo = algo;
   method.coordinate = true;
   std::set<std::string> fixed;
-  for (const GridKey& k : grid->keys) {
+  for (const GridKey& k : grid.keys) {
     bool set = t.given.count(k.key) > 0 || !peek_option(args, k.key, "").empty();
     if (k.key.size() > 4 && k.key.compare(k.key.size() - 4, 4, "-rel") == 0) {
       const std::string paper = k.key.substr(0, k.key.size() - 4);
@@ -1101,45 +1076,35 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
     else
       method.grid.push_back(k);
   }
-  for (const std::vector<std::string>& group : grid->groups) {
+  for (const std::vector<std::string>& group : grid.groups) {
     std::vector<std::string> kept;
     for (const std::string& key : group)
       if (!fixed.count(key)) kept.push_back(key);
     if (!kept.empty()) method.groups.push_back(kept);
   }
+  return method;
+}
 
-  const WorkDir dir;
-  // Every option given must be one of the learner's own, asked as `experiment` asks it: the job's
-  // options (--checkpoint, --workers, ...) reach the learner only in the final run, after the
-  // whole search.
-  {
-    const std::string work = dir.path + "/help";
-    fs::create_directory(work);
-    const experiment::ChildResult help = experiment::run_child(
-        {experiment::self_executable(), "train", "--algo", algo, "--help"}, work);
-    std::vector<std::string> names(t.given.begin(), t.given.end());
-    for (const auto& [key, value] : config_entries(args)) names.push_back(key);
-    for (const std::string& name : names)
-      if (!name.starts_with("tune") && !experiment::help_lists_flag(help.stdout_text, name))
-        throw UsageError("train --algo " + algo + ": --" + name +
-                         " is not an option of this learner (see polymargin train --algo " + algo +
-                         " --help); nothing was searched");
-  }
-  const Clock::time_point start = Clock::now();
-  const io::Manifest counts = count_rows(t);
-  const std::uint64_t rows = counts.rows;
-  // What every cell would refuse, said once about the user's data rather than a fold's.
-  if (algo != "cpm") {
-    const engine::LabelMap labels = binary_labels(counts, data_name(t.data));
-    if (warm_model) check_warm_model(*warm_model, t.warm_start, algo, labels);
-  }
-  if (t.repeats == 0) t.repeats = default_repeats(algo, rows);
-  const Folds folds =
-      rows > t.search_rows ? write_holdout(t, dir.path, rows) : write_folds(t, dir.path, rows);
-  // 0-based fold files: a cell's training folds may lack id 0 while its scored fold has it, and
-  // read alone they would count from 1.
-  if (folds.index_base == 0 && peek_option(args, "index-base", "").empty())
-    t.cell.insert(t.cell.end(), {"--index-base", "0"});
+// Every option given must be one of the learner's own, asked as `experiment` asks it (its --help,
+// run in `work_dir`): the job's options (--checkpoint, --workers, ...) reach the learner only in
+// the final run, after the whole search.
+void check_learner_options(const std::vector<std::string>& args, const TuneArgs& t,
+                           const std::string& algo, const std::string& work_dir) {
+  const std::string work = work_dir + "/help";
+  fs::create_directory(work);
+  const experiment::ChildResult help = experiment::run_child(
+      {experiment::self_executable(), "train", "--algo", algo, "--help"}, work);
+  std::vector<std::string> names(t.given.begin(), t.given.end());
+  for (const auto& [key, value] : config_entries(args)) names.push_back(key);
+  for (const std::string& name : names)
+    if (!name.starts_with("tune") && !experiment::help_lists_flag(help.stdout_text, name))
+      throw UsageError("train --algo " + algo + ": --" + name +
+                       " is not an option of this learner (see polymargin train --algo " + algo +
+                       " --help); nothing was searched");
+}
+
+// The line that says what the search trains and scores on.
+void announce_search(const TuneArgs& t, const Folds& folds, const std::string& algo) {
   if (folds.holdout.empty())
     err_printf("tune %s: %d-fold cross-validation%s (seed %llu) on %llu rows\n", algo.c_str(),
                t.folds,
@@ -1158,28 +1123,33 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
         static_cast<unsigned long long>(folds.blocks),
         static_cast<unsigned long long>(folds.searched), static_cast<unsigned long long>(t.seed),
         static_cast<unsigned long long>(folds.features));
+}
 
-  // In an MPI job the ranks share the cells out (each writes the search's data itself, in its own
-  // directory), and the final run is the job's data-parallel run (ldm, svm, cpm) or rank 0's.
-  const engine::Peers peers = driver::mpi_job() ? driver::mpi_job()->peers() : engine::Peers{};
-  note_rank_binding();
-  Search search(t, algo, folds, dir.path, peers);
-  Setting current = experiment::first_setting(method);
-  if (budget.seconds > 0) search.set_deadline(budget.seconds, current);
-  // A signal stops the search (and keeps its finished cells with --checkpoint), as one stops a
-  // training run; the final run has its own StopSignals.
-  std::optional<StopSignals> polite;
-  polite.emplace();
-  search.stop_on_signals();
-  std::size_t settings_run = 0;
+// What the search's stages came to: the setting chosen, or the exit code of a search that ended
+// the run (a cell failed, a signal came).
+struct SearchOutcome {
+  Setting chosen;
   bool stopped_by_budget = false;
+  std::optional<int> exit_code;
+};
+
+// The search, a stage (a group of the grid's keys) at a time from the grid's first setting, each
+// stage keeping the best mean of its candidates, within --tune-budget.
+SearchOutcome search_stages(Search& search, const MethodSpec& method, const Budget& budget,
+                            const TuneArgs& t, const std::vector<std::string>& args,
+                            const std::string& algo, const Folds& folds) {
+  SearchOutcome outcome;
+  Setting& current = outcome.chosen;
+  current = experiment::first_setting(method);
+  if (budget.seconds > 0) search.set_deadline(budget.seconds, current);
+  std::size_t settings_run = 0;
   for (const std::vector<std::string>& stage : experiment::search_stages(method)) {
     std::vector<Setting> candidates = experiment::settings_for_group(method, stage, current);
     if (budget.settings > 0) {
       std::vector<Setting> kept;
       for (const Setting& s : candidates)
         if (search.mean(s) >= 0 || settings_run + kept.size() < budget.settings) kept.push_back(s);
-      stopped_by_budget = stopped_by_budget || kept.size() < candidates.size();
+      outcome.stopped_by_budget = outcome.stopped_by_budget || kept.size() < candidates.size();
       candidates = kept;
     }
     if (!search.run(candidates)) {
@@ -1193,40 +1163,52 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
       err_printf("%s\n", message.c_str());
       if (!driver::mpi_job() || driver::mpi_job()->rank() == 0)
         tune_metrics(args, algo).finish(c.exit_code, "error", message);
-      return c.exit_code;
+      outcome.exit_code = c.exit_code;
+      return outcome;
     }
-    if (const int signal = search.interrupted())
-      return search_interrupted(args, t, search, algo, signal);
+    if (const int signal = search.interrupted()) {
+      outcome.exit_code = search_interrupted(args, t, search, algo, signal);
+      return outcome;
+    }
     settings_run = search.order().size();
     double best = -1;
     for (const Setting& s : candidates)
       if (search.mean(s) > best) best = search.mean(s), current = s;
     if (search.out_of_time(budget)) {
-      stopped_by_budget = true;
+      outcome.stopped_by_budget = true;
       break;
     }
   }
   if (method.grid.empty()) current.clear();
-  const double search_seconds = seconds_since(start);
-  // On a holdout the LDM/SVM's final run takes the step (η0) that its setting's cell calibrated:
-  // the step is part of what was validated, and the schedule is the same in epochs whatever the
-  // rows (λη0t ≤ epochs·η0/C), while a calibration on another first window can land factors of 2
-  // away. At KDD size (SVM, C = 10, --normalize l2, a bias) the calibration on all rows gives
-  // 0.016 and a model of the majority's accuracy, where η0 = 1 gives 0.859 (docs/design.md).
-  double carried_eta0 = 0;
+  return outcome;
+}
+
+// On a holdout the LDM/SVM's final run takes the step (η0) that its setting's cell calibrated:
+// the step is part of what was validated, and the schedule is the same in epochs whatever the
+// rows (λη0t ≤ epochs·η0/C), while a calibration on another first window can land factors of 2
+// away. At KDD size (SVM, C = 10, --normalize l2, a bias) the calibration on all rows gives 0.016
+// and a model of the majority's accuracy, where η0 = 1 gives 0.859 (docs/design.md). 0: none.
+double carried_eta0(const Search& search, const Setting& chosen, const Folds& folds,
+                    const std::vector<std::string>& args, const std::string& algo) {
   const bool searched =
-      std::find(search.order().begin(), search.order().end(), current) != search.order().end();
+      std::find(search.order().begin(), search.order().end(), chosen) != search.order().end();
   if (!folds.holdout.empty() && (algo == "ldm" || algo == "svm") && searched &&
       peek_option(args, "eta0", "auto") == "auto")
-    carried_eta0 = search.eta0(current);
+    return search.eta0(chosen);
+  return 0;
+}
 
-  // The table, the choice and the record.
+// The table of the settings tried and the choice, printed, and the search's record (`record`,
+// which the final run writes into its model and --json/--metrics-json).
+void report_search(const Search& search, const MethodSpec& method, const SearchOutcome& outcome,
+                   const TuneArgs& t, const Folds& folds, double eta0, double seconds,
+                   const std::string& algo) {
+  const Setting& chosen = outcome.chosen;
   json cells = json::array();
   err_printf("  %-56s %9s\n", "setting", folds.holdout.empty() ? "CV acc." : "holdout");
   for (const Setting& s : search.order()) {
-    const bool chosen = s == current;
     err_printf("  %-56s %9.4f%s\n", experiment::setting_text(s, method).c_str(), search.mean(s),
-               chosen ? "  <- chosen" : "");
+               s == chosen ? "  <- chosen" : "");
     cells.push_back({{"setting", setting_json(s)},
                      {"accuracy", search.mean(s)},
                      {"fold_accuracies", search.folds_of(s)}});
@@ -1235,7 +1217,7 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   json grid_json = json::object();
   for (const GridKey& k : method.grid) grid_json[k.key] = k.values;
   // None when nothing was searched (every grid option given on the command line).
-  const double chosen_accuracy = method.grid.empty() ? -1 : search.mean(current);
+  const double chosen_accuracy = method.grid.empty() ? -1 : search.mean(chosen);
   const json chosen_json = chosen_accuracy >= 0 ? json(chosen_accuracy) : json();
   record = {{"folds", folds.holdout.empty() ? t.folds : 0},  // a holdout has none
             {"repeats", folds.holdout.empty() ? folds.repeats : 0},
@@ -1247,24 +1229,92 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
     record["rows_held_out"] = folds.held_out;
     record["holdout_blocks"] = folds.holdout_blocks;
   }
-  if (carried_eta0 > 0) record["eta0"] = carried_eta0;
+  if (eta0 > 0) record["eta0"] = eta0;
 
   record.update(json{{"grid", grid_json},
                      {"budget", t.budget.empty() ? json() : json(t.budget)},
-                     {"stopped_by_budget", stopped_by_budget},
+                     {"stopped_by_budget", outcome.stopped_by_budget},
                      {"settings", cells},
-                     {"chosen", setting_json(current)},
+                     {"chosen", setting_json(chosen)},
                      {"validation_accuracy", chosen_json}});
   char accuracy_text[48] = "";
   if (chosen_accuracy >= 0)
     std::snprintf(accuracy_text, sizeof accuracy_text, " (validation accuracy %.4f)",
                   chosen_accuracy);
   err_printf("tune %s: %zu settings in %.1f s; chosen %s%s%s; training on all %llu rows\n",
-             algo.c_str(), search.order().size(), search_seconds,
+             algo.c_str(), search.order().size(), seconds,
              method.grid.empty() ? "(nothing to search)"
-                                 : experiment::setting_text(current, method).c_str(),
-             accuracy_text, stopped_by_budget ? ", stopped by --tune-budget" : "",
+                                 : experiment::setting_text(chosen, method).c_str(),
+             accuracy_text, outcome.stopped_by_budget ? ", stopped by --tune-budget" : "",
              static_cast<unsigned long long>(folds.rows));
+}
+
+// The search and the final run; `final_started` is set when the final run, which reports for
+// itself, begins.
+int tune_then_train(const std::vector<std::string>& args, const std::string& algo,
+                    const CommandFn& run, bool& final_started) {
+  const Grid* grid = grid_of(algo);
+  if (!grid)
+    throw UsageError("train: --tune is for --algo ldm, svm, cpm, kldm, tldm (got '" + algo + "')");
+  TuneArgs t = parse_tune_args(args);
+  const Budget budget = parse_budget(t.budget);
+  if (t.data.empty()) throw UsageError("train: no training data given (-d TRAIN)");
+  if (std::find(t.data.begin(), t.data.end(), "-") != t.data.end())
+    throw UsageError("train: --tune reads the data more than once: not from stdin (-)");
+  if (t.checkpoint.empty()) t.checkpoint = peek_option(args, "checkpoint", "");  // or --config's
+  const std::string cache_dir = t.checkpoint.empty() ? "" : t.checkpoint + ".tune";
+  const bool resume_final = resumes_final_run(t, cache_dir, algo);
+
+  // The outputs against the inputs, as train checks them, but before the search, not after it.
+  check_train_paths(t.inputs, t.output, t.checkpoint, t.metrics_json);
+  if (!cache_dir.empty()) check_cell_cache(t.inputs, cache_dir);
+  // The model's and checkpoint's locks too (a second job on them is refused now, not after the
+  // search; the search's cells are kept beside the checkpoint): held until the final run's end,
+  // which takes them over. Of an MPI job's ranks only rank 0 writes, and locks.
+  std::optional<JobLocks> locks;
+  if (!driver::mpi_job() || driver::mpi_job()->rank() == 0) {
+    locks.emplace(t.output, t.checkpoint, t.metrics_json);
+    locks->hand_down();
+  }
+  const std::optional<engine::LinearModel> warm_model = keep_warm_start_settings(args, t, algo);
+  const int replicas = check_final_options(args, algo);
+  const MethodSpec method = search_method(*grid, args, t, algo, replicas);
+  const WorkDir dir;
+  check_learner_options(args, t, algo, dir.path);
+
+  const Clock::time_point start = Clock::now();
+  const io::Manifest counts = count_rows(t);
+  const std::uint64_t rows = counts.rows;
+  // What every cell would refuse, said once about the user's data rather than a fold's.
+  if (algo != "cpm") {
+    const engine::LabelMap labels = binary_labels(counts, data_name(t.data));
+    if (warm_model) check_warm_model(*warm_model, t.warm_start, algo, labels);
+  }
+  if (t.repeats == 0) t.repeats = default_repeats(algo, rows);
+  const Folds folds =
+      rows > t.search_rows ? write_holdout(t, dir.path, rows) : write_folds(t, dir.path, rows);
+  // 0-based fold files: a cell's training folds may lack id 0 while its scored fold has it, and
+  // read alone they would count from 1.
+  if (folds.index_base == 0 && peek_option(args, "index-base", "").empty())
+    t.cell.insert(t.cell.end(), {"--index-base", "0"});
+  announce_search(t, folds, algo);
+
+  // In an MPI job the ranks share the cells out (each writes the search's data itself, in its own
+  // directory), and the final run is the job's data-parallel run (ldm, svm, cpm) or rank 0's.
+  const engine::Peers peers = driver::mpi_job() ? driver::mpi_job()->peers() : engine::Peers{};
+  note_rank_binding();
+  Search search(t, algo, folds, dir.path, peers);
+  // A signal stops the search (and keeps its finished cells with --checkpoint), as one stops a
+  // training run; the final run has its own StopSignals.
+  std::optional<StopSignals> polite;
+  polite.emplace();
+  search.stop_on_signals();
+  const SearchOutcome outcome = search_stages(search, method, budget, t, args, algo, folds);
+  if (outcome.exit_code) return *outcome.exit_code;
+  const Setting& chosen = outcome.chosen;
+  const double search_seconds = seconds_since(start);
+  const double eta0 = carried_eta0(search, chosen, folds, args, algo);
+  report_search(search, method, outcome, t, folds, eta0, search_seconds, algo);
 
   // A signal after the last stage's check (its final run would otherwise clear it unseen).
   if (const int signal = search.interrupted()) {
@@ -1274,11 +1324,11 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   polite.reset();
   std::vector<std::string> final_args = t.final;
   if (resume_final) final_args.insert(final_args.end(), {"--resume", t.resume});
-  const std::vector<std::string> flags = setting_flags(current);
+  const std::vector<std::string> flags = setting_flags(chosen);
   final_args.insert(final_args.end(), flags.begin(), flags.end());
-  if (carried_eta0 > 0) {
+  if (eta0 > 0) {
     char text[32];
-    std::snprintf(text, sizeof text, "%.17g", carried_eta0);
+    std::snprintf(text, sizeof text, "%.17g", eta0);
     final_args.insert(final_args.end(), {"--eta0", text});
     err_printf("tune %s: the final run takes the chosen cell's step, --eta0 %s\n", algo.c_str(),
                text);
