@@ -418,8 +418,8 @@ void LinearRun::train() {
   // end of an epoch is said here.
   EpochProgress progress(manifest.rows, used.epochs);
   JobLearner learner;
-  learner.window = [&](const CsrView& window, const io::SpareWork& spare,
-                       const driver::Position& at) {
+  learner.on_learn = [&](const CsrView& window, const io::SpareWork& spare,
+                         const driver::Position& at) {
     if (trainer().eta0() <= 0) {  // calibrate on the first window, and say what was found
       replicas.calibrate(window, parallel.peers);
       if (trainer().eta0() <= 0) return;  // no rank had rows: every rank passes over this window
@@ -433,13 +433,13 @@ void LinearRun::train() {
   // An epoch's end is {epoch, all its rows}, as a checkpoint within it: the same record. A
   // replicated run saves at averagings only (all replicas then agree), rank 0 alone, and records
   // the windows (its rows are its own part's).
-  learner.save = [&](const driver::Position& at, bool) {
+  learner.on_checkpoint = [&](const driver::Position& at, bool) {
     if (!parallel.leader) return;
     io::write_linear_checkpoint(checkpoint, run_config, run_data,
                                 {at.pass, at.pass_rows, replicated() ? at.windows : 0}, trainer());
   };
-  learner.average = [&] { parallel.average(replicas); };
-  learner.stopped = [&](int signal, const driver::Position& at) {
+  learner.on_sync = [&] { parallel.average(replicas); };
+  learner.on_stop = [&](int signal, const driver::Position& at) {
     Interrupted stop{signal, checkpoint};  // written by rank 0, the same exit everywhere
     report["interrupted"] = {
         {"signal", stop_name(signal)},
@@ -452,7 +452,7 @@ void LinearRun::train() {
   // every epoch up to 20, about 20 lines for a small set that the step floor passes over hundreds
   // of times.
   driver::Twentieths logged;
-  learner.passed = [&](const driver::Position& at, double seconds) {
+  learner.on_pass_end = [&](const driver::Position& at, double seconds) {
     // Progressive estimate: each row's margin at its pre-step w, plus ‖w̄‖²; the exact F(w̄)
     // comes from the final pass.
     margins = replicas.take_progress();

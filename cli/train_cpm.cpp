@@ -419,20 +419,19 @@ void CpmRun::train() {
   // The epoch loop is the driver's; what the CPM does with a window, a checkpoint, a stop and the
   // end of a pass is said here. Its position: {pass, windows of it learnt, rows in all passes}.
   JobLearner learner;
-  learner.window = [&](const CsrView& window, const io::SpareWork& spare, const driver::Position&) {
-    replicas.learn(window, spare);
-  };
-  learner.finished = [&] { return replicas.done(); };
+  learner.on_learn = [&](const CsrView& window, const io::SpareWork& spare,
+                         const driver::Position&) { replicas.learn(window, spare); };
+  learner.on_done = [&] { return replicas.done(); };
   // A replicated run saves at averagings only (all replicas then agree), rank 0 alone.
-  learner.save = [&](const driver::Position& at, bool pass_end) {
+  learner.on_checkpoint = [&](const driver::Position& at, bool pass_end) {
     if (!parallel.leader) return;
     io::write_cpm_checkpoint(job.checkpoint, run_config, run_data,
                              pass_end ? io::CpmPosition{at.pass + 1, 0, at.rows}
                                       : io::CpmPosition{at.pass, at.windows, at.rows},
                              trainer());
   };
-  learner.average = [&] { parallel.average(replicas); };
-  learner.stopped = [&](int signal, const driver::Position& at) {
+  learner.on_sync = [&] { parallel.average(replicas); };
+  learner.on_stop = [&](int signal, const driver::Position& at) {
     Interrupted stop{signal, job.checkpoint};
     report["interrupted"] = {
         {"signal", stop_name(signal)},
@@ -446,7 +445,7 @@ void CpmRun::train() {
   // small set that the step floor passes over thousands of times logs about 20 lines, not one a
   // pass.
   driver::Twentieths logged;
-  learner.passed = [&](const driver::Position& at, double seconds) {
+  learner.on_pass_end = [&](const driver::Position& at, double seconds) {
     std::uint64_t steps = 0, total = 0;
     for (const auto& s : replicas.status()) {
       steps += s.steps;

@@ -40,8 +40,8 @@ std::string differences(const nlohmann::json& saved, const nlohmann::json& now) 
 }  // namespace
 
 void JobLearner::stop(int reason, const driver::Position& at) {
-  stopped(reason, at);
-  throw std::logic_error("JobLearner::stopped returned");
+  on_stop(reason, at);
+  throw std::logic_error("JobLearner::on_stop returned");
 }
 
 int interrupted_exit_code(const Interrupted& stop) {

@@ -25,24 +25,27 @@
 
 namespace polymargin::cli {
 
-/// A driver::Learner made of a job's own functions: how a command wires its trainer, progress
-/// line, checkpoint file and report into the driver's epoch loop (driver/epoch_loop.h).
+/// A driver::Learner made of a job's own functions, on_X for driver::Learner::X: how a command
+/// wires its trainer, progress line, checkpoint file and report into the driver's epoch loop
+/// (driver/epoch_loop.h).
 struct JobLearner final : driver::Learner {
-  std::function<void(const CsrView&, const io::SpareWork&, const driver::Position&)> window;
-  std::function<bool()> finished = [] { return false; };
-  std::function<void(const driver::Position&, bool pass_end)> save;
-  std::function<void(int reason, const driver::Position&)> stopped;  // must throw
-  std::function<void(const driver::Position&, double seconds)> passed;
-  std::function<void()> average = [] {};  // the replicas, at a sync
+  std::function<void(const CsrView&, const io::SpareWork&, const driver::Position&)> on_learn;
+  std::function<bool()> on_done = [] { return false; };
+  std::function<void(const driver::Position&, bool pass_end)> on_checkpoint;
+  std::function<void(int reason, const driver::Position&)> on_stop;  // must throw
+  std::function<void(const driver::Position&, double seconds)> on_pass_end;
+  std::function<void()> on_sync = [] {};  // averages the replicas
 
   void learn(const CsrView& rows, const io::SpareWork& spare, const driver::Position& at) override {
-    window(rows, spare, at);
+    on_learn(rows, spare, at);
   }
-  bool done() const override { return finished(); }
-  void checkpoint(const driver::Position& at, bool pass_end) override { save(at, pass_end); }
+  bool done() const override { return on_done(); }
+  void checkpoint(const driver::Position& at, bool pass_end) override {
+    on_checkpoint(at, pass_end);
+  }
   [[noreturn]] void stop(int reason, const driver::Position& at) override;
-  void pass_end(const driver::Position& at, double seconds) override { passed(at, seconds); }
-  void sync() override { average(); }
+  void pass_end(const driver::Position& at, double seconds) override { on_pass_end(at, seconds); }
+  void sync() override { on_sync(); }
 };
 
 /// In a rank of an MPI job that the launcher bound to one core of several (Open MPI binds each
