@@ -125,7 +125,8 @@ struct LinearRun : TrainRun {
   bool no_final_pass = false;
   DataParallel parallel;  // --workers, --sync-rows, the ranks of an MPI job
   // What the steps hand on.
-  std::optional<io::LinearCheckpoint> resumed;
+  bool resumed = false;  // --resume: its header is read with the options, the whole checkpoint
+                         // (W and A straight into the trainer) once that is built
   engine::LabelMap labels;
   double rows = 0;
   std::optional<WarmStart> warm;
@@ -235,7 +236,7 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
   // Of an MPI job's ranks only rank 0 writes, and locks.
   if (parallel.leader) locks.emplace(output, job.checkpoint, job.metrics);
-  if (!job.resume.empty()) resumed = io::read_linear_checkpoint(job.resume);
+  if (!job.resume.empty()) resumed = !io::read_linear_checkpoint_header(job.resume).is_null();
   stop_signals.emplace();
   return true;
 }
@@ -326,14 +327,21 @@ void LinearRun::open() {
   report["config"] = run_config;
   if (resumed) {
     const std::string& resume = job.resume;
-    check_resumable(resume, resumed->config, resumed->data, run_config, run_data);
-    if (resumed->position.epoch > static_cast<std::uint64_t>(used.epochs) ||
-        resumed->position.rows > manifest.rows)
+    // W and A go straight into the trainer's when they have its size (the run holds them once,
+    // as an uninterrupted run does); else they are read aside, and restore() says why they do
+    // not fit.
+    io::LinearCheckpoint saved = io::read_linear_checkpoint(resume, [&](std::size_t doubles) {
+      const std::span<double> wa = trainer().weights_to_restore();
+      return wa.size() == doubles ? wa : std::span<double>{};
+    });
+    check_resumable(resume, saved.config, saved.data, run_config, run_data);
+    if (saved.position.epoch > static_cast<std::uint64_t>(used.epochs) ||
+        saved.position.rows > manifest.rows)
       throw DataError(resume, 0, 0, "checkpoint position lies beyond the run");
-    position = resumed->position;
+    position = saved.position;
     run_rows = position.epoch * manifest.rows + position.rows;
     try {
-      trainer().restore(std::move(resumed->state), resumed->progress, resumed->eta0_clamped);
+      trainer().restore(std::move(saved.state), saved.progress, saved.eta0_clamped);
     } catch (const std::invalid_argument& e) {
       throw DataError(resume, 0, 0, std::string("checkpoint does not fit the data: ") + e.what());
     }

@@ -108,7 +108,9 @@ struct CpmRun : TrainRun {
   std::int64_t iterations = 0;
   DataParallel parallel;  // --workers, --sync-rows, the ranks of an MPI job
   // What the steps hand on.
-  std::optional<io::CpmCheckpoint> resumed;
+  // --resume: the checkpoint's header, read as the options are; the whole checkpoint, with U read
+  // straight into the trainer, once that is built.
+  nlohmann::json resumed_header;
   double allocate_seconds = 0, save_seconds = 0;
   engine::CpmProblem problem;
   std::uint64_t available = 0, need = 0;  // memory: MemAvailable, the run's
@@ -214,7 +216,7 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
   // Of an MPI job's ranks only rank 0 writes, and locks.
   if (parallel.leader) locks.emplace(output, job.checkpoint, job.metrics);
-  if (!job.resume.empty()) resumed = io::read_cpm_checkpoint(job.resume);
+  if (!job.resume.empty()) resumed_header = io::read_cpm_checkpoint_header(job.resume);
   stop_signals.emplace();
   return true;
 }
@@ -272,9 +274,11 @@ void CpmRun::size() {
     return (available == 0 || need <= available) && within_hard_limit(need);
   };
   // A resumed run keeps the precision its checkpoint was written in, whatever memory says now.
-  if (precision == "auto" && resumed && resumed->config.contains("precision") &&
-      resumed->config["precision"].is_string())
-    precision = resumed->config["precision"].get<std::string>();
+  if (precision == "auto" && resumed_header.is_object()) {
+    const nlohmann::json saved = resumed_header.value("config", nlohmann::json::object());
+    if (saved.is_object() && saved.contains("precision") && saved["precision"].is_string())
+      precision = saved["precision"].get<std::string>();
+  }
   if (precision == "double" || (precision == "auto" && fits(need_double)))
     config.precision = engine::CpmPrecision::kDouble;
   else
@@ -357,19 +361,32 @@ void CpmRun::allocate() {
   run_data = data_identity(manifest);
   report["config"] = run_config;
   windows = io::window_count(manifest, window_blocks);
-  if (resumed) {
-    check_resumable(job.resume, resumed->config, resumed->data, run_config, run_data);
-    if (resumed->position.batches > windows)
+  if (!job.resume.empty()) {
+    // U goes straight into the trainer's (the run holds it once, as an uninterrupted run does)
+    // when it has the trainer's size and precision; else it is read aside, and restore() says
+    // why it does not fit.
+    const char* dtype = config.precision == engine::CpmPrecision::kDouble ? "f64" : "f32";
+    const io::CpmCheckpoint resumed = io::read_cpm_checkpoint(
+        job.resume,
+        [&](std::size_t side, const std::string& saved, std::uint64_t bytes) -> std::span<char> {
+          if (side >= trainer().sides() || saved != dtype) return {};
+          const std::span<char> u = trainer().side_weights_to_restore(side);
+          return u.size() == bytes ? u : std::span<char>{};
+        });
+    check_resumable(job.resume, resumed.config, resumed.data, run_config, run_data);
+    if (resumed.position.batches > windows)
       throw DataError(job.resume, 0, 0, "checkpoint position lies beyond a pass over the data");
-    position = resumed->position;
-    std::vector<std::string_view> weights(resumed->weights.begin(), resumed->weights.end());
+    position = resumed.position;
+    std::vector<std::string_view> weights;
+    for (std::size_t i = 0; i < resumed.weights.size(); ++i)
+      weights.push_back(resumed.weights_placed[i] ? trainer().side_weights(i)
+                                                  : std::string_view(resumed.weights[i]));
     try {
-      trainer().restore(resumed->batches, resumed->sides, weights);
+      trainer().restore(resumed.batches, resumed.sides, weights);
     } catch (const std::invalid_argument& e) {
       throw DataError(job.resume, 0, 0, std::string("checkpoint does not fit the run: ") + e.what());
     }
     replicas->spread_lead();
-    resumed.reset();  // U is in the trainer now: the checkpoint's copy goes
     report["resumed_from"] = {{"checkpoint", job.resume},
                               {"pass", position.pass},
                               {"batches", position.batches},

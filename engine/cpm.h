@@ -157,8 +157,12 @@ class CpmTrainer {
   /// U of a side as bytes: slots × K accumulators in config().precision (8 or 4 bytes each), for
   /// writing without a copy. Valid until finish().
   std::string_view side_weights(std::size_t side) const;
+  /// The same bytes, writable: where a checkpoint's U is read straight to before restore() (which
+  /// then takes a view of them, side_weights, as in place). Valid until finish().
+  std::span<char> side_weights_to_restore(std::size_t side);
   /// Continues a run from its saved state (`sides` and `weights` one per side, as side_state and
-  /// side_weights gave them): the following batches give what they gave the saved trainer, bit
+  /// side_weights gave them; a view of the trainer's own U is taken as already in place): the
+  /// following batches give what they gave the saved trainer, bit
   /// for bit. std::invalid_argument when a size or count does not fit this trainer (which is then
   /// not to be used: sides checked before the misfit may be restored already).
   void restore(std::uint64_t batches, const std::vector<SideState>& sides,

@@ -145,6 +145,7 @@ struct alignas(64) CpmTrainer::Side {
   /// out[i] = U[first + i] · scale, rounded to float.
   virtual void export_weights(std::uint64_t first, std::span<float> out, double scale) const = 0;
   virtual std::string_view weight_bytes() const = 0;
+  virtual std::span<char> writable_weight_bytes() = 0;
   /// Writes U's pages in bytes [begin, end) once (zeros over zeros: no value changes), so that the
   /// kernel maps them now rather than at a step.
   virtual void commit_pages(std::size_t begin, std::size_t end) = 0;
@@ -311,6 +312,9 @@ struct SideOf : CpmTrainer::Side {
   std::string_view weight_bytes() const override {
     return {reinterpret_cast<const char*>(weights.data()), weights.size() * sizeof(Acc)};
   }
+  std::span<char> writable_weight_bytes() override {
+    return {reinterpret_cast<char*>(weights.data()), weights.size() * sizeof(Acc)};
+  }
   void commit_pages(std::size_t begin, std::size_t end) override {
     weights.commit_pages(begin, end);
   }
@@ -320,7 +324,9 @@ struct SideOf : CpmTrainer::Side {
                                   std::to_string(b.size()) + " intercepts for a side of " +
                                   std::to_string(weights.size() * sizeof(Acc)) + " bytes and " +
                                   std::to_string(bias.size()));
-    if (!w.empty()) std::memcpy(weights.data(), w.data(), w.size());
+    // A view of U itself: the checkpoint was read into it (side_weights_to_restore).
+    if (!w.empty() && w.data() != reinterpret_cast<const char*>(weights.data()))
+      std::memcpy(weights.data(), w.data(), w.size());
     for (std::size_t k = 0; k < b.size(); ++k) bias[k] = static_cast<Acc>(b[k]);
   }
 
@@ -621,6 +627,10 @@ const AssignHistory& CpmTrainer::side_history(std::size_t side) const {
 
 std::string_view CpmTrainer::side_weights(std::size_t side) const {
   return sides_.at(side)->weight_bytes();
+}
+
+std::span<char> CpmTrainer::side_weights_to_restore(std::size_t side) {
+  return sides_.at(side)->writable_weight_bytes();
 }
 
 void CpmTrainer::restore(std::uint64_t batches, const std::vector<SideState>& sides,

@@ -490,10 +490,12 @@ LinearModel LdmTrainer::build_model(const std::vector<float>* maxabs, bool relea
 }
 
 void LdmTrainer::restore(LdmState state, const MarginStats& progress, bool eta0_clamped) {
-  if (state.wa.size() != state_.wa.size())
+  const bool in_place = state.wa.empty();  // read into the trainer's own W and A already
+  if (!in_place && state.wa.size() != state_.wa.size())
     throw std::invalid_argument("LdmTrainer::restore: " + std::to_string(state.wa.size()) +
                                 " weight slots, expected " + std::to_string(state_.wa.size()));
   if (released_norm2_) throw std::logic_error("LdmTrainer::restore after finish_and_release()");
+  if (in_place) state.wa = std::move(state_.wa);
   state_ = std::move(state);
   progress_ = progress;
   eta0_clamped_ = eta0_clamped;

@@ -236,9 +236,12 @@ class LdmTrainer {
   /// The progressive margins gathered since the last take_progress() (part of a checkpoint).
   const MarginStats& progress() const { return progress_; }
   /// Replaces the run state by a checkpoint's: `state.wa` must have the size this trainer's
-  /// feature space gives (std::invalid_argument otherwise). Learning then continues exactly as
-  /// the run that wrote the checkpoint would have.
+  /// feature space gives (std::invalid_argument otherwise), or be empty to keep the trainer's W
+  /// and A (a checkpoint read straight into them, weights_to_restore). Learning then continues
+  /// exactly as the run that wrote the checkpoint would have.
   void restore(LdmState state, const MarginStats& progress, bool eta0_clamped);
+  /// W and A, writable: where a checkpoint's are read to before restore() (held once, not twice).
+  std::span<double> weights_to_restore() { return {state_.wa.data(), state_.wa.size()}; }
   /// Sets the starting point w (before the first step; w.size() ≤ max_index + 1 raw slots, the
   /// rest start at zero) and the bias weight. The step-size schedule and averaging then run as
   /// from w = 0: t = 0, averaging from t0. Call calibrate() first (it needs w = 0).

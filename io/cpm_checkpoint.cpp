@@ -11,6 +11,9 @@
 namespace polymargin::io {
 namespace {
 
+constexpr const char* kCpmKind = "cpm_checkpoint";
+constexpr const char* kCpmWhat = "CPM training checkpoint";
+
 std::string array_name(const char* what, std::size_t side) {
   return std::string(what) + "_" + std::to_string(side);
 }
@@ -75,7 +78,7 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
     arrays.push_back(history_array<std::int32_t>(array_name("history_faces", i), history));
   }
   const nlohmann::json header = {
-      {"kind", "cpm_checkpoint"},
+      {"kind", kCpmKind},
       {"checkpoint_version", kCpmCheckpointVersion},
       {"algorithm", "cpm"},
       {"config", config},
@@ -87,9 +90,27 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
   write_model_container(path, header, arrays);
 }
 
-CpmCheckpoint read_cpm_checkpoint(const std::string& path) {
-  ModelContainer file = read_checkpoint_file(path, "cpm_checkpoint", kCpmCheckpointVersion,
-                                             "CPM training checkpoint");
+nlohmann::json read_cpm_checkpoint_header(const std::string& path) {
+  return read_checkpoint_header(path, kCpmKind, kCpmCheckpointVersion, kCpmWhat);
+}
+
+CpmCheckpoint read_cpm_checkpoint(const std::string& path, const CpmWeightsPlace& place) {
+  ArrayPlace weights_place;
+  if (place)
+    weights_place = [&](const nlohmann::json&, const ModelArray& array,
+                        std::uint64_t bytes) -> std::span<char> {
+      constexpr std::string_view kPrefix = "weights_";
+      if (!array.name.starts_with(kPrefix)) return {};
+      const std::string number = array.name.substr(kPrefix.size());
+      if (number.empty() || number.size() > 6 ||
+          number.find_first_not_of("0123456789") != std::string::npos)
+        return {};
+      const std::size_t side = std::stoul(number);
+      if (array.name != array_name("weights", side)) return {};  // "weights_01" is not side 1's
+      return place(side, array.dtype, bytes);
+    };
+  ModelContainer file =
+      read_checkpoint_file(path, kCpmKind, kCpmCheckpointVersion, kCpmWhat, weights_place);
   const nlohmann::json& h = file.header;
   auto fail = [&](const std::string& message) { throw DataError(path, 0, 0, message); };
   CpmCheckpoint c;
@@ -122,9 +143,13 @@ CpmCheckpoint read_cpm_checkpoint(const std::string& path) {
     s.face_counts = file.array(array_name("face_counts", i), path).as<std::int64_t>(path);
     s.history_keys = file.array(array_name("history_keys", i), path).as<std::uint64_t>(path);
     s.history_faces = file.array(array_name("history_faces", i), path).as<std::int32_t>(path);
-    // U is the largest array by far: moved out of the container, not copied.
+    // U is the largest array by far: placed where the reader said, or moved out of the
+    // container, not copied.
     for (ModelArray& a : file.arrays)
-      if (a.name == array_name("weights", i)) c.weights.push_back(std::move(a.data));
+      if (a.name == array_name("weights", i)) {
+        c.weights.push_back(std::move(a.data));
+        c.weights_placed.push_back(a.placed);
+      }
     if (c.weights.size() != i + 1)
       fail("checkpoint lacks the weights of side " + std::to_string(i));
   }

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,8 +38,16 @@ struct CpmCheckpoint {
   CpmPosition position;
   std::uint64_t batches = 0;  // the trainer's batch counter
   std::vector<engine::CpmTrainer::SideState> sides;
-  std::vector<std::string> weights;  // each side's U, bytes as CpmTrainer::side_weights gives
+  std::vector<std::string> weights;  // each side's U, bytes as CpmTrainer::side_weights gives;
+                                     // empty for a side whose U went where the reader placed it
+  std::vector<bool> weights_placed;  // per side: its U went where the reader's place said
 };
+
+/// Where a side's U goes as the checkpoint is read: a buffer of exactly `bytes` bytes for side
+/// `side`'s weights of `dtype` ("f64", "f32"), or an empty span to have them read into
+/// CpmCheckpoint::weights. A resumed run reads U straight into its trainer: held once, not twice.
+using CpmWeightsPlace =
+    std::function<std::span<char>(std::size_t side, const std::string& dtype, std::uint64_t bytes)>;
 
 /// Writes `trainer`'s state at `position` to `path` atomically, U straight from the trainer.
 void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
@@ -46,6 +56,9 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
 
 /// Reads a checkpoint; DataError naming the file for anything that is not a version-1 CPM
 /// checkpoint (a model or a linear checkpoint included), IoError when unreadable.
-CpmCheckpoint read_cpm_checkpoint(const std::string& path);
+CpmCheckpoint read_cpm_checkpoint(const std::string& path, const CpmWeightsPlace& place = {});
+/// The header of a CPM checkpoint alone (its "config": what the run decides before it allocates),
+/// checked as read_cpm_checkpoint checks it but not yet against the file's checksum.
+nlohmann::json read_cpm_checkpoint_header(const std::string& path);
 
 }  // namespace polymargin::io

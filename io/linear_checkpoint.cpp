@@ -11,6 +11,9 @@ namespace polymargin::io {
 namespace {
 
 // The doubles of the state travel as an f64 array, not as JSON text, so they come back bit for bit.
+constexpr const char* kKind = "checkpoint";
+constexpr const char* kWhat = "training checkpoint";
+
 enum Scalar { kA, kB, kC, kEta0, kProgressSum, kProgressSumSq, kProgressHinge, kScalarCount };
 
 }  // namespace
@@ -30,7 +33,7 @@ void write_linear_checkpoint(const std::string& path, const nlohmann::json& conf
   scalars[kProgressHinge] = p.hinge;
   nlohmann::json where = {{"epoch", position.epoch}, {"rows", position.rows}};
   if (position.windows > 0) where["windows"] = position.windows;
-  const nlohmann::json header = {{"kind", "checkpoint"},
+  const nlohmann::json header = {{"kind", kKind},
                                  {"checkpoint_version", kCheckpointVersion},
                                  {"algorithm", trainer.config().algorithm()},
                                  {"config", config},
@@ -48,12 +51,29 @@ void write_linear_checkpoint(const std::string& path, const nlohmann::json& conf
                         {view_of("scalars", scalars), view_of("weights_and_averages", s.wa)});
 }
 
-LinearCheckpoint read_linear_checkpoint(const std::string& path) {
-  const ModelContainer file =
-      read_checkpoint_file(path, "checkpoint", kCheckpointVersion, "training checkpoint");
+nlohmann::json read_linear_checkpoint_header(const std::string& path) {
+  return read_checkpoint_header(path, kKind, kCheckpointVersion, kWhat);
+}
+
+LinearCheckpoint read_linear_checkpoint(const std::string& path, const LinearWeightsPlace& place) {
+  LinearCheckpoint c;
+  // W and A (the largest part by far) are read straight to where `place` says, else into the
+  // state's vector: held once either way.
+  const ModelContainer file = read_checkpoint_file(
+      path, kKind, kCheckpointVersion, kWhat,
+      [&](const nlohmann::json&, const ModelArray& array, std::uint64_t bytes) -> std::span<char> {
+        if (array.name != "weights_and_averages" || array.dtype != "f64" ||
+            bytes % sizeof(double) != 0)
+          return {};
+        std::span<double> into = place ? place(bytes / sizeof(double)) : std::span<double>{};
+        if (into.size() != bytes / sizeof(double)) {
+          c.state.wa.resize(bytes / sizeof(double));
+          into = {c.state.wa.data(), c.state.wa.size()};
+        }
+        return {reinterpret_cast<char*>(into.data()), bytes};
+      });
   const nlohmann::json& h = file.header;
   auto fail = [&](const std::string& message) { throw DataError(path, 0, 0, message); };
-  LinearCheckpoint c;
   std::vector<double> scalars;
   try {
     c.config = h.at("config");
@@ -87,8 +107,12 @@ LinearCheckpoint read_linear_checkpoint(const std::string& path) {
   c.progress.hinge = scalars[kProgressHinge];
   const ModelArray& weights = file.array("weights_and_averages", path);
   if (weights.dtype != "f64") fail("checkpoint weights are not f64");
-  c.state.wa.resize(weights.data.size() / sizeof(double));
-  std::memcpy(c.state.wa.data(), weights.data.data(), c.state.wa.size() * sizeof(double));
+  if (weights.data.empty() && !weights.placed) fail("checkpoint has no weights");
+  if (!weights.placed) {  // a size that is no whole number of doubles
+    c.state.wa.resize(weights.data.size() / sizeof(double));
+    std::memcpy(c.state.wa.data(), weights.data.data(), c.state.wa.size() * sizeof(double));
+  }
+  c.weights_placed = weights.placed && c.state.wa.empty();
   return c;
 }
 

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 
 #include "engine/ldm.h"
@@ -34,6 +36,7 @@ struct LinearCheckpoint {
   engine::LdmState state;
   engine::MarginStats progress;
   bool eta0_clamped = false;
+  bool weights_placed = false;  // W and A went where the reader's place said (state.wa empty)
 };
 
 /// Writes `trainer`'s state at `position` to `path` atomically (temporary file, fsync, rename).
@@ -41,8 +44,18 @@ void write_linear_checkpoint(const std::string& path, const nlohmann::json& conf
                              const nlohmann::json& data, TrainPosition position,
                              const engine::LdmTrainer& trainer);
 
+/// Where W and A go as the checkpoint is read: a buffer of exactly `doubles` doubles (the
+/// trainer's own: engine::LdmTrainer::weights_to_restore), or an empty span to have them read into
+/// LinearCheckpoint::state.wa. When placed, state.wa stays empty, which LdmTrainer::restore takes
+/// as "in place".
+using LinearWeightsPlace = std::function<std::span<double>(std::size_t doubles)>;
+
 /// Reads a checkpoint; DataError naming the file for anything that is not a version-1 linear
 /// checkpoint (a model file included), IoError when unreadable.
-LinearCheckpoint read_linear_checkpoint(const std::string& path);
+LinearCheckpoint read_linear_checkpoint(const std::string& path,
+                                        const LinearWeightsPlace& place = {});
+/// The header of a linear checkpoint alone, checked as read_linear_checkpoint checks it but not
+/// yet against the file's checksum: a resume refused before the data are opened.
+nlohmann::json read_linear_checkpoint_header(const std::string& path);
 
 }  // namespace polymargin::io

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string_view>
@@ -222,13 +223,13 @@ bool check_declared_size(const std::string& path, std::uint64_t file_bytes, bool
 
 }  // namespace
 
-std::string model_file_kind(const std::string& path) {
+nlohmann::json model_file_header(const std::string& path) {
   std::ifstream in = open_model_file(path);
   std::string preamble;
   try {
     preamble = read_preamble(in, path);
   } catch (const DataError&) {
-    return "";
+    return nullptr;
   }
   const auto header_bytes = get<std::uint64_t>(preamble, 16);
   const auto file_bytes = get<std::uint64_t>(preamble, 24);
@@ -247,11 +248,19 @@ std::string model_file_kind(const std::string& path) {
     if (!in.read(header.data() + at, static_cast<std::streamsize>(want)))
       corrupt(path, "model file is truncated (in its header)");
   }
+  nlohmann::json parsed;
   try {
-    return nlohmann::json::parse(header).value("kind", std::string("?"));
+    parsed = nlohmann::json::parse(header);
   } catch (const nlohmann::json::exception& e) {
     corrupt(path, std::string("malformed model header: ") + e.what());
   }
+  if (!parsed.is_object()) corrupt(path, "malformed model header: not a JSON object");
+  return parsed;
+}
+
+std::string model_file_kind(const std::string& path) {
+  const nlohmann::json header = model_file_header(path);
+  return header.is_null() ? "" : header.value("kind", std::string("?"));
 }
 
 namespace {
@@ -602,31 +611,64 @@ void require_finite_bytes(std::string_view bytes, const std::string& path,
   }
 }
 
-}  // namespace
-
-ModelContainer read_checkpoint_file(const std::string& path, const std::string& kind, int version,
-                                    const std::string& what) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    throw IoError("cannot open the checkpoint " + path + " (--resume): no such file");
-  ModelContainer file = read_model_container(path);
-  const std::string found = file.header.value("kind", std::string("?"));
+// The kind and version of a checkpoint's header against those asked for.
+void check_checkpoint_header(const std::string& path, const nlohmann::json& header,
+                             const std::string& kind, int version, const std::string& what) {
+  const std::string found = header.value("kind", std::string("?"));
   if (found != kind)
     throw DataError(path, 0, 0,
                     "not a " + what + " (a file of kind '" + found +
                         "'); --resume takes the file that --checkpoint wrote");
-  const int saved = file.header.value("checkpoint_version", 0);
+  const nlohmann::json& saved_json = header.value("checkpoint_version", nlohmann::json(0));
+  const int saved = saved_json.is_number_integer() ? saved_json.get<int>() : 0;
   if (saved != version)
     throw DataError(path, 0, 0,
                     "checkpoint version " + std::to_string(saved) +
                         " is not supported (this build reads " + std::to_string(version) + ")");
+}
+
+void require_checkpoint_exists(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw IoError("cannot open the checkpoint " + path + " (--resume): no such file");
+}
+
+}  // namespace
+
+ModelContainer read_checkpoint_file(const std::string& path, const std::string& kind, int version,
+                                    const std::string& what, const ArrayPlace& place) {
+  require_checkpoint_exists(path);
+  // A placed array is checked where it was placed; the header is checked before any is.
+  std::map<std::string, std::span<char>> placed;
+  const ArrayPlace checked_place = [&](const nlohmann::json& header, const ModelArray& array,
+                                       std::uint64_t bytes) -> std::span<char> {
+    check_checkpoint_header(path, header, kind, version, what);
+    const std::span<char> into = place(header, array, bytes);
+    if (into.size() == bytes && !into.empty()) placed[array.name] = into;
+    return into;
+  };
+  ModelContainer file = read_model_container(path, place ? checked_place : ArrayPlace{});
+  check_checkpoint_header(path, file.header, kind, version, what);
   // Every real number of the state is finite: the checksum proves only that the bytes are those
   // written, and a NaN weight would be learnt on and end in a model that every loader refuses.
   for (const ModelArray& a : file.arrays) {
-    if (a.dtype == "f64") require_finite_bytes<double>(a.data, path, a.name);
-    if (a.dtype == "f32") require_finite_bytes<float>(a.data, path, a.name);
+    const std::string_view bytes =
+        a.placed ? std::string_view(placed.at(a.name).data(), placed.at(a.name).size())
+                 : std::string_view(a.data);
+    if (a.dtype == "f64") require_finite_bytes<double>(bytes, path, a.name);
+    if (a.dtype == "f32") require_finite_bytes<float>(bytes, path, a.name);
   }
   return file;
+}
+
+nlohmann::json read_checkpoint_header(const std::string& path, const std::string& kind, int version,
+                                      const std::string& what) {
+  require_checkpoint_exists(path);
+  const nlohmann::json header = model_file_header(path);
+  // Not a model file: the whole read says why, as it would later.
+  if (header.is_null()) return read_checkpoint_file(path, kind, version, what).header;
+  check_checkpoint_header(path, header, kind, version, what);
+  return header;
 }
 
 }  // namespace polymargin::io

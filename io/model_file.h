@@ -155,6 +155,10 @@ using ArrayPlace = std::function<std::span<char>(const nlohmann::json& header,
 /// model file, and no more than the length the preamble declares (plus one byte) from one that is.
 /// An array that `place` gives a buffer is read into it and marked `placed`.
 ModelContainer read_model_container(const std::string& path, const ArrayPlace& place = {});
+/// The header of the model file `path`, read alone (not yet checked against the file's checksum:
+/// a first look), or null when `path` is not a polymargin model file; DataError for a malformed
+/// header, IoError when it cannot be read.
+nlohmann::json model_file_header(const std::string& path);
 /// The "kind" of the model file `path` ("linear", "checkpoint", ...) read from its header alone,
 /// or "" when `path` is not a polymargin model file; DataError for a malformed header, IoError when
 /// it cannot be read.
@@ -205,8 +209,14 @@ std::unique_ptr<engine::Classifier> load_classifier(const std::string& path);
 
 /// The checkpoint `path`, read and checked to be of `kind` and `version`: DataError naming the
 /// file for another kind (a model file, another learner's checkpoint; `what` names the expected
-/// one: "training checkpoint") or another version; IoError when unreadable.
+/// one: "training checkpoint") or another version, or for a real number that is not finite;
+/// IoError when unreadable. An array that `place` gives a buffer is read into it (and checked
+/// there), once the header is known to be such a checkpoint's.
 ModelContainer read_checkpoint_file(const std::string& path, const std::string& kind, int version,
-                                    const std::string& what);
+                                    const std::string& what, const ArrayPlace& place = {});
+/// The header of the checkpoint `path` alone, its kind and version checked as read_checkpoint_file
+/// checks them: what a run decides before it allocates. Not yet checked against the checksum.
+nlohmann::json read_checkpoint_header(const std::string& path, const std::string& kind, int version,
+                                      const std::string& what);
 
 }  // namespace polymargin::io
