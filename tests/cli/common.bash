@@ -58,3 +58,27 @@ mpi_test_env() {
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
   export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$cli_tests/openmpi.tsan.supp"
 }
+
+# resume_peak_within KIB ROWS ARGS...: `train ARGS` stopped after ROWS rows with a checkpoint and
+# resumed peaks (maximum resident set, /usr/bin/time) less than KIB KiB above the uninterrupted
+# run, and writes its model. Not checked (said on stdout) without /usr/bin/time or in a sanitizer
+# build, whose shadow memory is no run's.
+resume_peak_within() {
+  local slack=$1 rows=$2 plain resumed
+  shift 2
+  if [ ! -x /usr/bin/time ] || [ -n "${POLYMARGIN_SANITIZE:-}" ]; then
+    echo "resume memory: not checked here (no /usr/bin/time, or a sanitizer build)"
+    return
+  fi
+  /usr/bin/time -f %M -o "$work/rss.plain" "$bin" train "$@" -o "$work/peak.ref" > /dev/null 2>&1 ||
+    fail "train $* failed"
+  expect 6 "checkpoint written" train "$@" -o "$work/peak.m" --checkpoint "$work/peak.ck" \
+    --stop-after-rows "$rows"
+  /usr/bin/time -f %M -o "$work/rss.resumed" "$bin" train "$@" -o "$work/peak.m" \
+    --resume "$work/peak.ck" > /dev/null 2>&1 || fail "the resume of train $* failed"
+  cmp -s "$work/peak.ref" "$work/peak.m" || fail "the resume of train $*: its model differs"
+  plain=$(tail -1 "$work/rss.plain") resumed=$(tail -1 "$work/rss.resumed")
+  [ "$resumed" -lt $((plain + slack)) ] ||
+    fail "a resumed run peaked at $resumed KiB against $plain KiB uninterrupted (weights held twice?)"
+  echo "resume memory: ok ($resumed KiB resumed, $plain KiB uninterrupted)"
+}
