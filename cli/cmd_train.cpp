@@ -159,11 +159,6 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
       "data,d", po::value(&inputs)->multitoken(),
       "training data: LIBSVM text (plain, gzip, bzip2, zstd; several files; - for stdin) or a "
       "shard directory")("output,o", po::value(&output)->required(), "model file to write")(
-      "lambda1", po::value<double>(),
-      "weight of the margin variance (paper units, eq. 14); default 1e-4·m·C")(
-      "lambda2", po::value<double>(), "weight of the margin mean (paper units); default 3e-3·m·C")(
-      "lambda1-rel", po::value<double>(), "λ1/(m·C) instead of --lambda1 (scale-free)")(
-      "lambda2-rel", po::value<double>(), "λ2/(m·C) instead of --lambda2 (scale-free)")(
       "cost,c", po::value(&config.c)->default_value(engine::kDefaultC),
       "C, weight of the hinge loss")(
       "epochs", po::value(&config.epochs)->default_value(5),
@@ -171,25 +166,20 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
       "passes)")(
       "avg-start-epochs", po::value<int>(),
       "averaging starts after this many epochs (t0 = this × m); default 2, or epochs - 1 for a "
-      "shorter run")(
-      "eta0", po::value(&eta0_text)->default_value("auto"),
-      "initial step size, or auto: calibrated on 1000 seeded pairs")(
+      "shorter run")("eta0", po::value(&eta0_text)->default_value("auto"),
+                     "initial step size, or auto: calibrated on 1000 seeded pairs")(
       "bias", po::value(&config.bias)->default_value(1),
       "value B of a constant (regularised) bias feature; 0: no bias (the papers' protocol)")(
       "scale", po::value(&scale)->default_value("maxabs"),
       "maxabs: divide each feature by its max |value| (the papers' [0,1] protocol) | none")(
       "normalize", po::value(&normalize)->default_value("none"),
       "l2: divide each row by its Euclidean norm after --scale (the model does it when it scores) "
-      "| none")(
-      "seed", po::value(&config.seed)->default_value(1), "seed of shuffling, pairing, calibration")(
+      "| none")("seed", po::value(&config.seed)->default_value(1),
+                "seed of shuffling, pairing, calibration")(
       "threads", po::value(&threads)->default_value(0),
       "decode/convert threads (0: all cores); the model does not depend on it")(
       "window-blocks", po::value(&window_blocks)->default_value(8),
       "rows are shuffled (and paired) within windows of this many blocks")(
-      "pairing", po::value(&pairing)->default_value("next"),
-      "ldm: the second row j of a step: next (the next row of the shuffled window: x_j's weights "
-      "stay in cache for the next step, about 2x faster at KDD size) | permuted (an independent "
-      "seeded permutation, as the LDM reference code)")(
       "no-final-pass", po::bool_switch(&no_final_pass),
       "skip the exact pass over the training data after training (seconds at KDD size); the "
       "summary "
@@ -201,12 +191,25 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
       "the learner, a look-up a non-zero for the reader; the same model)")(
       "warm-start", po::value(&warm_start_path),
       "start from this model (same algorithm and labels; new features start at 0)");
+  // The LDM's own options: the SVM's help leaves them out, and the SVM refuses them (below).
+  po::options_description ldm_only("ldm options");
+  ldm_only.add_options()("lambda1", po::value<double>(),
+                         "weight of the margin variance (paper units, eq. 14); default 1e-4·m·C")(
+      "lambda2", po::value<double>(), "weight of the margin mean (paper units); default 3e-3·m·C")(
+      "lambda1-rel", po::value<double>(), "λ1/(m·C) instead of --lambda1 (scale-free)")(
+      "lambda2-rel", po::value<double>(), "λ2/(m·C) instead of --lambda2 (scale-free)")(
+      "pairing", po::value(&pairing)->default_value("next"),
+      "the second row j of a step: next (the next row of the shuffled window: x_j's weights stay "
+      "in cache for the next step, about 2x faster at KDD size) | permuted (an independent seeded "
+      "permutation, as the LDM reference code)");
+  const bool svm = peek_option(args, "algo", "ldm") == "svm";
+  if (!svm) opts.add(ldm_only);
   parallel.add_to(opts);
   job.add_to(opts, "epoch");
   po::positional_options_description positional;
   positional.add("data", -1);
   if (!parse_options("train", "--algo ldm|svm -d TRAIN... -o MODEL [options]", opts, positional,
-                     args, vm))
+                     args, vm, svm ? &ldm_only : nullptr))
     return false;
   if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   check_scaling(scale, normalize);

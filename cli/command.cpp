@@ -197,13 +197,20 @@ void refuse_out_of_range(const std::string& command, const po::options_descripti
 }
 
 bool parse_options(const std::string& command, const std::string& usage,
-                   po::options_description& options, const po::positional_options_description& positional,
-                   const std::vector<std::string>& args, po::variables_map& vm) {
+                   po::options_description& options,
+                   const po::positional_options_description& positional,
+                   const std::vector<std::string>& args, po::variables_map& vm,
+                   const po::options_description* hidden) {
   po::options_description common("Common options");
   common.add_options()("help,h", "print this help and exit")(
       "config", po::value<std::string>(), "read options from FILE (keys = long flag names)");
+  po::options_description shown;  // what --help prints
+  shown.add(options).add(common);
+  po::options_description taken;  // what a config file may set
+  taken.add(options);
+  if (hidden) taken.add(*hidden);
   po::options_description all;
-  all.add(options).add(common);
+  all.add(taken).add(common);
   try {
     const po::parsed_options parsed = po::command_line_parser(args)
                                           .options(all)
@@ -213,10 +220,10 @@ bool parse_options(const std::string& command, const std::string& usage,
     refuse_out_of_range(command, all, parsed, "");
     po::store(parsed, vm);
     if (vm.count("help")) {
-      std::cout << "usage: polymargin " << command << " " << usage << "\n\n" << all << "\n";
+      std::cout << "usage: polymargin " << command << " " << usage << "\n\n" << shown << "\n";
       return false;
     }
-    if (vm.count("config")) store_config_file(command, vm["config"].as<std::string>(), options, vm);
+    if (vm.count("config")) store_config_file(command, vm["config"].as<std::string>(), taken, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw UsageError(command + ": " + e.what() + " (see polymargin " + command + " --help)");

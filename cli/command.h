@@ -36,10 +36,14 @@ struct CommandRegistration {
 /// the long flag names (`key = value` lines, `#` comments) and the command line wins over the file.
 /// Returns false after printing the help text when --help was given. Throws UsageError on a bad
 /// option, naming it: an unknown config key or malformed line (naming the file and line), a
-/// negative number for an unsigned option, --threads or --jobs outside [0, 1024].
+/// negative number for an unsigned option, --threads or --jobs outside [0, 1024]. `hidden`
+/// options are taken as `options` are but left out of the help (another learner's, which this one
+/// refuses with its own message).
 bool parse_options(const std::string& command, const std::string& usage,
-                   po::options_description& options, const po::positional_options_description& positional,
-                   const std::vector<std::string>& args, po::variables_map& vm);
+                   po::options_description& options,
+                   const po::positional_options_description& positional,
+                   const std::vector<std::string>& args, po::variables_map& vm,
+                   const po::options_description* hidden = nullptr);
 
 /// Boost's command-line style less prefix guessing: exact names only (`--alg` is not `--algo`), as
 /// the options read before parsing (peek_option) match whole names.

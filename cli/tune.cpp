@@ -1239,8 +1239,8 @@ void report_search(const Search& search, const MethodSpec& method, const SearchO
                      {"validation_accuracy", chosen_json}});
   char accuracy_text[48] = "";
   if (chosen_accuracy >= 0)
-    std::snprintf(accuracy_text, sizeof accuracy_text, " (validation accuracy %.4f)",
-                  chosen_accuracy);
+    std::snprintf(accuracy_text, sizeof accuracy_text, " (%s accuracy %.4f)",
+                  folds.holdout.empty() ? "cross-validation" : "holdout", chosen_accuracy);
   err_printf("tune %s: %zu settings in %.1f s; chosen %s%s%s; training on all %llu rows\n",
              algo.c_str(), search.order().size(), seconds,
              method.grid.empty() ? "(nothing to search)"
