@@ -125,8 +125,11 @@ struct LinearRun : TrainRun {
   bool no_final_pass = false;
   DataParallel parallel;  // --workers, --sync-rows, the ranks of an MPI job
   // What the steps hand on.
-  bool resumed = false;  // --resume: its header is read with the options, the whole checkpoint
-                         // (W and A straight into the trainer) once that is built
+  // --resume: a checkpoint file's header is read with the options, the whole checkpoint (W and A
+  // straight into the trainer) once that is built; one that can be read once only (a pipe) is
+  // read whole with the options.
+  bool resumed = false;
+  std::optional<io::LinearCheckpoint> resumed_stream;
   engine::LabelMap labels;
   double rows = 0;
   std::optional<WarmStart> warm;
@@ -239,7 +242,14 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
   // Of an MPI job's ranks only rank 0 writes, and locks.
   if (parallel.leader) locks.emplace(output, job.checkpoint, job.metrics);
-  if (!job.resume.empty()) resumed = !io::read_linear_checkpoint_header(job.resume).is_null();
+  if (!job.resume.empty()) {
+    resumed = true;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(job.resume, ec))
+      io::read_linear_checkpoint_header(job.resume);
+    else
+      resumed_stream = io::read_linear_checkpoint(job.resume);
+  }
   stop_signals.emplace();
   return true;
 }
@@ -333,10 +343,13 @@ void LinearRun::open() {
     // W and A go straight into the trainer's when they have its size (the run holds them once,
     // as an uninterrupted run does); else they are read aside, and restore() says why they do
     // not fit.
-    io::LinearCheckpoint saved = io::read_linear_checkpoint(resume, [&](std::size_t doubles) {
-      const std::span<double> wa = trainer().weights_to_restore();
-      return wa.size() == doubles ? wa : std::span<double>{};
-    });
+    io::LinearCheckpoint saved =
+        resumed_stream ? std::move(*resumed_stream)
+                       : io::read_linear_checkpoint(resume, [&](std::size_t doubles) {
+                           const std::span<double> wa = trainer().weights_to_restore();
+                           return wa.size() == doubles ? wa : std::span<double>{};
+                         });
+    resumed_stream.reset();
     check_resumable(resume, saved.config, saved.data, run_config, run_data);
     if (saved.position.epoch > static_cast<std::uint64_t>(used.epochs) ||
         saved.position.rows > manifest.rows)

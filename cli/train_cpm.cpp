@@ -108,9 +108,11 @@ struct CpmRun : TrainRun {
   std::int64_t iterations = 0;
   DataParallel parallel;  // --workers, --sync-rows, the ranks of an MPI job
   // What the steps hand on.
-  // --resume: the checkpoint's header, read as the options are; the whole checkpoint, with U read
-  // straight into the trainer, once that is built.
+  // --resume: a checkpoint file's header, read as the options are; the whole checkpoint, with U
+  // read straight into the trainer, once that is built. One that can be read once only (a pipe)
+  // is read whole with the options.
   nlohmann::json resumed_header;
+  std::optional<io::CpmCheckpoint> resumed_stream;
   double allocate_seconds = 0, save_seconds = 0;
   engine::CpmProblem problem;
   std::uint64_t available = 0, need = 0;  // memory: MemAvailable, the run's
@@ -216,7 +218,15 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
   // Of an MPI job's ranks only rank 0 writes, and locks.
   if (parallel.leader) locks.emplace(output, job.checkpoint, job.metrics);
-  if (!job.resume.empty()) resumed_header = io::read_cpm_checkpoint_header(job.resume);
+  if (!job.resume.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(job.resume, ec)) {
+      resumed_header = io::read_cpm_checkpoint_header(job.resume);
+    } else {
+      resumed_stream = io::read_cpm_checkpoint(job.resume);
+      resumed_header = {{"config", resumed_stream->config}};
+    }
+  }
   stop_signals.emplace();
   return true;
 }
@@ -366,13 +376,18 @@ void CpmRun::allocate() {
     // when it has the trainer's size and precision; else it is read aside, and restore() says
     // why it does not fit.
     const char* dtype = config.precision == engine::CpmPrecision::kDouble ? "f64" : "f32";
-    const io::CpmCheckpoint resumed = io::read_cpm_checkpoint(
-        job.resume,
-        [&](std::size_t side, const std::string& saved, std::uint64_t bytes) -> std::span<char> {
-          if (side >= trainer().sides() || saved != dtype) return {};
-          const std::span<char> u = trainer().side_weights_to_restore(side);
-          return u.size() == bytes ? u : std::span<char>{};
-        });
+    const io::CpmCheckpoint resumed =
+        resumed_stream ? std::move(*resumed_stream)
+                       : io::read_cpm_checkpoint(job.resume,
+                                                 [&](std::size_t side, const std::string& saved,
+                                                     std::uint64_t bytes) -> std::span<char> {
+                                                   if (side >= trainer().sides() || saved != dtype)
+                                                     return {};
+                                                   const std::span<char> u =
+                                                       trainer().side_weights_to_restore(side);
+                                                   return u.size() == bytes ? u : std::span<char>{};
+                                                 });
+    resumed_stream.reset();
     check_resumable(job.resume, resumed.config, resumed.data, run_config, run_data);
     if (resumed.position.batches > windows)
       throw DataError(job.resume, 0, 0, "checkpoint position lies beyond a pass over the data");

@@ -66,6 +66,14 @@ for algo in ldm svm; do
   rm -f "$work/m"
 done
 
+# --- a checkpoint that can be read only once (a pipe) resumes too: read whole, not header first
+expect 6 "checkpoint written" train "${common[@]}" -o "$work/m" --checkpoint "$work/ck" \
+  --stop-after-rows 3500
+"$bin" train "${common[@]}" -o "$work/m" --resume <(cat "$work/ck") > /dev/null 2> "$work/pipe.err" ||
+  fail "resume from a pipe failed: $(cat "$work/pipe.err")"
+cmp -s "$work/ref.ldm" "$work/m" || fail "resumed from a pipe: other model"
+rm -f "$work/m" "$work/ck"
+
 # --- refusals ---------------------------------------------------------------------------------
 expect 6 "checkpoint written" train "${common[@]}" -o "$work/m" --checkpoint "$work/ck" \
   --stop-after-rows 3000

@@ -66,6 +66,13 @@ stops multiclass "--algo cpm -d $work/mc.shards --seed 2 ${opts[*]} --threads 2"
 # Without an entropy floor each side's ASSIGN history is an empty array of the checkpoint, placed
 # where the next machine's weights begin.
 stops multiclass-no-entropy "--algo cpm -d $work/mc.shards --seed 2 -k 4 -c 0.1 --epochs 3 --window-blocks 2" 1500
+# A checkpoint that can be read only once (a pipe) resumes too: read whole, not header first.
+expect 6 "checkpoint written" train "${common[@]}" --threads 2 -o "$work/m" \
+  --checkpoint "$work/ck" --stop-after-rows 7000
+"$bin" train "${common[@]}" --threads 2 -o "$work/m" --resume <(cat "$work/ck") > /dev/null \
+  2> "$work/pipe.err" || fail "resume from a pipe failed: $(cat "$work/pipe.err")"
+cmp -s "$work/ref" "$work/m" || fail "resumed from a pipe: other model"
+rm -f "$work/m" "$work/ck"
 # The model does not depend on the thread count (so a resume may use another one).
 "$bin" train "${common[@]}" --threads 1 -o "$work/m1" > /dev/null 2>&1
 cmp -s "$work/ref" "$work/m1" || fail "1 and 2 threads: other models"
