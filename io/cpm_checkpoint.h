@@ -57,8 +57,8 @@ void write_cpm_checkpoint(const std::string& path, const nlohmann::json& config,
 /// Reads a checkpoint; DataError naming the file for anything that is not a version-1 CPM
 /// checkpoint (a model or a linear checkpoint included), IoError when unreadable.
 CpmCheckpoint read_cpm_checkpoint(const std::string& path, const CpmWeightsPlace& place = {});
-/// The header of a CPM checkpoint alone (its "config": what the run decides before it allocates),
-/// checked as read_cpm_checkpoint checks it but not yet against the file's checksum.
+/// The header of a CPM checkpoint (its "config": what the run decides before it allocates), after
+/// the file's checksum, its kind and version checked as read_cpm_checkpoint checks them.
 nlohmann::json read_cpm_checkpoint_header(const std::string& path);
 
 }  // namespace polymargin::io

@@ -54,8 +54,8 @@ using LinearWeightsPlace = std::function<std::span<double>(std::size_t doubles)>
 /// checkpoint (a model file included), IoError when unreadable.
 LinearCheckpoint read_linear_checkpoint(const std::string& path,
                                         const LinearWeightsPlace& place = {});
-/// The header of a linear checkpoint alone, checked as read_linear_checkpoint checks it but not
-/// yet against the file's checksum: a resume refused before the data are opened.
+/// The header of a linear checkpoint, after the file's checksum, its kind and version checked as
+/// read_linear_checkpoint checks them: a damaged or wrong file refused before the data are opened.
 nlohmann::json read_linear_checkpoint_header(const std::string& path);
 
 }  // namespace polymargin::io

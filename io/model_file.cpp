@@ -223,13 +223,13 @@ bool check_declared_size(const std::string& path, std::uint64_t file_bytes, bool
 
 }  // namespace
 
-nlohmann::json model_file_header(const std::string& path) {
+std::string model_file_kind(const std::string& path) {
   std::ifstream in = open_model_file(path);
   std::string preamble;
   try {
     preamble = read_preamble(in, path);
   } catch (const DataError&) {
-    return nullptr;
+    return "";
   }
   const auto header_bytes = get<std::uint64_t>(preamble, 16);
   const auto file_bytes = get<std::uint64_t>(preamble, 24);
@@ -248,19 +248,11 @@ nlohmann::json model_file_header(const std::string& path) {
     if (!in.read(header.data() + at, static_cast<std::streamsize>(want)))
       corrupt(path, "model file is truncated (in its header)");
   }
-  nlohmann::json parsed;
   try {
-    parsed = nlohmann::json::parse(header);
+    return nlohmann::json::parse(header).value("kind", std::string("?"));
   } catch (const nlohmann::json::exception& e) {
     corrupt(path, std::string("malformed model header: ") + e.what());
   }
-  if (!parsed.is_object()) corrupt(path, "malformed model header: not a JSON object");
-  return parsed;
-}
-
-std::string model_file_kind(const std::string& path) {
-  const nlohmann::json header = model_file_header(path);
-  return header.is_null() ? "" : header.value("kind", std::string("?"));
 }
 
 namespace {
@@ -365,38 +357,48 @@ std::span<char> destination(PlacedArray& p, const nlohmann::json& header, const 
 // every byte, a megabyte at a time, before anything in the file is believed; the second reads
 // the header, then each array straight into its own buffer, hashing again: a file that changed
 // between the passes is an error, never a model.
-ModelContainer read_regular_model_file(std::ifstream& in, const std::string& preamble,
-                                       const std::string& path, const ArrayPlace& place) {
+std::uint64_t read_checksum(std::ifstream& in, const std::string& path) {
+  std::string bytes(kChecksumBytes, '\0');
+  if (!in.read(bytes.data(), kChecksumBytes)) throw IoError("cannot read model file " + path);
+  return get<std::uint64_t>(bytes, 0);
+}
+
+// The first pass over a regular file (after its preamble): the checksum over every byte, a
+// megabyte at a time, before anything in the file is believed; then the header's text, with the
+// stream left just after it. `checksum`: the file's.
+std::string checked_header_text(std::ifstream& in, const std::string& preamble,
+                                const std::string& path, std::uint64_t& checksum) {
   const auto header_bytes = get<std::uint64_t>(preamble, 16);
-  const auto file_bytes = get<std::uint64_t>(preamble, 24);
-  const std::uint64_t body = file_bytes - kChecksumBytes;
-  auto read_checksum = [&] {
-    std::string bytes(kChecksumBytes, '\0');
-    if (!in.read(bytes.data(), kChecksumBytes)) throw IoError("cannot read model file " + path);
-    return get<std::uint64_t>(bytes, 0);
-  };
-  Xxh64State state = new_hash(preamble);
+  const std::uint64_t body = get<std::uint64_t>(preamble, 24) - kChecksumBytes;
+  const Xxh64State state = new_hash(preamble);
   if (!hash_through(in, body - kPreambleBytes, *state))
     throw IoError("cannot read model file " + path);
-  const std::uint64_t checksum = read_checksum();
+  checksum = read_checksum(in, path);
   if (XXH64_digest(state.get()) != checksum)
     corrupt(path, "model file is corrupt (checksum mismatch)");
   if (header_bytes > body - kPreambleBytes) corrupt(path, "model header length out of range");
-
   in.clear();
   in.seekg(static_cast<std::streamoff>(kPreambleBytes));
   std::string text(header_bytes, '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(header_bytes)))
     throw IoError("cannot read model file " + path);
+  return text;
+}
+
+ModelContainer read_regular_model_file(std::ifstream& in, const std::string& preamble,
+                                       const std::string& path, const ArrayPlace& place) {
+  const std::uint64_t body = get<std::uint64_t>(preamble, 24) - kChecksumBytes;
+  std::uint64_t checksum = 0;
+  const std::string text = checked_header_text(in, preamble, path, checksum);
   ModelContainer model;
   std::vector<PlacedArray> placed = parse_header(text, body, path, model);
   std::vector<std::size_t> order(placed.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
             [&](std::size_t a, std::size_t b) { return placed[a].offset < placed[b].offset; });
-  state = new_hash(preamble);
+  const Xxh64State state = new_hash(preamble);
   XXH64_update(state.get(), text.data(), text.size());
-  std::uint64_t position = kPreambleBytes + header_bytes;
+  std::uint64_t position = kPreambleBytes + text.size();
   bool read = true;
   for (const std::size_t i : order) {
     PlacedArray& p = placed[i];
@@ -408,25 +410,18 @@ ModelContainer read_regular_model_file(std::ifstream& in, const std::string& pre
     position = p.offset + p.bytes;
   }
   read = read && hash_through(in, body - position, *state);
-  if (!read || XXH64_digest(state.get()) != checksum || read_checksum() != checksum)
+  if (!read || XXH64_digest(state.get()) != checksum || read_checksum(in, path) != checksum)
     throw IoError("model file " + path + " changed while it was read");
   for (PlacedArray& p : placed) model.arrays.push_back(std::move(p.array));
   return model;
 }
 
-}  // namespace
-
-ModelContainer read_model_container(const std::string& path, const ArrayPlace& place) {
-  std::ifstream in = open_model_file(path);
-  // The preamble first: a stream that is not a model file (/dev/urandom) is refused after 32
-  // bytes, and no more than the declared length (plus one byte, to tell trailing bytes) is read.
-  std::string bytes = read_preamble(in, path);
+// A stream without a size (a pipe) after its preamble (`bytes`): read in pieces as they come, up
+// to the declared length, then each array copied out of it.
+ModelContainer read_model_stream(std::ifstream& in, std::string bytes, const std::string& path,
+                                 const ArrayPlace& place) {
   const auto header_bytes = get<std::uint64_t>(bytes, 16);
   const auto file_bytes = get<std::uint64_t>(bytes, 24);
-  if (check_declared_size(path, file_bytes, true))
-    return read_regular_model_file(in, bytes, path, place);
-  // A stream without a size (a pipe): read in pieces as they come, up to the declared length,
-  // then each array copied out of it.
   constexpr std::uint64_t kPiece = std::uint64_t{64} << 20;
   while (bytes.size() <= file_bytes && in) {
     const std::size_t at = bytes.size();
@@ -452,6 +447,34 @@ ModelContainer read_model_container(const std::string& path, const ArrayPlace& p
     model.arrays.push_back(std::move(p.array));
   }
   return model;
+}
+
+}  // namespace
+
+ModelContainer read_model_container(const std::string& path, const ArrayPlace& place) {
+  std::ifstream in = open_model_file(path);
+  // The preamble first: a stream that is not a model file (/dev/urandom) is refused after 32
+  // bytes, and no more than the declared length (plus one byte, to tell trailing bytes) is read.
+  std::string bytes = read_preamble(in, path);
+  const auto file_bytes = get<std::uint64_t>(bytes, 24);
+  if (check_declared_size(path, file_bytes, true))
+    return read_regular_model_file(in, bytes, path, place);
+  return read_model_stream(in, std::move(bytes), path, place);
+}
+
+nlohmann::json read_model_header(const std::string& path) {
+  std::ifstream in = open_model_file(path);
+  const std::string preamble = read_preamble(in, path);
+  const auto file_bytes = get<std::uint64_t>(preamble, 24);
+  // A stream cannot be read twice: read whole.
+  if (!check_declared_size(path, file_bytes, true))
+    return read_model_stream(in, preamble, path, {}).header;
+  std::uint64_t checksum = 0;
+  ModelContainer model;
+  // The arrays' bounds are checked, as a whole read checks them.
+  parse_header(checked_header_text(in, preamble, path, checksum), file_bytes - kChecksumBytes, path,
+               model);
+  return model.header;
 }
 
 nlohmann::json model_header(const std::string& kind, const engine::ModelInfo& info) {
@@ -664,9 +687,7 @@ ModelContainer read_checkpoint_file(const std::string& path, const std::string& 
 nlohmann::json read_checkpoint_header(const std::string& path, const std::string& kind, int version,
                                       const std::string& what) {
   require_checkpoint_exists(path);
-  const nlohmann::json header = model_file_header(path);
-  // Not a model file: the whole read says why, as it would later.
-  if (header.is_null()) return read_checkpoint_file(path, kind, version, what).header;
+  const nlohmann::json header = read_model_header(path);
   check_checkpoint_header(path, header, kind, version, what);
   return header;
 }

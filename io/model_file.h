@@ -155,10 +155,10 @@ using ArrayPlace = std::function<std::span<char>(const nlohmann::json& header,
 /// model file, and no more than the length the preamble declares (plus one byte) from one that is.
 /// An array that `place` gives a buffer is read into it and marked `placed`.
 ModelContainer read_model_container(const std::string& path, const ArrayPlace& place = {});
-/// The header of the model file `path`, read alone (not yet checked against the file's checksum:
-/// a first look), or null when `path` is not a polymargin model file; DataError for a malformed
-/// header, IoError when it cannot be read.
-nlohmann::json model_file_header(const std::string& path);
+/// The header of the model file `path`, after a pass over the whole file for its checksum (as
+/// read_model_container makes first), without reading the arrays: DataError naming the file for a
+/// foreign, truncated or corrupt file, IoError if unreadable. A stream is read whole.
+nlohmann::json read_model_header(const std::string& path);
 /// The "kind" of the model file `path` ("linear", "checkpoint", ...) read from its header alone,
 /// or "" when `path` is not a polymargin model file; DataError for a malformed header, IoError when
 /// it cannot be read.
@@ -214,8 +214,9 @@ std::unique_ptr<engine::Classifier> load_classifier(const std::string& path);
 /// there), once the header is known to be such a checkpoint's.
 ModelContainer read_checkpoint_file(const std::string& path, const std::string& kind, int version,
                                     const std::string& what, const ArrayPlace& place = {});
-/// The header of the checkpoint `path` alone, its kind and version checked as read_checkpoint_file
-/// checks them: what a run decides before it allocates. Not yet checked against the checksum.
+/// The header of the checkpoint `path` (read_model_header: the file's checksum checked first),
+/// its kind and version checked as read_checkpoint_file checks them: what a run decides before it
+/// allocates, and a damaged or wrong file refused before any data are opened.
 nlohmann::json read_checkpoint_header(const std::string& path, const std::string& kind, int version,
                                       const std::string& what);
 

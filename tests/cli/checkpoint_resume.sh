@@ -100,6 +100,12 @@ expect 3 "is a training checkpoint, not a model" export -m "$work/ck"
 cp "$work/ck" "$work/bad.ck"
 printf '\x55' | dd of="$work/bad.ck" bs=1 seek=5000 conv=notrunc 2> /dev/null
 expect 3 "checksum mismatch" train "${common[@]}" -o "$work/m" --resume "$work/bad.ck"
+# A byte of the header's kind damaged: still the checksum, not "a file of kind 'checkpoinX'" (the
+# header is believed only after the checksum).
+cp "$work/ck" "$work/bad.ck"
+at=$(grep -abo '"kind":"checkpoint"' "$work/bad.ck" | head -1 | cut -d: -f1)
+printf 'X' | dd of="$work/bad.ck" bs=1 seek=$((at + 17)) conv=notrunc 2> /dev/null
+expect 3 "checksum mismatch" train "${common[@]}" -o "$work/m" --resume "$work/bad.ck"
 expect 4 "cannot open the checkpoint $work/missing.ck (--resume): no such file" train "${common[@]}" -o "$work/m" \
   --resume "$work/missing.ck"
 expect 2 "needs --checkpoint" train "${common[@]}" -o "$work/m" --checkpoint-every 10
