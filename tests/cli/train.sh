@@ -153,4 +153,9 @@ ls "$work" | grep -q "keep.model.tmp" && fail "temporary model file left behind"
 
 "$bin" train --help > "$work/help.out" || fail "--help failed"
 grep -q -- "--lambda1-rel" "$work/help.out" || fail "--help lacks the options"
+# The SVM's help leaves out the LDM's own options, which it refuses (still with its own message).
+"$bin" train --algo svm --help > "$work/help.svm" || fail "svm --help failed"
+! grep -q -e "--lambda" -e "--pairing" "$work/help.svm" || fail "svm --help lists the LDM's options"
+grep -q -- "--cost" "$work/help.svm" || fail "svm --help lacks its options"
+expect 2 "takes no λ1, λ2" --algo svm -d "$work/small.svm" -o "$work/x" --lambda1-rel 1e-3
 echo "train.sh: all checks passed"
