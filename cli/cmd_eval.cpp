@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -37,14 +38,36 @@ struct Scored {
 
 using io::label_text;  // a label as it reads back: its float's shortest text
 
-// Opens DATA for a model: text is parsed with the model's index base, so that an index 0 in a
-// 1-based test file is caught rather than silently shifted.
-io::Dataset open_for_model(const std::vector<std::string>& data, const Classifier& model,
-                           int threads) {
+// Opens DATA for a model counting feature ids from `base`: text is parsed with it, so that an
+// index 0 in a 1-based test file is caught rather than silently shifted.
+io::Dataset open_for_base(const std::vector<std::string>& data, int base, int threads) {
   io::ConvertOptions convert;
-  convert.text.index_base = model.index_base == 0 ? io::IndexBase::kZero : io::IndexBase::kOne;
+  convert.text.index_base = base == 0 ? io::IndexBase::kZero : io::IndexBase::kOne;
   convert.text.threads = threads;
   return io::Dataset::open(data, convert, threads);
+}
+
+// The index base that the model file `path` declares in its header (read after the file's
+// checksum, the arrays left unread), so that text data can be converted before the model is
+// loaded: the conversion's per-feature table (4 bytes a feature id) and the model are then never
+// held at once (81 and 162 MB at KDD width). None for a stream, which is read once, or a file that
+// is not a model (loaded first, and refused as it was).
+std::optional<int> declared_index_base(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  const nlohmann::json header = io::read_model_header(path);
+  const auto base = header.find("index_base");
+  if (header.value("kind", std::string()).find("checkpoint") != std::string::npos ||
+      base == header.end() || !base->is_number_integer() || (*base != 0 && *base != 1))
+    return std::nullopt;
+  return base->get<int>();
+}
+
+// The model loaded after its declared index base was used: the file must still say it.
+void check_declared_base(const Classifier& model, const std::string& path,
+                         std::optional<int> declared) {
+  if (declared && model.index_base != *declared)
+    throw IoError("model file " + path + " changed while it was read");
 }
 
 void check_labels(const io::Manifest& manifest, const Classifier& model, const std::string& data) {
@@ -154,9 +177,15 @@ int run_predict(const std::vector<std::string>& args) {
   io::check_outputs(input_paths(vm, {"model", "data"}), {{"--output", output, false, ""}});
   threads = resolve_threads(threads);
 
+  // The data first when the model file says its index base (declared_index_base).
+  const std::optional<int> declared = declared_index_base(model_path);
+  std::optional<io::Dataset> opened;
+  if (declared) opened.emplace(open_for_base(data, *declared, threads));
   const std::unique_ptr<Classifier> loaded = io::load_classifier(model_path);
   const Classifier& model = *loaded;
-  io::Dataset dataset = open_for_model(data, model, threads);
+  check_declared_base(model, model_path, declared);
+  if (!opened) opened.emplace(open_for_base(data, model.index_base, threads));
+  io::Dataset& dataset = *opened;
   // One line per row, in data order: the predicted label (the model's own label values) and the
   // score. The lines go out a megabyte at a time, whatever the rows: to a file that appears whole
   // once every row is scored, or to standard output as they come.
@@ -243,22 +272,30 @@ std::vector<EvalResult> evaluate_models(const std::vector<std::string>& model_pa
                                         bool keep_margins) {
   std::vector<EvalResult> results;
   std::map<int, io::Dataset> datasets;
-  for (const auto& path : model_paths) {
-    EvalResult r;
-    r.path = path;
-    r.model = io::load_classifier(path);
-    const Classifier& model = *r.model;
-    auto it = datasets.find(model.index_base);
+  // The data for a model of index base `base`, opened once per base.
+  const auto data_for = [&](const std::string& path, int base) {
+    auto it = datasets.find(base);
     if (it == datasets.end()) {
       if (!datasets.empty() && std::find(data.begin(), data.end(), "-") != data.end())
-        throw UsageError("eval: " + path + " counts feature ids from " +
-                         std::to_string(model.index_base) + ", " + model_paths.front() + " from " +
+        throw UsageError("eval: " + path + " counts feature ids from " + std::to_string(base) +
+                         ", " + model_paths.front() + " from " +
                          std::to_string(datasets.begin()->first) +
                          ": standard input can be read once, in one of them; give the data as a "
                          "file");
-      it = datasets.emplace(model.index_base, open_for_model(data, model, threads)).first;
+      it = datasets.emplace(base, open_for_base(data, base, threads)).first;
     }
-    const io::ShardSet& shards = it->second.shards();
+    return it;
+  };
+  for (const auto& path : model_paths) {
+    EvalResult r;
+    r.path = path;
+    // The data first when the model file says its index base (declared_index_base).
+    const std::optional<int> declared = declared_index_base(path);
+    if (declared) data_for(path, *declared);
+    r.model = io::load_classifier(path);
+    const Classifier& model = *r.model;
+    check_declared_base(model, path, declared);
+    const io::ShardSet& shards = data_for(path, model.index_base)->second.shards();
     check_labels(shards.manifest(), model, data.front());
     Scored scored = score_rows(shards, model, threads);
     r.ignored_nonzeros = scored.ignored_nonzeros;
