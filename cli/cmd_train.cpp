@@ -128,7 +128,6 @@ struct LinearRun : TrainRun {
   // --resume: a checkpoint file's header is read with the options, the whole checkpoint (W and A
   // straight into the trainer) once that is built; one that can be read once only (a pipe) is
   // read whole with the options.
-  bool resumed = false;
   std::optional<io::LinearCheckpoint> resumed_stream;
   engine::LabelMap labels;
   double rows = 0;
@@ -243,7 +242,6 @@ bool LinearRun::parse(const std::vector<std::string>& args) {
   // Of an MPI job's ranks only rank 0 writes, and locks.
   if (parallel.leader) locks.emplace(output, job.checkpoint, job.metrics);
   if (!job.resume.empty()) {
-    resumed = true;
     std::error_code ec;
     if (std::filesystem::is_regular_file(job.resume, ec))
       io::read_linear_checkpoint_header(job.resume);
@@ -338,7 +336,7 @@ void LinearRun::open() {
   if (!slot_of.empty()) run_config["feature_order"] = "frequency";
   run_data = data_identity(manifest);
   report["config"] = run_config;
-  if (resumed) {
+  if (!job.resume.empty()) {
     const std::string& resume = job.resume;
     // W and A go straight into the trainer's when they have its size (the run holds them once,
     // as an uninterrupted run does); else they are read aside, and restore() says why they do
@@ -424,7 +422,7 @@ void LinearRun::announce() const {
     err_printf("eta0 %g%s\n", trainer().eta0(),
                  trainer().eta0_clamped() ? " (clamped to 0.5/λ)" : "");
   parallel.announce(replicas->sync_bytes(), "epoch");
-  if (resumed)
+  if (!job.resume.empty())
     err_printf("resuming from %s: epoch %llu, %llu rows of it done, step %llu\n",
                  resume.c_str(), static_cast<unsigned long long>(position.epoch + 1),
                  static_cast<unsigned long long>(position.rows),

@@ -111,7 +111,7 @@ struct CpmRun : TrainRun {
   // --resume: a checkpoint file's header, read as the options are; the whole checkpoint, with U
   // read straight into the trainer, once that is built. One that can be read once only (a pipe)
   // is read whole with the options.
-  nlohmann::json resumed_header;
+  nlohmann::json resumed_config;  // the checkpoint's run configuration
   std::optional<io::CpmCheckpoint> resumed_stream;
   double allocate_seconds = 0, save_seconds = 0;
   engine::CpmProblem problem;
@@ -221,10 +221,10 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
   if (!job.resume.empty()) {
     std::error_code ec;
     if (std::filesystem::is_regular_file(job.resume, ec)) {
-      resumed_header = io::read_cpm_checkpoint_header(job.resume);
+      resumed_config = io::read_cpm_checkpoint_header(job.resume).value("config", nlohmann::json());
     } else {
       resumed_stream = io::read_cpm_checkpoint(job.resume);
-      resumed_header = {{"config", resumed_stream->config}};
+      resumed_config = resumed_stream->config;
     }
   }
   stop_signals.emplace();
@@ -284,11 +284,9 @@ void CpmRun::size() {
     return (available == 0 || need <= available) && within_hard_limit(need);
   };
   // A resumed run keeps the precision its checkpoint was written in, whatever memory says now.
-  if (precision == "auto" && resumed_header.is_object()) {
-    const nlohmann::json saved = resumed_header.value("config", nlohmann::json::object());
-    if (saved.is_object() && saved.contains("precision") && saved["precision"].is_string())
-      precision = saved["precision"].get<std::string>();
-  }
+  if (precision == "auto" && resumed_config.is_object() && resumed_config.contains("precision") &&
+      resumed_config["precision"].is_string())
+    precision = resumed_config["precision"].get<std::string>();
   if (precision == "double" || (precision == "auto" && fits(need_double)))
     config.precision = engine::CpmPrecision::kDouble;
   else

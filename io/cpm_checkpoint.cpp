@@ -1,5 +1,6 @@
 #include "io/cpm_checkpoint.h"
 
+#include <charconv>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -100,13 +101,12 @@ CpmCheckpoint read_cpm_checkpoint(const std::string& path, const CpmWeightsPlace
     weights_place = [&](const nlohmann::json&, const ModelArray& array,
                         std::uint64_t bytes) -> std::span<char> {
       constexpr std::string_view kPrefix = "weights_";
-      if (!array.name.starts_with(kPrefix)) return {};
-      const std::string number = array.name.substr(kPrefix.size());
-      if (number.empty() || number.size() > 6 ||
-          number.find_first_not_of("0123456789") != std::string::npos)
-        return {};
-      const std::size_t side = std::stoul(number);
-      if (array.name != array_name("weights", side)) return {};  // "weights_01" is not side 1's
+      std::size_t side = 0;
+      const char* last = array.name.data() + array.name.size();
+      if (!array.name.starts_with(kPrefix) ||
+          std::from_chars(array.name.data() + kPrefix.size(), last, side).ptr != last ||
+          array.name != array_name("weights", side))  // "weights_01" is not side 1's
+        return std::span<char>{};
       return place(side, array.dtype, bytes);
     };
   ModelContainer file =
@@ -148,7 +148,7 @@ CpmCheckpoint read_cpm_checkpoint(const std::string& path, const CpmWeightsPlace
     for (ModelArray& a : file.arrays)
       if (a.name == array_name("weights", i)) {
         c.weights.push_back(std::move(a.data));
-        c.weights_placed.push_back(a.placed);
+        c.weights_placed.push_back(a.is_placed());
       }
     if (c.weights.size() != i + 1)
       fail("checkpoint lacks the weights of side " + std::to_string(i));

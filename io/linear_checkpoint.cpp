@@ -10,10 +10,10 @@
 namespace polymargin::io {
 namespace {
 
-// The doubles of the state travel as an f64 array, not as JSON text, so they come back bit for bit.
 constexpr const char* kKind = "checkpoint";
 constexpr const char* kWhat = "training checkpoint";
 
+// The doubles of the state travel as an f64 array, not as JSON text, so they come back bit for bit.
 enum Scalar { kA, kB, kC, kEta0, kProgressSum, kProgressSumSq, kProgressHinge, kScalarCount };
 
 }  // namespace
@@ -107,12 +107,11 @@ LinearCheckpoint read_linear_checkpoint(const std::string& path, const LinearWei
   c.progress.hinge = scalars[kProgressHinge];
   const ModelArray& weights = file.array("weights_and_averages", path);
   if (weights.dtype != "f64") fail("checkpoint weights are not f64");
-  if (weights.data.empty() && !weights.placed) fail("checkpoint has no weights");
-  if (!weights.placed) {  // a size that is no whole number of doubles
+  if (weights.data.empty() && !weights.is_placed()) fail("checkpoint has no weights");
+  if (!weights.is_placed()) {  // a size that is no whole number of doubles
     c.state.wa.resize(weights.data.size() / sizeof(double));
     std::memcpy(c.state.wa.data(), weights.data.data(), c.state.wa.size() * sizeof(double));
   }
-  c.weights_placed = weights.placed && c.state.wa.empty();
   return c;
 }
 

@@ -36,7 +36,6 @@ struct LinearCheckpoint {
   engine::LdmState state;
   engine::MarginStats progress;
   bool eta0_clamped = false;
-  bool weights_placed = false;  // W and A went where the reader's place said (state.wa empty)
 };
 
 /// Writes `trainer`'s state at `position` to `path` atomically (temporary file, fsync, rename).

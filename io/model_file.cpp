@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string_view>
@@ -341,7 +340,7 @@ std::span<char> destination(PlacedArray& p, const nlohmann::json& header, const 
   if (place) {
     const std::span<char> into = place(header, p.array, p.bytes);
     if (into.size() == p.bytes && !into.empty()) {
-      p.array.placed = true;
+      p.array.placed = into;
       return into;
     }
     if (!into.empty())
@@ -352,11 +351,6 @@ std::span<char> destination(PlacedArray& p, const nlohmann::json& header, const 
   return {p.array.data.data(), p.array.data.size()};
 }
 
-// A regular file read in two passes, so that it is held once, not twice (the whole file, then
-// each array copied out of it: a KDD-size CPM is GBs). The first pass checks the checksum over
-// every byte, a megabyte at a time, before anything in the file is believed; the second reads
-// the header, then each array straight into its own buffer, hashing again: a file that changed
-// between the passes is an error, never a model.
 std::uint64_t read_checksum(std::ifstream& in, const std::string& path) {
   std::string bytes(kChecksumBytes, '\0');
   if (!in.read(bytes.data(), kChecksumBytes)) throw IoError("cannot read model file " + path);
@@ -385,6 +379,11 @@ std::string checked_header_text(std::ifstream& in, const std::string& preamble,
   return text;
 }
 
+// A regular file read in two passes, so that it is held once, not twice (the whole file, then
+// each array copied out of it: a KDD-size CPM is GBs). The first pass checks the checksum over
+// every byte, a megabyte at a time, before anything in the file is believed; the second reads
+// the header, then each array straight into its own buffer, hashing again: a file that changed
+// between the passes is an error, never a model.
 ModelContainer read_regular_model_file(std::ifstream& in, const std::string& preamble,
                                        const std::string& path, const ArrayPlace& place) {
   const std::uint64_t body = get<std::uint64_t>(preamble, 24) - kChecksumBytes;
@@ -571,11 +570,12 @@ engine::LinearModel linear_from(ModelContainer&& file, const std::string& path,
     corrupt(path, std::string("malformed linear model header: ") + e.what());
   }
   ModelArray& weights = file.array("weights", path);
-  model.weights = weights.placed
+  model.weights = weights.is_placed()
                       ? std::move(read.weights)
                       : weights.take<double, engine::sparse::HugePageAllocator<double>>(path);
   for (ModelArray& a : file.arrays)
-    if (a.name == "scale") model.scale = a.placed ? std::move(read.scale) : a.take<float>(path);
+    if (a.name == "scale")
+      model.scale = a.is_placed() ? std::move(read.scale) : a.take<float>(path);
   const std::size_t slots = std::size_t{model.max_index} + 1;
   if (model.weights.size() != slots || (!model.scale.empty() && model.scale.size() != slots))
     corrupt(path,
@@ -661,25 +661,19 @@ void require_checkpoint_exists(const std::string& path) {
 ModelContainer read_checkpoint_file(const std::string& path, const std::string& kind, int version,
                                     const std::string& what, const ArrayPlace& place) {
   require_checkpoint_exists(path);
-  // A placed array is checked where it was placed; the header is checked before any is.
-  std::map<std::string, std::span<char>> placed;
+  // The header is checked before any array is placed.
   const ArrayPlace checked_place = [&](const nlohmann::json& header, const ModelArray& array,
-                                       std::uint64_t bytes) -> std::span<char> {
+                                       std::uint64_t bytes) {
     check_checkpoint_header(path, header, kind, version, what);
-    const std::span<char> into = place(header, array, bytes);
-    if (into.size() == bytes && !into.empty()) placed[array.name] = into;
-    return into;
+    return place(header, array, bytes);
   };
   ModelContainer file = read_model_container(path, place ? checked_place : ArrayPlace{});
   check_checkpoint_header(path, file.header, kind, version, what);
   // Every real number of the state is finite: the checksum proves only that the bytes are those
   // written, and a NaN weight would be learnt on and end in a model that every loader refuses.
   for (const ModelArray& a : file.arrays) {
-    const std::string_view bytes =
-        a.placed ? std::string_view(placed.at(a.name).data(), placed.at(a.name).size())
-                 : std::string_view(a.data);
-    if (a.dtype == "f64") require_finite_bytes<double>(bytes, path, a.name);
-    if (a.dtype == "f32") require_finite_bytes<float>(bytes, path, a.name);
+    if (a.dtype == "f64") require_finite_bytes<double>(a.bytes(), path, a.name);
+    if (a.dtype == "f32") require_finite_bytes<float>(a.bytes(), path, a.name);
   }
   return file;
 }

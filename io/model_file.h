@@ -44,7 +44,14 @@ struct ModelArray {
   std::string dtype;  // "f64", "f32"; checkpoints also "u64", "i64", "i32"
   std::vector<std::uint64_t> shape;
   std::string data;
-  bool placed = false;  // its bytes went to the buffer a reader's ArrayPlace gave, not to data
+  std::span<char>
+      placed;  // the buffer a reader's ArrayPlace gave, which holds its bytes (not data)
+
+  bool is_placed() const { return !placed.empty(); }
+  /// Its bytes, wherever they were read to.
+  std::string_view bytes() const {
+    return is_placed() ? std::string_view(placed.data(), placed.size()) : std::string_view(data);
+  }
 
   /// "f64" for double, "f32" for float, "u64" / "i64" / "i32" for those integers.
   template <typename T>

@@ -376,9 +376,9 @@ TEST_F(ModelFileTest, AnArrayIsReadIntoTheBufferItsPlaceGives) {
     if (writer.joinable()) writer.join();
     EXPECT_EQ(kind, "linear") << from;
     EXPECT_EQ(into, weights) << from;
-    EXPECT_TRUE(r.array("weights", from).placed) << from;
+    EXPECT_TRUE(r.array("weights", from).is_placed()) << from;
     EXPECT_TRUE(r.array("weights", from).data.empty()) << from;
-    EXPECT_FALSE(r.array("scale", from).placed) << from;
+    EXPECT_FALSE(r.array("scale", from).is_placed()) << from;
     EXPECT_EQ(r.array("scale", from).as<float>(from), (std::vector<float>{0.5f, 2.0f, 1.0f}))
         << from;
   }
