@@ -1,7 +1,6 @@
 #include "cli/command.h"
 
 #include <signal.h>
-#include <tbb/info.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -232,13 +231,6 @@ bool parse_options(const std::string& command, const std::string& usage,
   return true;
 }
 
-std::string flag_of(const std::string& field, const FlagNames& names) {
-  if (const auto it = names.find(field); it != names.end()) return it->second;
-  std::string flag = "--" + field;
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
-}
-
 std::vector<io::NamedPath> input_paths(const po::variables_map& vm,
                                        const std::vector<std::string>& names) {
   std::vector<io::NamedPath> paths;
@@ -275,8 +267,5 @@ void report_sigbus_as_io_error() {
   sigaction(SIGBUS, &action, nullptr);
 }
 
-int resolve_threads(int requested) {
-  return requested > 0 ? requested : tbb::info::default_concurrency();
-}
 
 }  // namespace polymargin::cli

@@ -10,11 +10,20 @@
 #include <vector>
 
 #include "cli/exit_codes.h"
+#include "driver/config_check.h"
 #include "io/output_path.h"
+
+namespace polymargin::driver {
+/// Number of worker threads to use: `requested` if > 0, else the cores this process may run on
+/// (its affinity mask: `taskset`, a cpuset, or a rank that mpirun bound), as the reader counts them
+/// (driver/job.h).
+int resolve_threads(int requested);
+}  // namespace polymargin::driver
 
 namespace polymargin::cli {
 
 namespace po = boost::program_options;
+using driver::resolve_threads;
 
 using CommandFn = std::function<int(const std::vector<std::string>& args)>;
 
@@ -60,20 +69,14 @@ void refuse_out_of_range(const std::string& command, const po::options_descripti
 std::vector<io::NamedPath> input_paths(const po::variables_map& vm,
                                        const std::vector<std::string>& names);
 
-/// How a learner's configuration field (engine::ConfigError::field) is named on the command line:
-/// the long flag of the same name ("max_sweeps" → "--max-sweeps") unless `names` says otherwise
-/// (the CPM's "faces" is "-k (faces K)").
-using FlagNames = std::map<std::string, std::string>;
-std::string flag_of(const std::string& field, const FlagNames& names = {});
+using driver::flag_of;
+using driver::FlagNames;
 
 /// Shards and plain-text inputs are memory-mapped: a file cut short by another program while it is
 /// read raises SIGBUS at the next page touched. After this call that ends the process with a
 /// message and the I/O exit code (4) instead of "Bus error".
 void report_sigbus_as_io_error();
 
-/// Number of worker threads to use: `requested` if > 0, else the cores this process may run on
-/// (its affinity mask: `taskset`, a cpuset, or a rank that mpirun bound), as the reader counts them.
-int resolve_threads(int requested);
 
 /// A config file's first line without the UTF-8 byte order mark that some editors write.
 inline void drop_byte_order_mark(std::string& first_line) {

@@ -72,12 +72,6 @@ std::string peek_option(const std::vector<std::string>& args, const std::string&
   return fallback;
 }
 
-std::string data_name(const std::vector<std::string>& inputs) {
-  std::string name;
-  for (const std::string& input : inputs) name += (name.empty() ? "" : ",") + input;
-  return name;
-}
-
 const char* data_name_help() {
   return "the name the model, the reports and the messages give the training data instead of its "
          "paths (e.g. for a temporary or dated copy); the model does not depend on it otherwise";
@@ -88,93 +82,19 @@ const char* index_base_help() {
          "shard directory keeps the base it was converted with";
 }
 
-io::Dataset open_training_data(const std::vector<std::string>& inputs, io::ConvertOptions convert,
-                               const std::string& base, int threads, const std::string& data) {
-  try {
-    convert.text.index_base = io::parse_index_base(base);
-  } catch (const UsageError&) {
-    throw UsageError("train: --index-base must be auto, 0 or 1 (got '" + base + "')");
-  }
-  io::Dataset dataset = io::Dataset::open(inputs, convert, threads);
-  const int converted = dataset.shards().manifest().index_base;
-  if (convert.text.index_base != io::IndexBase::kAuto &&
-      io::index_base_value(convert.text.index_base) != converted)
-    throw UsageError("train: --index-base " + base + ": " + data +
-                     " was converted with index base " + std::to_string(converted) +
-                     " (convert it again with --index-base " + base + ")");
-  return dataset;
+namespace {
+std::optional<double> given(const po::variables_map& vm, const std::string& name) {
+  return vm.count(name) ? std::optional<double>(vm[name].as<double>()) : std::nullopt;
 }
-
-std::vector<std::string> data_record(const std::vector<std::string>& inputs,
-                                     const std::string& name) {
-  return name.empty() ? inputs : std::vector<std::string>{name};
-}
-
-std::string number(double x) {
-  std::ostringstream out;
-  out << x;
-  return out.str();
-}
+}  // namespace
 
 void check_lambda_option(const po::variables_map& vm, const std::string& name) {
-  const bool paper = vm.count(name) > 0, rel = vm.count(name + "-rel") > 0;
-  if (paper && rel)
-    throw UsageError("train: --" + name + " and --" + name + "-rel exclude each other");
-  const double value = paper ? vm[name].as<double>() : rel ? vm[name + "-rel"].as<double>() : 0;
-  if (!(value >= 0) || !std::isfinite(value))
-    throw UsageError("train: --" + name + (rel ? "-rel" : "") + " must be ≥ 0 (got " +
-                     number(value) + ")");
+  driver::lambda_value(name, given(vm, name), given(vm, name + "-rel"), 0, 0);
 }
 
 std::optional<double> lambda_option(const po::variables_map& vm, const std::string& name,
                                     double rows, double c) {
-  check_lambda_option(vm, name);
-  if (vm.count(name)) return vm[name].as<double>();
-  if (!vm.count(name + "-rel")) return std::nullopt;
-  const double rel = vm[name + "-rel"].as<double>();
-  if (!std::isfinite(rel * rows * c))
-    throw UsageError("train: --" + name + "-rel " + number(rel) +
-                     " × m × C overflows (m = " + number(rows) + ", C = " + number(c) + ")");
-  return rel * rows * c;
-}
-
-void check_trained_model(double objective, const engine::MarginStats& margins,
-                         const std::string& remedy) {
-  if (std::isfinite(objective) && std::isfinite(margins.mean()) &&
-      std::isfinite(margins.variance()))
-    return;
-  throw NumericalError("training diverged: the trained model's objective is " + number(objective) +
-                       " (margin mean " + number(margins.mean()) + ", variance " +
-                       number(margins.variance()) + " over the training rows); " + remedy);
-}
-
-void check_scaling(const std::string& scale, const std::string& normalize) {
-  if (scale != "maxabs" && scale != "none")
-    throw UsageError("train: --scale must be maxabs or none (got '" + scale + "')");
-  if (normalize != "l2" && normalize != "none")
-    throw UsageError("train: --normalize must be l2 or none (got '" + normalize + "')");
-}
-
-engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& data) {
-  if (manifest.label_counts.size() != 2) {
-    std::string found;
-    int shown = 0;
-    for (const auto& [label, count] : manifest.label_counts) {
-      if (shown++ == 5) {
-        found += ", …";
-        break;
-      }
-      found += (found.empty() ? "" : ", ") + number(label);
-    }
-    throw DataError(data, 0, 0,
-                    "labels are not binary: train needs exactly two distinct labels, found " +
-                        std::to_string(manifest.label_counts.size()) +
-                        (found.empty() ? "" : " (" + found + ")"));
-  }
-  engine::LabelMap labels;
-  labels.negative = manifest.label_counts.begin()->first;
-  labels.positive = manifest.label_counts.rbegin()->first;
-  return labels;
+  return driver::lambda_value(name, given(vm, name), given(vm, name + "-rel"), rows, c);
 }
 
 void check_train_paths(const po::variables_map& vm) {
@@ -183,119 +103,6 @@ void check_train_paths(const po::variables_map& vm) {
   };
   check_train_paths(input_paths(vm, {"data", "validation", "unlabeled", "warm-start", "resume"}),
                     value("output"), value("checkpoint"), value("metrics-json"));
-}
-
-void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::string& output,
-                       const std::string& checkpoint, const std::string& metrics_json) {
-  io::check_outputs(inputs, {{"--output", output, false, ""},
-                             {"--checkpoint", checkpoint, false, "--resume"},
-                             {"--metrics-json", metrics_json, false, ""}});
-  // The validation data is read after the training: a missing file (or the model's own path) is
-  // refused now, not once the model is written.
-  std::vector<std::string> validation;
-  bool stdin_trains = false;
-  for (const io::NamedPath& input : inputs) {
-    if (input.option == "--validation") validation.push_back(input.path);
-    stdin_trains = stdin_trains || (input.option != "--validation" && input.path == "-");
-  }
-  if (stdin_trains && std::find(validation.begin(), validation.end(), "-") != validation.end())
-    throw UsageError(
-        "train: --validation -: standard input is already the training data; give "
-        "the validation data as a file");
-  if (!validation.empty()) io::Dataset::probe(validation);
-  if (!metrics_json.empty() && !metrics_may_replace(metrics_json))
-    throw io::OutputPathError("train: --metrics-json " + metrics_json +
-                                  " exists and is not an earlier run's metrics: it would be "
-                                  "overwritten; choose another name",
-                              {"--metrics-json"});
-  if (!metrics_json.empty()) io::check_writable(metrics_json, "--metrics-json");
-  std::error_code ec;
-  if (checkpoint.empty()) return;
-  // A checkpoint is rewritten, renamed into place and removed at the end: a device or a FIFO
-  // (which outputs otherwise may be) would be removed, /dev/null itself.
-  const auto status = std::filesystem::status(checkpoint, ec);
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    throw UsageError("train: --checkpoint " + checkpoint +
-                     " is not a regular file (a device, a FIFO or a directory): a checkpoint "
-                     "is a file that is replaced and removed; give a file's path");
-  if (!std::filesystem::is_regular_file(status)) return;
-  const std::string kind = io::model_file_kind(checkpoint);
-  if (kind != "checkpoint" && kind != "cpm_checkpoint")
-    throw UsageError("train: --checkpoint " + checkpoint + " exists and is not a checkpoint (" +
-                     (kind.empty() ? std::string("not a polymargin file")
-                                   : "a model file of kind '" + kind + "'") +
-                     "): it would be overwritten, then removed once the model is written; choose "
-                     "another name");
-}
-
-void check_warm_model(const engine::LinearModel& m, const std::string& path,
-                      const std::string& algo, const engine::LabelMap& labels) {
-  if (m.algorithm != algo)
-    throw DataError(
-        path, 0, 0,
-        "--warm-start: an " + m.algorithm + " model cannot start a --algo " + algo + " run");
-  if (static_cast<float>(m.labels.negative) != static_cast<float>(labels.negative) ||
-      static_cast<float>(m.labels.positive) != static_cast<float>(labels.positive))
-    throw DataError(path, 0, 0,
-                    "--warm-start: the model's labels " + number(m.labels.negative) + " / " +
-                        number(m.labels.positive) + " are not the data's " +
-                        number(labels.negative) + " / " + number(labels.positive));
-}
-
-bool metrics_may_replace(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec) || io::writes_in_place(path)) return true;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec || size == 0) return !ec;
-  if (size > (std::uintmax_t{16} << 20)) return false;
-  std::ifstream in(path, std::ios::binary);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  return j.is_object() && j.contains("status");
-}
-
-std::string gib(std::uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(bytes) / (1u << 30));
-  return buf;
-}
-
-void check_fits(std::uint64_t need, const std::string& what, const std::string& remedy) {
-  const std::uint64_t available = io::mem_available();
-  if (available != 0 && need > available)
-    throw MemoryError("train: " + what + " needs " + gib(need) + " but only " + gib(available) +
-                      " are available: " + remedy);
-  check_hard_limit_fits(need, what, remedy);
-}
-
-std::optional<HardLimit> hard_memory_limit() {
-  std::optional<HardLimit> limit;
-  if (const std::optional<std::uint64_t> room = io::cgroup_memory_room())
-    limit = HardLimit{*room, "the memory cgroup"};
-  if (const std::optional<std::uint64_t> room = io::address_space_room())
-    if (!limit || *room < limit->room)
-      limit = HardLimit{*room, "the address-space limit (ulimit -v)"};
-  return limit;
-}
-
-void check_hard_limit_fits(std::uint64_t need, const std::string& what, const std::string& remedy) {
-  // A memory cgroup's hard limit kills the process (OOM), and an address-space limit fails an
-  // allocation anywhere, instead of refusing the run: what it holds beyond its arrays is measured
-  // against them at what a small run takes (kRunFloorBytes), not the margin of kRunOverheadBytes
-  // kept against the machine's other users.
-  const std::optional<HardLimit> limit = hard_memory_limit();
-  if (!limit || fits_hard_limit(need, limit->room)) return;
-  throw MemoryError("train: " + what + " needs " +
-                    gib(need - std::min(need, kRunOverheadBytes) + kRunFloorBytes) + " but " +
-                    limit->name + " leaves only " + gib(limit->room) + ": " + remedy);
-}
-
-std::uint64_t hard_limit_arrays_room(std::uint64_t room) {
-  return room > kRunFloorBytes ? room - kRunFloorBytes : 0;
-}
-
-bool fits_hard_limit(std::uint64_t need, std::uint64_t room) {
-  return need - std::min(need, kRunOverheadBytes) <= hard_limit_arrays_room(room);
 }
 
 void EpochProgress::batch(int epoch, std::uint64_t rows_done_in_epoch) {

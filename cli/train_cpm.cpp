@@ -174,8 +174,8 @@ bool CpmRun::parse(const std::vector<std::string>& args) {
       "json", po::bool_switch(&json), "print the summary as JSON on stdout")(
       "warm-start", po::value(&warm_start),
       "not for the CPM (refused): use --resume FILE to continue an interrupted run");
-  parallel.add_to(opts);
-  job.add_to(opts, "pass");
+  add_parallel_options(opts, parallel);
+  add_job_options(opts, job, "pass");
   po::positional_options_description positional;
   positional.add("data", -1);
   if (!parse_options("train", "--algo cpm -d TRAIN... -o MODEL [options]", opts, positional, args,
@@ -365,7 +365,7 @@ void CpmRun::allocate() {
   // Absent at its default, so that checkpoints written without the key still resume.
   if (normalize == "l2") run_config["normalize"] = normalize;
   run_config["window_blocks"] = window_blocks;
-  parallel.plan(manifest, window_blocks, run_config);
+  parallel.plan(manifest, window_blocks, run_config, events);
   run_data = data_identity(manifest);
   report["config"] = run_config;
   windows = io::window_count(manifest, window_blocks);
@@ -428,7 +428,7 @@ void CpmRun::announce() const {
              gib(need - scale_bytes - kRunOverheadBytes).c_str(),
              scale_bytes ? " + max |x| table " : "", scale_bytes ? gib(scale_bytes).c_str() : "",
              available ? gib(available).c_str() : "unknown");
-  parallel.announce(replicas->sync_bytes(), "pass");
+  parallel.announce(replicas->sync_bytes(), "pass", events);
   if (report.contains("resumed_from"))
     err_printf("resuming from %s: pass %llu, %llu of its %llu windows done, %llu rows\n",
                  job.resume.c_str(), static_cast<unsigned long long>(position.pass + 1),
@@ -536,7 +536,7 @@ void CpmRun::save() {
                          trainer.release_weights(side);
                      });
   save_seconds = seconds_since(save_start);  // the model built, written and synced
-  remove_finished_checkpoint(job.checkpoint);
+  remove_finished_checkpoint(job.checkpoint, events);
   report["model_checksum"] = model_file_checksum(output);
 }
 

@@ -971,8 +971,8 @@ int check_final_options(const std::vector<std::string>& args, const std::string&
   DataParallel parallel;
   JobOptions job;
   po::options_description options;
-  parallel.add_to(options);
-  job.add_to(options, "epoch");
+  add_parallel_options(options, parallel);
+  add_job_options(options, job, "epoch");
   options.add_options()("data,d", po::value<std::vector<std::string>>()->multitoken())(
       "warm-start", po::value<std::string>())("entropy", po::value<double>());
   po::positional_options_description positional;
@@ -1302,7 +1302,8 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   // In an MPI job the ranks share the cells out (each writes the search's data itself, in its own
   // directory), and the final run is the job's data-parallel run (ldm, svm, cpm) or rank 0's.
   const engine::Peers peers = driver::mpi_job() ? driver::mpi_job()->peers() : engine::Peers{};
-  note_rank_binding();
+  StderrEvents events;
+  note_rank_binding(events);
   Search search(t, algo, folds, dir.path, peers);
   // A signal stops the search (and keeps its finished cells with --checkpoint), as one stops a
   // training run; the final run has its own StopSignals.

@@ -1,0 +1,86 @@
+// The training library's entry point: a job described by plain values, trained by
+// train(job, events, record). It opens the data, plans the memory, resumes, runs the passes
+// (driver::run_passes), finishes the model, makes the final pass, writes the model and validates
+// it, as `polymargin train` does, and returns the model and the run's summary. No argv, no
+// printing, no process-wide state: what the run says and the stop requests it takes go through
+// `events` (driver/job.h), so two jobs can run in one process.
+//
+// The linear learners (ldm, svm) train through it; the CPM and the kernel learners still run as
+// commands of cli/ (docs/design.md, "The training library").
+//
+//   driver::TrainJob job;
+//   job.algo = "svm";
+//   job.inputs = {"a9a.shards"};
+//   job.output = "a9a.model";
+//   job.linear.c = 1;
+//   driver::Events quiet;                    // says nothing, never stops
+//   nlohmann::ordered_json record;           // what the run did, also when it fails
+//   driver::TrainResult result = driver::train(job, quiet, record);
+//   double accuracy = result.summary["train_accuracy"];
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "driver/job.h"
+#include "engine/ldm.h"
+#include "engine/linear_model.h"
+#include "io/output_path.h"
+
+namespace polymargin::driver {
+
+/// The linear learners' parameters (ldm; svm is the LDM with λ1 = λ2 = 0 and takes no λ).
+struct LinearParams {
+  double c = engine::kDefaultC;         // C, the weight of the hinge loss
+  std::optional<int> epochs;            // passes (T); unset: engine::ldm_default_epochs(rows)
+  std::optional<int> avg_start_epochs;  // averaging starts after this many; unset: 2, or
+                                        // epochs − 1 for a shorter run
+  std::string eta0 = "auto";            // the initial step: a positive number, or auto
+  double bias = 1;                      // B of a constant (regularised) feature; 0: no bias
+  std::uint64_t seed = 1;               // of shuffling, pairing, calibration
+  std::string scale = "maxabs";         // maxabs | none
+  std::string normalize = "none";       // l2 | none
+  std::string pairing;                  // ldm: next | permuted; empty: next
+  std::optional<double> lambda1, lambda2;          // ldm: λ in the paper's units
+  std::optional<double> lambda1_rel, lambda2_rel;  // ldm: λ/(m·C) instead
+  std::string feature_order = "given";  // given | frequency (io/feature_order.h)
+  std::string warm_start;               // a model of the same learner and labels to start from
+  bool final_pass = true;               // the exact pass over the training rows at the end
+};
+
+/// A training job: what to learn from, what to write, how.
+struct TrainJob {
+  std::string algo = "ldm";         // ldm | svm
+  std::vector<std::string> inputs;  // text files (plain, gz, bz2, zstd; "-" stdin) or shards
+  std::string output;               // the model file
+  int threads = 0;                  // reading and converting; 0: all cores
+  std::uint32_t window_blocks = 8;  // rows are shuffled within windows of this many blocks
+  JobOptions job;                   // checkpoint, resume, stop, validation, metrics, ...
+  DataParallel parallel;            // its workers and sync_rows
+  LinearParams linear;
+  /// The search that chose these parameters (--tune), recorded in the model and the summary.
+  nlohmann::json tune;
+  /// Further files the caller read to make the job (a --config file): never written.
+  std::vector<io::NamedPath> other_inputs;
+};
+
+/// What a job leaves besides its model file.
+struct TrainResult {
+  /// False on an MPI rank other than 0, which neither finishes nor writes the model: the rest is
+  /// then empty.
+  bool leader = true;
+  engine::LinearModel model;
+  /// The figures `polymargin train --json` prints (docs/output.md).
+  nlohmann::ordered_json summary;
+};
+
+/// Runs `job`: checks it (UsageError), takes its locks, opens the data, plans its memory
+/// (MemoryError), resumes, trains, writes the model and validates it. `record` (what
+/// --metrics-json writes) is filled as the run goes, so a failed run's says how far it got. A stop
+/// request or the row budget ends the run with Interrupted, after its checkpoint.
+TrainResult train(const TrainJob& job, Events& events, nlohmann::ordered_json& record);
+
+}  // namespace polymargin::driver

@@ -1,0 +1,248 @@
+// The training library's entry point, driver::train, run whole in this process (no child process,
+// no argv): a job writes its model and summary and tells its events what it does; a stop request
+// of the caller's events or the row budget ends it with a checkpoint from which a resumed job
+// writes the uninterrupted job's model byte for byte (one worker and two); refusals come before
+// any work; and two jobs run at once in two threads give the models of two jobs run one after the
+// other.
+#include "driver/train.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../io/shard_test_util.h"
+#include "engine/errors.h"
+#include "io/file_lock.h"
+#include "io/model_file.h"
+
+namespace polymargin::driver {
+namespace {
+
+namespace fs = std::filesystem;
+using io::testing::slurp;
+
+// Notes kept; a stop request once `stop_after` polls have been made (0: never).
+class Recorder final : public Events {
+ public:
+  std::vector<std::string> notes;
+  std::uint64_t progress_calls = 0;
+  int polls = 0;
+  int stop_after = 0;
+
+  void note(const std::string& line) override { notes.push_back(line); }
+  void progress(std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t) override {
+    ++progress_calls;
+  }
+  int stop_requested() override { return stop_after > 0 && ++polls >= stop_after ? SIGTERM : 0; }
+  bool noted(const std::string& start) const {
+    for (const std::string& n : notes)
+      if (n.rfind(start, 0) == 0) return true;
+    return false;
+  }
+};
+
+class Train : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    dir_ = io::testing::fresh_dir("driver_train");
+    // Rows labelled by a planted hyperplane (so there is something to learn), ±1.
+    CsrBuffer rows = io::testing::random_rows(11, 3000, 12, 400, io::testing::Values::kRandom);
+    for (std::size_t r = 0; r < rows.labels.size(); ++r) {
+      double score = 0.3;
+      for (std::uint32_t k = rows.offsets[r]; k < rows.offsets[r + 1]; ++k)
+        score += (rows.indices[k] % 3 == 0 ? 1.0 : -0.7) * rows.values[k];
+      rows.labels[r] = score > 0 ? 1.0f : -1.0f;
+    }
+    io::testing::write_shards(rows, (dir_ / "d.shards").string(), io::Codec::kRaw, 100, 2);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static TrainJob job(const std::string& model, const std::string& algo = "ldm") {
+    TrainJob j;
+    j.algo = algo;
+    j.inputs = {(dir_ / "d.shards").string()};
+    j.output = (dir_ / model).string();
+    j.threads = 2;
+    j.window_blocks = 2;
+    j.linear.epochs = 4;
+    return j;
+  }
+  static std::string path(const std::string& name) { return (dir_ / name).string(); }
+
+  static fs::path dir_;
+};
+fs::path Train::dir_;
+
+TEST_F(Train, AJobWritesItsModelAndSaysWhatItDid) {
+  Recorder events;
+  nlohmann::ordered_json record;
+  const TrainResult result = train(job("plain.model"), events, record);
+  ASSERT_TRUE(result.leader);
+  EXPECT_TRUE(fs::exists(path("plain.model")));
+  EXPECT_EQ(result.summary["algorithm"], "ldm");
+  EXPECT_EQ(result.summary["rows"], 3000);
+  EXPECT_EQ(result.summary["epochs"], 4);
+  EXPECT_GT(result.summary["train_accuracy"].get<double>(), 0.8);
+  EXPECT_EQ(result.summary["objective_kind"], "exact");
+  EXPECT_EQ(result.model.algorithm, "ldm");
+  // The model in hand is the one written.
+  const engine::LinearModel written = io::load_model(path("plain.model"));
+  EXPECT_EQ(written.weights, result.model.weights);
+  EXPECT_EQ(record["command"], "train");
+  EXPECT_EQ(record["objective_kind"], "exact");
+  EXPECT_TRUE(events.noted("train ldm: "));
+  EXPECT_TRUE(events.noted("eta0 "));
+  EXPECT_TRUE(events.noted("epoch 4/4: "));
+  EXPECT_GT(events.progress_calls, 0u);
+}
+
+TEST_F(Train, TheSvmIsTheLdmWithoutItsMarginTerms) {
+  Events quiet;
+  nlohmann::ordered_json record;
+  const TrainResult result = train(job("svm.model", "svm"), quiet, record);
+  EXPECT_EQ(result.summary["lambda1"], 0.0);
+  EXPECT_EQ(result.summary["lambda2"], 0.0);
+  EXPECT_EQ(result.model.algorithm, "svm");
+  // The SVM takes no λ: refused before any work (no model written).
+  TrainJob bad = job("refused.model", "svm");
+  bad.linear.lambda1 = 1;
+  EXPECT_THROW(train(bad, quiet, record), UsageError);
+  EXPECT_FALSE(fs::exists(path("refused.model")));
+}
+
+TEST_F(Train, RefusalsComeBeforeAnyWork) {
+  Events quiet;
+  nlohmann::ordered_json record;
+  TrainJob no_data = job("x.model");
+  no_data.inputs.clear();
+  EXPECT_THROW(train(no_data, quiet, record), UsageError);
+  TrainJob bad_scale = job("x.model");
+  bad_scale.linear.scale = "minmax";
+  EXPECT_THROW(train(bad_scale, quiet, record), UsageError);
+  TrainJob bad_eta = job("x.model");
+  bad_eta.linear.eta0 = "-1";
+  EXPECT_THROW(train(bad_eta, quiet, record), UsageError);
+  TrainJob other = job("x.model", "cpm");
+  EXPECT_THROW(train(other, quiet, record), UsageError);
+  TrainJob missing = job("x.model");
+  missing.inputs = {path("no-such.shards")};
+  EXPECT_THROW(train(missing, quiet, record), Error);
+  EXPECT_FALSE(fs::exists(path("x.model")));
+}
+
+// Stopped by the caller's events (a SIGTERM after some windows) or by the row budget, with a
+// checkpoint, then resumed: the model of the uninterrupted job, byte for byte.
+void expect_resume_gives_uninterrupted_model(int workers, const std::string& name) {
+  Events quiet;
+  nlohmann::ordered_json record;
+  TrainJob whole = Train::job(name + "-whole.model");
+  whole.parallel.workers = workers;
+  train(whole, quiet, record);
+
+  for (const bool by_signal : {true, false}) {
+    const std::string tag = name + (by_signal ? "-signal" : "-rows");
+    TrainJob part = Train::job(tag + ".model");
+    part.parallel.workers = workers;
+    part.job.checkpoint = Train::path(tag + ".ck");
+    Recorder stopping;
+    if (by_signal)  // polled before the first window and after each; replicated, at averagings
+      stopping.stop_after = workers > 1 ? 3 : 9;
+    else
+      part.job.stop_after_rows = 5000;
+    nlohmann::ordered_json stopped_record;
+    try {
+      train(part, stopping, stopped_record);
+      FAIL() << tag << ": the job was not stopped";
+    } catch (const Interrupted& stop) {
+      EXPECT_EQ(stop.signal, by_signal ? SIGTERM : kStopAfterRows) << tag;
+      EXPECT_EQ(stop.checkpoint, part.job.checkpoint) << tag;
+    }
+    EXPECT_TRUE(stopped_record.contains("interrupted")) << tag;
+    EXPECT_FALSE(fs::exists(part.output)) << tag;
+    ASSERT_TRUE(fs::exists(part.job.checkpoint)) << tag;
+
+    TrainJob rest = part;
+    rest.job.stop_after_rows = 0;
+    rest.job.resume = part.job.checkpoint;
+    nlohmann::ordered_json resumed_record;
+    train(rest, quiet, resumed_record);
+    EXPECT_TRUE(resumed_record.contains("resumed_from")) << tag;
+    EXPECT_FALSE(fs::exists(part.job.checkpoint)) << tag << ": removed once the model is written";
+    EXPECT_EQ(slurp(Train::path(tag + ".model")), slurp(whole.output)) << tag;
+  }
+}
+
+TEST_F(Train, AResumedJobWritesTheUninterruptedModel) {
+  expect_resume_gives_uninterrupted_model(1, "one");
+}
+
+TEST_F(Train, AResumedJobOfTwoWorkersWritesTheUninterruptedModel) {
+  expect_resume_gives_uninterrupted_model(2, "two");
+}
+
+TEST_F(Train, ASecondJobOnTheSameModelIsRefusedWhileTheFirstHoldsIt) {
+  // The first job's locks are held from its check to its end: a job started from its events
+  // (while the first learns) on the same model file is refused, and the first still succeeds.
+  class StartsAnother final : public Events {
+   public:
+    std::atomic<bool> tried{false};
+    bool refused = false;
+    int stop_requested() override {
+      if (!tried.exchange(true)) {
+        Events quiet;
+        nlohmann::ordered_json record;
+        try {
+          train(Train::job("locked.model"), quiet, record);
+        } catch (const io::LockedError&) {
+          refused = true;
+        }
+      }
+      return 0;
+    }
+  } events;
+  nlohmann::ordered_json record;
+  train(job("locked.model"), events, record);
+  EXPECT_TRUE(events.refused);
+  EXPECT_TRUE(fs::exists(path("locked.model")));
+}
+
+TEST_F(Train, TwoJobsAtOnceGiveTheModelsOfTwoJobsInTurn) {
+  Events quiet;
+  nlohmann::ordered_json record;
+  TrainJob a = job("turn-a.model"), b = job("turn-b.model", "svm");
+  b.linear.c = 0.5;
+  b.parallel.workers = 2;
+  train(a, quiet, record);
+  train(b, quiet, record);
+
+  TrainJob a2 = a, b2 = b;
+  a2.output = path("at-once-a.model");
+  b2.output = path("at-once-b.model");
+  std::exception_ptr failed_a, failed_b;
+  const auto in_thread = [](const TrainJob& j, std::exception_ptr& failed) {
+    return std::thread([&j, &failed] {
+      try {
+        Events events;
+        nlohmann::ordered_json r;
+        train(j, events, r);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    });
+  };
+  std::thread ta = in_thread(a2, failed_a), tb = in_thread(b2, failed_b);
+  ta.join();
+  tb.join();
+  ASSERT_FALSE(failed_a);
+  ASSERT_FALSE(failed_b);
+  EXPECT_EQ(slurp(a2.output), slurp(a.output));
+  EXPECT_EQ(slurp(b2.output), slurp(b.output));
+}
+
+}  // namespace
+}  // namespace polymargin::driver
