@@ -87,48 +87,32 @@ bool tune_key(const std::string& command, const std::string& key) {
                                 key == "tune-budget" || key == "tune-rows");
 }
 
-// The config file: its lines checked first, so an unknown key, a key given twice or a line that is
-// not `key = value` is refused naming the file and line; then parsed as Boost does, and a value
-// Boost refuses is named with its line too.
+// The config file: its lines checked first, so an unknown key, a key given twice, an empty value
+// or a line that is not `key = value` is refused naming the file and line; then parsed as Boost
+// does, and a value Boost refuses is named with its line too.
 void store_config_file(const std::string& command, const std::string& path,
                        const po::options_description& options, po::variables_map& vm) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UsageError(command + ": --config " + path + " is a directory, not a config file");
-  std::ifstream in(path);
-  if (!in) throw IoError("cannot open config file " + path);
-  std::string line, kept;
+  std::string kept;
   std::map<std::string, std::uint64_t> first_line;             // of each key
   std::vector<std::pair<std::uint64_t, std::string>> entries;  // line number, the line
-  for (std::uint64_t number = 1; std::getline(in, line); ++number) {
-    if (number == 1) drop_byte_order_mark(line);
-    const std::size_t first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#' || line[first] == '[') {
-      kept += "\n";
-      continue;
-    }
-    const std::size_t equals = line.find('=');
-    std::string key =
-        line.substr(first, equals == std::string::npos ? std::string::npos : equals - first);
-    while (!key.empty() && (key.back() == ' ' || key.back() == '\t' || key.back() == '\r'))
-      key.pop_back();
-    const std::string at = path + ":" + std::to_string(number) + ": ";
-    if (equals == std::string::npos)
-      throw UsageError(at + "'" + key + "' is not a 'key = value' line");
-    if (tune_key(command, key)) {
-      kept += "\n";
-      continue;
-    }
-    const po::option_description* option = options.find_nothrow(key, false);
+  for (const ConfigEntry& entry : read_config_entries(command, path)) {
+    const std::string at = path + ":" + std::to_string(entry.line) + ": ";
+    if (tune_key(command, entry.key)) continue;  // train --tune's, read by cli/tune.h
+    const po::option_description* option = options.find_nothrow(entry.key, false);
     if (!option)
-      throw UsageError(at + "unknown key '" + key + "' (" + command +
+      throw UsageError(at + "unknown key '" + entry.key + "' (" + command +
                        " takes the long option names as keys: polymargin " + command + " --help)");
-    const auto [seen, added] = first_line.emplace(key, number);
+    const auto [seen, added] = first_line.emplace(entry.key, entry.line);
     if (!added && !takes_several(*option))
-      throw UsageError(at + "'" + key + "' is given twice (also on line " +
+      throw UsageError(at + "'" + entry.key + "' is given twice (also on line " +
                        std::to_string(seen->second) + ")");
-    kept += line + "\n";
-    entries.emplace_back(number, line);
+    // A switch's empty value is Boost's "true"; any other option's is refused as on the command
+    // line.
+    if (entry.value.empty() && option->semantic()->min_tokens() > 0)
+      refuse_empty_value(command, "--" + entry.key,
+                         " in " + path + ":" + std::to_string(entry.line));
+    kept += entry.text + "\n";
+    entries.emplace_back(entry.line, entry.text);
   }
   try {
     std::istringstream text(kept);
@@ -147,6 +131,19 @@ void store_config_file(const std::string& command, const std::string& path,
       }
     }
     throw UsageError(path + ": " + e.what());
+  }
+}
+
+// Every option of `parsed` (the command line) that takes a value, given an empty one: refused
+// (refuse_empty_value), a positional argument too.
+void refuse_empty_values(const std::string& command, const po::options_description& options,
+                         const po::parsed_options& parsed) {
+  for (const po::option& o : parsed.options) {
+    const po::option_description* d = options.find_nothrow(o.string_key, false);
+    if (!d || d->semantic()->min_tokens() == 0) continue;  // a switch takes no value
+    for (const std::string& token : o.value)
+      if (token.empty())
+        refuse_empty_value(command, o.position_key >= 0 ? "" : "--" + d->long_name(), "");
   }
 }
 
@@ -195,6 +192,51 @@ void refuse_out_of_range(const std::string& command, const po::options_descripti
   }
 }
 
+std::vector<ConfigEntry> read_config_entries(const std::string& command, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(command + ": --config " + path + " is a directory, not a config file");
+  std::ifstream in(path);
+  if (!in) throw IoError("cannot open config file " + path);
+  const auto trim = [](const std::string& text) {
+    const std::size_t first = text.find_first_not_of(" \t\r");
+    if (first == std::string::npos) return std::string();
+    return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+  };
+  std::vector<ConfigEntry> entries;
+  std::string text;
+  for (std::uint64_t number = 1; std::getline(in, text); ++number) {
+    if (number == 1) drop_byte_order_mark(text);
+    const std::string line = trim(text.substr(0, text.find('#')));  // as Boost reads it
+    if (line.empty()) continue;
+    const std::string at = path + ":" + std::to_string(number) + ": ";
+    // Boost would read the keys after `[name]` as `name.KEY`, which no option is; the header was
+    // once skipped, and its keys taken as the file's own: neither is what the writer meant.
+    if (line.front() == '[')
+      throw UsageError(at + "'" + line +
+                       "': a --config file has no sections, only 'key = value' lines (long option "
+                       "names as keys)");
+    const std::size_t equals = line.find('=');
+    if (equals == std::string::npos)
+      throw UsageError(at + "'" + line + "' is not a 'key = value' line");
+    entries.push_back({number, trim(line.substr(0, equals)), trim(line.substr(equals + 1)), text});
+  }
+  return entries;
+}
+
+void refuse_empty_value(const std::string& command, const std::string& flag,
+                        const std::string& where) {
+  if (flag.empty())
+    throw UsageError(command + ": an empty argument" + where +
+                     " where a file name is expected (an unset variable?)");
+  if (!where.empty())  // a config file's key
+    throw UsageError(command + ": " + flag + " needs a value, not an empty one" + where +
+                     ": give one, or leave the key out");
+  throw UsageError(command + ": " + flag +
+                   " needs a value, not an empty one (an unset variable?): give one, or leave the "
+                   "option out");
+}
+
 bool parse_options(const std::string& command, const std::string& usage,
                    po::options_description& options,
                    const po::positional_options_description& positional,
@@ -217,6 +259,7 @@ bool parse_options(const std::string& command, const std::string& usage,
                                           .style(exact_names_style())
                                           .run();
     refuse_out_of_range(command, all, parsed, "");
+    refuse_empty_values(command, all, parsed);
     po::store(parsed, vm);
     if (vm.count("help")) {
       std::cout << "usage: polymargin " << command << " " << usage << "\n\n" << shown << "\n";

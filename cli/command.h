@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -44,7 +45,8 @@ struct CommandRegistration {
 /// Parses a subcommand's arguments. Adds --help and --config FILE; options in the config file use
 /// the long flag names (`key = value` lines, `#` comments) and the command line wins over the file.
 /// Returns false after printing the help text when --help was given. Throws UsageError on a bad
-/// option, naming it: an unknown config key or malformed line (naming the file and line), a
+/// option, naming it: an unknown config key or malformed line (naming the file and line; a
+/// `[section]` line too: these files have no sections), an empty value (refuse_empty_value), a
 /// negative number for an unsigned option, --threads or --jobs outside [0, 1024]. `hidden`
 /// options are taken as `options` are but left out of the help (another learner's, which this one
 /// refuses with its own message).
@@ -63,6 +65,28 @@ int exact_names_style();
 /// (Boost would call it invalid); `where` is appended to the value in the message.
 void refuse_out_of_range(const std::string& command, const po::options_description& options,
                          const po::parsed_options& parsed, const std::string& where);
+
+/// One `key = value` line of a --config file, as written (`text`), with its number.
+struct ConfigEntry {
+  std::uint64_t line = 0;
+  std::string key, value, text;
+};
+
+/// The `key = value` lines of the --config file `path` (blank lines and `#` comments left out;
+/// the value trimmed, without a trailing comment). UsageError naming the file and line for a line
+/// of another form: a `[section]` header (these files have none; `experiment`'s CONFIG, which has,
+/// is read by cli/experiment_config.h) or a line without '='; UsageError for a directory, IoError
+/// for a file that cannot be opened.
+std::vector<ConfigEntry> read_config_entries(const std::string& command, const std::string& path);
+
+/// UsageError for an empty value given to an option: `flag` is its name on the command line
+/// ("--checkpoint"), or "" for a positional argument; `where` (" in FILE:LINE") names a --config
+/// file's line. Boost takes "" as a value, which a script's unset variable passes (`--tune-budget
+/// "$BUDGET"`): an empty checkpoint path would be no checkpoint, an empty budget no bound. No
+/// option gives "" a meaning, so parse_options refuses it for every option that takes a value, and
+/// train --tune's own parse (cli/tune.cpp) the same way.
+[[noreturn]] void refuse_empty_value(const std::string& command, const std::string& flag,
+                                     const std::string& where);
 
 /// The paths that the options `names` (string or list valued; "input" is the positional INPUT) and
 /// --config hold in `vm`, for io::check_outputs.

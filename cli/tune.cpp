@@ -206,10 +206,16 @@ bool switch_on(const std::string& value) {
 
 TuneArgs parse_tune_args(const std::vector<std::string>& args) {
   TuneArgs t;
+  std::string config;  // --config FILE
   // One option, `tokens` as given (flag and values): the tuning's own are taken, the others go to
   // the final run and, unless the job's, to every cell.
+  // `where`: " in FILE:LINE" for a --config file's entry.
   const auto take = [&](const std::string& name, const std::vector<std::string>& values,
-                        const std::vector<std::string>& tokens) {
+                        const std::vector<std::string>& tokens, const std::string& where) {
+    // An empty value, for any option (as parse_options refuses it): an empty --tune-budget would
+    // be no bound, an empty --checkpoint no checkpoint.
+    for (const std::string& v : values)
+      if (v.empty()) refuse_empty_value("train", "--" + name, where);
     t.given.insert(name);
     if (name == "tune") return;
     if (name == "tune-folds" || name == "tune-repeats" || name == "tune-budget" ||
@@ -234,7 +240,10 @@ TuneArgs parse_tune_args(const std::vector<std::string>& args) {
     if (name == "data" || name == "validation" || name == "unlabeled" || name == "warm-start")
       for (const std::string& v : values) t.inputs.push_back({"--" + name, v});
     if (name == "config") {  // its entries are taken below, as options given after the others
-      for (const std::string& v : values) t.inputs.push_back({"--config", v});
+      for (const std::string& v : values) {
+        t.inputs.push_back({"--config", v});
+        config = v;
+      }
       return;
     }
     if (name == "output" && !values.empty()) t.output = values[0];
@@ -257,6 +266,7 @@ TuneArgs parse_tune_args(const std::vector<std::string>& args) {
     const bool is_flag = token.size() > 1 && token[0] == '-' &&
                          !(std::isdigit(static_cast<unsigned char>(token[1])) || token[1] == '.');
     if (!is_flag) {  // a positional argument: training data
+      if (token.empty()) refuse_empty_value("train", "", "");
       t.data.push_back(token);
       t.inputs.push_back({"--data", token});
       t.final.push_back(token);
@@ -284,19 +294,23 @@ TuneArgs parse_tune_args(const std::vector<std::string>& args) {
     }
     take(name, values,
          std::vector<std::string>(args.begin() + static_cast<std::ptrdiff_t>(i),
-                                  args.begin() + static_cast<std::ptrdiff_t>(next)));
+                                  args.begin() + static_cast<std::ptrdiff_t>(next)),
+         "");
     i = next;
   }
   // --config FILE: its entries as options, where the command line does not give them (it wins),
-  // so that the cells and the final run get them as flags and never the tuning's own keys.
+  // so that the cells and the final run get them as flags and never the tuning's own keys. Its
+  // lines are checked here (a [section] line, a line without '='), before the search: the final
+  // run's parse would refuse them only after it.
   const std::set<std::string> on_command_line = t.given;
-  for (const auto& [key, value] : config_entries(args)) {
-    if (on_command_line.count(key)) continue;
-    if (is_switch(key)) {
-      if (switch_on(value)) take(key, {}, {"--" + key});
+  for (const ConfigEntry& e :
+       config.empty() ? std::vector<ConfigEntry>{} : read_config_entries("train", config)) {
+    if (on_command_line.count(e.key)) continue;
+    if (is_switch(e.key)) {
+      if (switch_on(e.value)) take(e.key, {}, {"--" + e.key}, "");
       continue;
     }
-    take(key, {value}, {"--" + key, value});
+    take(e.key, {e.value}, {"--" + e.key, e.value}, " in " + config + ":" + std::to_string(e.line));
   }
   return t;
 }

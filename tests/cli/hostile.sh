@@ -376,7 +376,7 @@ fi
 # An output under a file: said as such, not as a missing directory.
 expect 4 "in.svm is not a directory" predict -m m.model -d in.svm -o in.svm/p
 
-# --- 13. --config: a directory, a typo ---------------------------------------------------------------
+# --- 13. --config: a directory, a typo, a section -----------------------------------------------------
 mkdir confdir
 expect 2 "is a directory" train -d in.svm -o x.model --config confdir
 printf 'epochs = 3\nlamda1 = 3\n' > typo.conf
@@ -387,6 +387,17 @@ printf 'epochs = 3\nseed = 2\nepochs = 4\n' > twice.conf
 expect 2 "twice.conf:3: 'epochs' is given twice (also on line 1)" train -d in.svm -o x.model --config twice.conf
 printf 'epochs = 3\nwindow-blocks = -1\n' > negative.conf
 expect 2 "--window-blocks must not be negative" train -d in.svm -o x.model --config negative.conf
+# A [section] line: these files have none (Boost would read the keys after it as `train.epochs`,
+# and it was skipped, its keys taken as the file's own). Refused naming the file and line, by every
+# command, and by train --tune before its search.
+printf 'seed = 2\n[train]\nepochs = 3\n' > section.conf
+for command in "train -d in.svm -o x.model" "train -d in.svm -o x.model --tune --tune-budget 2" \
+  "train --algo cpm -d in.svm -o x.model" "train --algo kldm -d in.svm -o x.model" \
+  "convert in.svm -o s.shards" "predict -m m.model -d in.svm" "experiment none.conf -o x.dir"; do
+  # shellcheck disable=SC2086 # the command's words
+  expect 2 "section.conf:2: '[train]': a --config file has no sections" $command --config section.conf
+done
+[ ! -e x.model ] && [ ! -e s.shards ] && [ ! -e x.dir ] || fail "a refused --config wrote an output"
 
 # --- 14. negative numbers for counts are usage errors, not wrapped; nor are numbers too large ---------
 expect 2 "--window-blocks must not be negative" train -d in.svm -o x.model --window-blocks -1
