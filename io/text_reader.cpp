@@ -396,8 +396,8 @@ class Collector {
   }
   DataError too_many_bad_lines(const BadLine& bad) const {
     if (options_.max_bad_lines == 0) return located(bad, bad.message);
-    return located(bad, bad.message + " (more than max_bad_lines = " +
-                            std::to_string(options_.max_bad_lines) + " bad lines)");
+    return located(bad, bad.message + " (more bad lines than --max-bad-lines " +
+                            std::to_string(options_.max_bad_lines) + " allows)");
   }
   void keep_messages(const ParsedChunk& parsed) {
     for (const BadLine& bad : parsed.first_bad_lines) keep_message(bad);

@@ -157,7 +157,7 @@ echo '1 1:1' >> "$work/bad12.svm"
 "$bin" convert "$work/bad12.svm" -o "$work/bad12.shards" --max-bad-lines 12 > "$work/bad.out"
 grep -q '^skipped 12 malformed lines, the first:$' "$work/bad.out" || fail "12 bad lines: $(cat "$work/bad.out")"
 [ "$(grep -c '^  .*bad12.svm:[0-9]*:5: bad feature value' "$work/bad.out")" = 10 ] || fail "not ten named: $(cat "$work/bad.out")"
-expect_exit 3 'bad.svm:5:6: .*more than max_bad_lines = 2' \
+expect_exit 3 'bad.svm:5:6: .*more bad lines than --max-bad-lines 2 allows' \
   "$bin" convert "$work/bad.svm" -o "$work/bad2.shards" --max-bad-lines 2
 # Every line skipped: the error says so, and why the first was.
 head -n 12 "$work/bad12.svm" > "$work/allbad.svm"

@@ -217,9 +217,10 @@ TEST(TextReader, SkipsCountedBadLinesUpToTheLimit) {
 
     // One bad line more than allowed is an error at that line, after the rows before it.
     const Failure failure = read_failure({path}, with(chunk, 2, IndexBase::kAuto, 14));
+    // The limit is named as the user set it: the flag.
     EXPECT_EQ(failure.what, path +
-                                ":30:3: bad feature index 'x' in 'x:1' (more than max_bad_lines = "
-                                "14 bad lines)");
+                                ":30:3: bad feature index 'x' in 'x:1' (more bad lines than "
+                                "--max-bad-lines 14 allows)");
     EXPECT_EQ(failure.rows_before.size(), 15 * std::string("1 1:1\n").size());
   }
 }
@@ -327,7 +328,7 @@ TEST(TextReader, LongLinesAreBadLinesWhereverTheChunksFall) {
       EXPECT_EQ(first.rows_before, before);
       if (input == "-") redirect.emplace(path);
       EXPECT_EQ(read_failure({input}, options(chunk, 1)).what,
-                name + ":41" + long_line + " (more than max_bad_lines = 1 bad lines)");
+                name + ":41" + long_line + " (more bad lines than --max-bad-lines 1 allows)");
     }
   }
 }
