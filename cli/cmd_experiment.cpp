@@ -161,6 +161,13 @@ void Experiment::check_methods() {
     PreparedMethod p;
     p.spec = &m;
     const std::string where = config_.path + ":" + std::to_string(m.line) + ": method " + m.name;
+    // A message about one key names that key's line (the header's when the key was not read from
+    // the file).
+    const auto where_key = [&](const std::string& k) {
+      const auto it = m.key_lines.find(k);
+      return config_.path + ":" + std::to_string(it == m.key_lines.end() ? m.line : it->second) +
+             ": method " + m.name;
+    };
     std::vector<std::string> keys;
     for (const auto& [k, v] : m.fixed) keys.push_back(k);
     for (const GridKey& g : m.grid) keys.push_back(g.key);
@@ -168,8 +175,8 @@ void Experiment::check_methods() {
       p.description = "LIBLINEAR (liblinear-train)";
       for (const std::string& k : keys)
         if (k != "cost" && k != "bias" && k != "solver" && k != "epsilon")
-          throw UsageError(where + ": LIBLINEAR takes cost, bias, solver and epsilon (got '" + k +
-                           "')");
+          throw UsageError(where_key(k) +
+                           ": LIBLINEAR takes cost, bias, solver and epsilon (got '" + k + "')");
       p.program = find_in_path("liblinear-train");
       if (p.program.empty() || find_in_path("liblinear-predict").empty()) {
         p.status = "liblinear-train/liblinear-predict not found in PATH (Debian package "
@@ -189,14 +196,14 @@ void Experiment::check_methods() {
       fs::remove_all(work);
       for (const std::string& k : keys) {
         if (!help_lists_flag(help.stdout_text, k))
-          throw UsageError(where + ": '" + k + "' is not an option of `train --algo " + m.algo +
-                           "` (see polymargin train --algo " + m.algo + " --help)");
+          throw UsageError(where_key(k) + ": '" + k + "' is not an option of `train --algo " +
+                           m.algo + "` (see polymargin train --algo " + m.algo + " --help)");
         if (!help_flag_takes_value(help.stdout_text, k)) p.switches.insert(k);
       }
       // A switch is given or not; any other key's value goes to train as it is written.
       const auto check_switch = [&](const std::string& k, const std::string& v) {
         if (p.switches.count(k) && v != "true" && v != "false")
-          throw UsageError(where + ": '" + k + "' is a switch of `train --algo " + m.algo +
+          throw UsageError(where_key(k) + ": '" + k + "' is a switch of `train --algo " + m.algo +
                            "`: its values are true and false (got '" + v + "')");
       };
       for (const auto& [k, v] : m.fixed) check_switch(k, v);

@@ -306,6 +306,7 @@ ExperimentConfig parse_config(const std::string& text, const std::string& path,
         throw UsageError(at + ": unknown dataset key (data, test, generate, optional)");
       }
     } else {
+      config.methods.back().key_lines[key] = line_number;
       set_method_key(config.methods.back(), key, value, at);
     }
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,7 +40,8 @@ struct MethodSpec {
   bool coordinate = false;         // search = coordinate (else the full product)
   std::vector<std::vector<std::string>> groups;  // coordinate order: groups of grid keys
   int rounds = 1;                  // coordinate-descent rounds over the groups
-  int line = 0;
+  int line = 0;                    // of the section header, for messages
+  std::map<std::string, int> key_lines;  // of each key, for messages about that key
 };
 
 struct ExperimentConfig {

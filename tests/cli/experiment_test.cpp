@@ -524,7 +524,10 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
         "[dataset a]\ndata = data/a9a.t.zst\n[method ldm]\nalgo = ldm\nlambda9 = 1, 2\n");
   r = run("experiment '" + (dir.path() / "badkey.conf").string() + "' -o '" + out.string() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("'lambda9' is not an option of `train --algo ldm`"), std::string::npos)
+  // Named at the key's own line (5), not at its section's header (3).
+  EXPECT_NE(r.output.find("badkey.conf:5: method ldm: 'lambda9' is not an option of `train --algo "
+                          "ldm`"),
+            std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(out)) << "a refused run left the directory it made";
 
@@ -548,8 +551,8 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
         "no-final-pass = true, 3\n");
   r = run("experiment '" + (dir.path() / "switch.conf").string() + "' -o '" + out.string() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("'no-final-pass' is a switch of `train --algo svm`: its values are true "
-                          "and false (got '3')"),
+  EXPECT_NE(r.output.find("switch.conf:5: method svm: 'no-final-pass' is a switch of `train "
+                          "--algo svm`: its values are true and false (got '3')"),
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(out)) << "a refused run left the directory it made";
