@@ -235,15 +235,17 @@ py::tuple run(const std::string& name, const std::vector<std::string>& args, py:
 
 // A CSR matrix of Python's (scipy's indptr, indices, data; numpy arrays, C-contiguous) handed out
 // as CsrViews of at most kBatchRows rows, with raw feature ids = column + base and float values;
-// labels from `labels`, or 0 when it is None (rows to score).
+// labels from `labels`, or 0 when it is None (rows to score); column ids below `columns` (the
+// matrix's width; 0: any the engine takes). The package checks the arrays first (with scipy's
+// names for them); what reading them relies on is checked here too, before any row is read.
 // The batches are copies (the engine's ids are 32-bit, its values float), made one at a time.
 class CsrRows {
  public:
   static constexpr std::size_t kBatchRows = 4096;
 
   CsrRows(const py::array& indptr, const py::array& indices, const py::array& data,
-          const py::object& labels, std::uint32_t base)
-      : indptr_(indptr), indices_(indices), data_(data), base_(base) {
+          const py::object& labels, std::uint32_t base, std::uint64_t columns)
+      : indptr_(indptr), indices_(indices), data_(data), base_(base), columns_(columns) {
     if (!py::isinstance<py::array_t<std::int64_t>>(indptr_) || indptr_.ndim() != 1 ||
         indptr_.shape(0) < 1)
       raise(PyExc_ValueError, "indptr must be a 1-d int64 array");
@@ -269,6 +271,13 @@ class CsrRows {
     const auto* ptr = static_cast<const std::int64_t*>(indptr_.data());
     if (ptr[0] != 0 || ptr[rows_] != indices_.shape(0) || ptr[rows_] != data_.shape(0))
       raise(PyExc_ValueError, "indptr does not match indices and data");
+    // A row's entries lie between its indptr and the next: one that decreases would have a row
+    // read past the arrays' end.
+    for (std::size_t r = 0; r < rows_; ++r)
+      if (ptr[r + 1] < ptr[r])
+        raise(PyExc_ValueError, "indptr decreases at row " + std::to_string(r) + " (from " +
+                                    std::to_string(ptr[r]) + " to " + std::to_string(ptr[r + 1]) +
+                                    ")");
   }
 
   std::size_t rows() const { return rows_; }
@@ -286,6 +295,12 @@ class CsrRows {
       for (std::int64_t k = ptr[r]; k < ptr[r + 1]; ++k) {
         const std::int64_t column = wide_ ? static_cast<const std::int64_t*>(indices_.data())[k]
                                           : static_cast<const std::int32_t*>(indices_.data())[k];
+        if (column < 0 || (columns_ > 0 && static_cast<std::uint64_t>(column) >= columns_))
+          throw DataError(
+              "X", 0, 0,
+              "row " + std::to_string(r) + " has column id " + std::to_string(column) +
+                  ", outside the matrix's " +
+                  (columns_ > 0 ? std::to_string(columns_) + " columns" : std::string("columns")));
         if (column <= previous)
           throw DataError("X", 0, 0, "row " + std::to_string(r) + ": column ids must increase");
         if (column + base_ > std::numeric_limits<std::uint32_t>::max() - 1)
@@ -324,18 +339,19 @@ class CsrRows {
   py::object labels_;          // held while y_ points into it; null without labels
   const double* y_ = nullptr;
   std::uint32_t base_;
+  std::uint64_t columns_;  // the matrix's width; 0: not checked
   std::size_t rows_ = 0;
   bool wide_ = false, double_ = false;
   CsrBuffer buffer_;
 };
 
 // write_shards: the matrix's rows (labels as given) as a raw shard directory at `dir`, in row
-// order, its feature ids up to `columns` (the matrix's width; 0: the largest present); returns the
-// manifest's rows, features and non-zeros.
+// order, its feature ids up to `columns` (the matrix's width, of which no column id may be past;
+// 0: the largest present); returns the manifest's rows, features and non-zeros.
 py::dict write_shards(const std::string& dir, const py::array& indptr, const py::array& indices,
                       const py::array& data, const py::array& labels, std::uint32_t block_rows,
-                      int threads, std::uint32_t columns) {
-  CsrRows rows(indptr, indices, data, labels, 1);
+                      int threads, std::uint64_t columns) {
+  CsrRows rows(indptr, indices, data, labels, 1, columns);
   io::Manifest manifest;
   {
     py::gil_scoped_release release;
@@ -345,7 +361,10 @@ py::dict write_shards(const std::string& dir, const py::array& indptr, const py:
     options.durable = false;  // a temporary directory, removed after the fit
     io::ShardWriter writer(dir, options, threads);
     // The matrix's width, whatever its last columns hold: column j is id j + 1.
-    if (columns > 0) writer.declare_max_index(columns);
+    // Ids end at 2^32 - 2 (the rows' check says so of any column beyond).
+    if (columns > 0)
+      writer.declare_max_index(static_cast<std::uint32_t>(
+          std::min<std::uint64_t>(columns, std::numeric_limits<std::uint32_t>::max() - 1)));
     for (std::size_t begin = 0; begin < rows.rows(); begin += CsrRows::kBatchRows)
       writer.append(rows.batch(begin, std::min(rows.rows(), begin + CsrRows::kBatchRows)));
     manifest = writer.finish(1, {}, 0);
@@ -380,9 +399,10 @@ class Model {
   /// Scores, and the predicted raw labels when `predict`, of every row (column j is feature j +
   /// the model's index base).
   py::tuple score(const py::array& indptr, const py::array& indices, const py::array& data,
-                  bool predict) const {
+                  bool predict, std::uint64_t columns) const {
     const std::size_t n = static_cast<std::size_t>(std::max<py::ssize_t>(indptr.shape(0) - 1, 0));
-    CsrRows rows(indptr, indices, data, py::none(), static_cast<std::uint32_t>(model_->index_base));
+    CsrRows rows(indptr, indices, data, py::none(), static_cast<std::uint32_t>(model_->index_base),
+                 columns);
     py::array_t<double> scores(static_cast<py::ssize_t>(n));
     py::array_t<double> predicted(static_cast<py::ssize_t>(predict ? n : 0));
     double* s = scores.mutable_data();
@@ -450,6 +470,6 @@ PYBIND11_MODULE(_core, m) {
       .def(py::init<const std::string&>(), py::arg("path"))
       .def("info", &Model::info)
       .def("score", &Model::score, py::arg("indptr"), py::arg("indices"), py::arg("data"),
-           py::arg("predict") = false)
+           py::arg("predict") = false, py::arg("columns") = 0)
       .def("linear", &Model::linear);
 }

@@ -34,6 +34,40 @@ def _is_path(X):
             and all(isinstance(x, (str, os.PathLike)) for x in X))
 
 
+def _check_sparse(X):
+    """A CSR (or CSC) matrix's structure checked before any work, as scipy's
+    check_format(full_check=True) checks it but naming the row and column: indptr of one entry
+    more than the rows, from 0 to the non-zeros, never decreasing, and every column id within
+    the matrix's width. An id past the width would widen the model (a fit on 13 columns with an
+    id of 10^9 would size its weights for 10^9 features) and be scored against no column."""
+    if not sp.issparse(X) or X.format not in ("csr", "csc"):
+        return
+    rows, columns = X.shape
+    outer, inner = (rows, columns) if X.format == "csr" else (columns, rows)
+    along, across = ("row", "column") if X.format == "csr" else ("column", "row")
+    indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
+    nnz = len(indices)
+    where = f"X ({X.format} matrix {rows}x{columns})"
+    if indptr.ndim != 1 or len(indptr) != outer + 1:
+        raise ValueError(f"{where}: indptr has {len(indptr)} entries; {outer + 1} expected "
+                         f"(one per {along}, and one)")
+    if len(X.data) != nnz:
+        raise ValueError(f"{where}: {len(X.data)} values for {nnz} {across} ids")
+    if indptr[0] != 0 or indptr[-1] != nnz:
+        raise ValueError(f"{where}: indptr runs from {indptr[0]} to {indptr[-1]}; from 0 to "
+                         f"the {nnz} non-zeros expected")
+    falls = np.flatnonzero(np.diff(indptr) < 0)
+    if len(falls):
+        r = int(falls[0])
+        raise ValueError(f"{where}: indptr decreases at {along} {r} (from {indptr[r]} to "
+                         f"{indptr[r + 1]})")
+    if nnz and (indices.min() < 0 or indices.max() >= inner):
+        k = int(np.flatnonzero((indices < 0) | (indices >= inner))[0])
+        r = int(np.searchsorted(indptr, k, side="right")) - 1
+        raise ValueError(f"{where}: {along} {r} has {across} id {indices[k]}, outside the "
+                         f"matrix's {inner} {across}s (0 to {inner - 1})")
+
+
 def _csr_parts(X):
     """indptr (int64), indices, data of a CSR matrix with sorted, unique column ids per row."""
     X = X.tocsr() if sp.issparse(X) else sp.csr_matrix(X)
@@ -68,7 +102,7 @@ def _write_shards(directory, X, labels, threads):
     _core.write_shards(directory, indptr, indices, data,
                        np.ascontiguousarray(labels, dtype=np.float64),
                        threads=int(threads) if usable else 0,
-                       columns=min(X.shape[1], 2**32 - 2))
+                       columns=X.shape[1])
 
 
 def _stored_label(value):
@@ -111,6 +145,7 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
             self._describe_from_model()
             return self
 
+        _check_sparse(X)
         X, y = self._validate_data(X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
         labelled = np.ones(len(y), dtype=bool)
         if self._semi_supervised:
@@ -208,9 +243,11 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
             raise TypeError("predict, decision_function and score take a matrix; for a file, "
                             "read it with sklearn.datasets.load_svmlight_file, or run "
                             "polymargin.run('eval', ...)")
+        _check_sparse(X)
         X = self._validate_data(X, accept_sparse="csr", dtype=[np.float64, np.float32],
                                 reset=False)
-        return _csr_parts(X)
+        indptr, indices, data = _csr_parts(X)
+        return indptr, indices, data, X.shape[1]
 
     def _to_classes(self, raw):
         index = np.searchsorted(self._labels, raw.astype(np.float32))
@@ -224,12 +261,15 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
     def decision_function(self, X):
         """f(x) of every row: > 0 predicts classes_[1] (binary models only)."""
         model = self._model()
-        scores, _ = model.score(*self._rows(X), predict=False)
+        indptr, indices, data, columns = self._rows(X)
+        scores, _ = model.score(indptr, indices, data, predict=False, columns=columns)
         return scores
 
     def predict(self, X):
         model = self._model()
-        scores, raw = model.score(*self._rows(X), predict=not self._binary())
+        indptr, indices, data, columns = self._rows(X)
+        scores, raw = model.score(indptr, indices, data, predict=not self._binary(),
+                                  columns=columns)
         if self._binary():
             return self.classes_[(scores > 0).astype(int)]
         return self._to_classes(raw)

@@ -275,6 +275,65 @@ def test_bad_inputs_raise_clear_errors(a9a, tmp_path):
         pm.LDMClassifier().fit(str(bad), [1, -1])
 
 
+ALL = (pm.LDMClassifier, pm.LinearSVMClassifier, pm.CPMClassifier, pm.KernelLDMClassifier,
+       pm.TwinLDMClassifier, pm.CMMClassifier)
+
+
+def _with_column(X, row, column):
+    """A copy of the CSR matrix X whose row `row` has `column` as its last column id: scipy builds
+    it (its check_format(full_check=True) refuses it), the ids of the row still increasing."""
+    X = X.copy()
+    X.indices[X.indptr[row + 1] - 1] = column
+    return X
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_csr_structure_is_checked_before_any_work(cls):
+    X, y = make_classification(n_samples=270, n_features=13, random_state=4)
+    X = sp.csr_matrix(X)
+    past = _with_column(X, 5, 500)
+    message = r"row 5 has column id 500, outside the matrix's 13 columns"
+    # fit on 13 columns with an id of 500 trained a model of 501 features; predict scored it.
+    with pytest.raises(ValueError, match=message):
+        cls().fit(past, y)
+    est = cls().fit(X, y)
+    assert est.n_features_in_ == 13 and est.model_info_["features"] == 13
+    with pytest.raises(ValueError, match=message):
+        est.predict(past)
+    with pytest.raises(ValueError, match=message):
+        est.decision_function(past)
+    with pytest.raises(ValueError, match="row 7 has column id -1"):
+        est.predict(_with_column(X, 7, -1))
+    # An id of 10^9 is refused at once, not after sizing the weights for it.
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="row 9 has column id 1000000000, outside"):
+        cls().fit(_with_column(X, 9, 10**9), y)
+    assert time.monotonic() - start < 5
+    # indptr: never decreasing, from 0 to the non-zeros.
+    falls = X.copy()
+    falls.indptr[3] = falls.indptr[5]
+    with pytest.raises(ValueError, match=r"indptr decreases at row 3 \(from \d+ to \d+\)"):
+        cls().fit(falls, y)
+    with pytest.raises(ValueError, match="indptr decreases at row 3"):
+        est.predict(falls)
+    short = X.copy()
+    short.indptr[-1] -= 1
+    with pytest.raises(ValueError, match=r"indptr runs from 0 to \d+; from 0 to the \d+ non-zeros"):
+        est.predict(short)
+    # The same checks in the C++ reader of the rows, which the package calls.
+    with pytest.raises(ValueError, match="indptr decreases at row 1"):
+        est._model().score(np.array([0, 3, 1], dtype=np.int64), np.array([0], dtype=np.int32),
+                           np.array([1.0]))
+    with pytest.raises(ValueError, match="row 0 has column id 13, outside the matrix's 13 columns"):
+        est._model().score(np.array([0, 1], dtype=np.int64), np.array([13], dtype=np.int32),
+                           np.array([1.0]), columns=13)
+    # The same matrix as CSC: its own structure is checked (column and row swap places).
+    csc = X.tocsc()
+    csc.indices[csc.indptr[2] - 1] = 300
+    with pytest.raises(ValueError, match="column 1 has row id 300, outside the matrix's 270 rows"):
+        est.predict(csc)
+
+
 def test_switches_take_booleans_and_other_parameters_do_not(a9a):
     X, y, _, _ = a9a
     X, y = X[:300], y[:300]
