@@ -100,7 +100,7 @@ std::optional<driver::TrainJob> parse_linear(const std::vector<std::string>& arg
   p.lambda1_rel = given("lambda1-rel");
   p.lambda2_rel = given("lambda2-rel");
   job.tune = tune_record();
-  if (vm.count("config")) job.other_inputs.push_back({"--config", vm["config"].as<std::string>()});
+  add_config_input(vm, job);
   return job;
 }
 
@@ -135,12 +135,9 @@ int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
   bool json = false;
   const std::optional<driver::TrainJob> job = parse_linear(args, vm, json);
   if (!job) return kHelpShown;
-  // From the options' check on, a signal stops the run politely (at its next window).
-  StopSignals stop_signals;
-  StderrEvents events;
-  const driver::TrainResult result = driver::train(*job, events, metrics.json());
-  if (result.leader) print_summary(result.summary, json);
-  return kExitOk;
+  return train_in_library(*job, metrics, [&](const nlohmann::ordered_json& s) {
+    print_summary(s, json);
+  });
 }
 
 int run_linear(const std::vector<std::string>& args) { return run_train_job(args, train_linear); }

@@ -61,10 +61,8 @@ std::string peek_option(const std::vector<std::string>& args, const std::string&
 std::vector<std::pair<std::string, std::string>> config_entries(
     const std::vector<std::string>& args);
 
-using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using driver::Clock;
+using driver::seconds_since;
 
 /// --data-name NAME: how the model, the run's reports and its messages name the training data,
 /// instead of the paths given (a temporary copy's, a dated file's). Its help text:

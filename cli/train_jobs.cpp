@@ -28,11 +28,6 @@ int interrupted_exit_code(const Interrupted& stop) {
   return stop.checkpoint.empty() ? 128 + stop.signal : kExitInterrupted;
 }
 
-int stop_requested(std::uint64_t learnt, std::uint64_t stop_after_rows) {
-  StderrEvents events;
-  return driver::stop_requested(events, learnt, stop_after_rows);
-}
-
 void StderrEvents::note(const std::string& line) {
   if (progress_) progress_->clear();
   err_printf("%s\n", line.c_str());
@@ -89,7 +84,7 @@ std::string rank_prefix() {
   return "rank " + std::to_string(mpi->rank()) + " of " + std::to_string(mpi->size()) + ": ";
 }
 
-int run_train_job(const std::vector<std::string>& args, TrainJob job) {
+int run_train_job(const std::vector<std::string>& args, TrainEntry job) {
   // Of an MPI job's ranks, rank 0 reports; another rank only when it fails (it then ends the job
   // before rank 0 can: on a shared path its record is the job's), its error named with its rank.
   const driver::MpiJob* mpi = driver::mpi_job();
@@ -139,27 +134,13 @@ int run_train_job(const std::vector<std::string>& args, TrainJob job) {
   }
 }
 
-io::ReadOptions TrainRun::read_options(std::uint64_t seed, bool scale_maxabs, bool normalize_l2,
-                                       const DataParallel& parallel) const {
-  return driver::read_options(seed, threads, job, window_blocks, scale_maxabs, normalize_l2,
-                              parallel);
-}
-
-driver::LoopOptions TrainRun::loop_options(const io::ReadOptions& read, DataParallel& parallel,
-                                           std::uint64_t sync_bytes) const {
-  return driver::loop_options(read, job, parallel, sync_bytes,
-                              [stop_after_rows = job.stop_after_rows](std::uint64_t rows) {
-                                return stop_requested(rows, stop_after_rows);
-                              });
-}
-
-void TrainRun::open_data(const std::string& algorithm) {
-  driver::OpenedData opened = driver::open_job_data(algorithm, inputs, output, job, threads, report);
-  threads = opened.threads;
-  data = std::move(opened.data);
-  start = opened.start;
-  open_seconds = opened.open_seconds;
-  dataset = std::move(opened.dataset);
+int train_in_library(const driver::TrainJob& job, MetricsFile& metrics,
+                     const std::function<void(const nlohmann::ordered_json& summary)>& print) {
+  StopSignals stop_signals;
+  StderrEvents events;
+  const driver::TrainResult result = driver::train(job, events, metrics.json());
+  if (result.leader) print(result.summary);
+  return kExitOk;
 }
 
 void add_job_options(po::options_description& opts, JobOptions& job, const std::string& pass) {

@@ -16,6 +16,7 @@
 #include "cli/signals.h"
 #include "cli/train.h"
 #include "driver/job.h"
+#include "driver/train.h"
 #include "driver/epoch_loop.h"
 #include "engine/classifier.h"
 #include "engine/metrics.h"
@@ -72,15 +73,15 @@ void add_parallel_options(boost::program_options::options_description& opts,
 void add_job_options(boost::program_options::options_description& opts, JobOptions& job,
                      const std::string& pass);
 
-/// UsageError: the CPM takes no --warm-start (its state is more than its weights).
-[[noreturn]] void refuse_cpm_warm_start();
-/// UsageError for a CPM entropy floor above 1 with several replicas (ASSIGN's history is not
-/// averaged).
-void check_cpm_replicas(const DataParallel& parallel, double perplexity);
+using driver::check_cpm_replicas;
+using driver::refuse_cpm_warm_start;
 
-/// Polled between windows (at syncs when replicated): the signal received, else kStopAfterRows once
-/// `learnt` rows reach a non-zero `stop_after_rows`, else 0.
-int stop_requested(std::uint64_t learnt, std::uint64_t stop_after_rows);
+/// The --config file of `vm`, if any, among `job`'s other inputs (never written).
+template <class Job>
+void add_config_input(const boost::program_options::variables_map& vm, Job& job) {
+  if (vm.count("config")) job.other_inputs.push_back({"--config", vm["config"].as<std::string>()});
+}
+
 /// 6 (kExitInterrupted) when a checkpoint was written, else 128 + signal as a shell reports a
 /// killed command (nothing to resume from).
 int interrupted_exit_code(const Interrupted& stop);
@@ -108,52 +109,17 @@ class MetricsFile {
 /// recorded, and the command exits 0.
 inline constexpr int kHelpShown = -1;
 /// A learner's entry point that reports into --metrics-json; returns the exit code, or kHelpShown.
-using TrainJob = int (*)(const std::vector<std::string>& args, MetricsFile& metrics);
+using TrainEntry = int (*)(const std::vector<std::string>& args, MetricsFile& metrics);
 /// Runs `job` with the outcome recorded in --metrics-json whatever it is: on Interrupted it says
 /// so on stderr and returns interrupted_exit_code; errors are recorded and rethrown.
-int run_train_job(const std::vector<std::string>& args, TrainJob job);
+int run_train_job(const std::vector<std::string>& args, TrainEntry job);
 /// "rank r of R: " on a rank other than 0 of an MPI job (the start of its error's record), else "".
 std::string rank_prefix();
 
-/// What every streamed learner's run (cli/cmd_train.cpp, cli/train_cpm.cpp) holds besides its own
-/// options and trainer: the job's options, locks and signals, the data, and the run report. Each
-/// run is a struct of steps deriving from it; open_data() is their common first step.
-struct TrainRun {
-  explicit TrainRun(MetricsFile& metrics) : metrics(metrics), report(metrics.json()) {}
-  /// Resolves --threads, starts the report (command, algorithm, data, model path), opens the data
-  /// (text is converted on the fly), reports its identity and refuses an empty set.
-  void open_data(const std::string& algorithm);
-  const io::Manifest& manifest() const { return dataset->shards().manifest(); }
-  /// The reader's options of every streamed run: its seed, the threads, read-ahead and window,
-  /// the scaling and normalisation, and this rank's part of each window.
-  io::ReadOptions read_options(std::uint64_t seed, bool scale_maxabs, bool normalize_l2,
-                               const DataParallel& parallel) const;
-  /// The epoch loop's options of every streamed run, reading with `read`: the checkpoint schedule,
-  /// the averagings of `parallel` (whose replicas hand `sync_bytes` to each) and the stop requests.
-  driver::LoopOptions loop_options(const io::ReadOptions& read, DataParallel& parallel,
-                                   std::uint64_t sync_bytes) const;
-
-  MetricsFile& metrics;
-  nlohmann::ordered_json& report;
-  // Options every learner has.
-  std::vector<std::string> inputs;
-  std::string output;
-  JobOptions job;
-  int threads = 0;
-  std::uint32_t window_blocks = 0;
-  bool json = false;
-  boost::program_options::variables_map vm;
-  // Held from the options' check to the end: a second job on the model or checkpoint is refused,
-  // and a signal stops the run politely.
-  std::optional<JobLocks> locks;
-  std::optional<StopSignals> stop_signals;
-  mutable StderrEvents events;  // what the job's library parts say, on stderr
-  // The data.
-  std::string data;  // the inputs' names, for messages
-  std::chrono::steady_clock::time_point start;
-  double open_seconds = 0;
-  std::optional<io::Dataset> dataset;
-  ValidationData validation;  // --validation, opened by the learner's run before it trains
-};
+/// `job` trained by the library (driver::train) for the command line: its notes on stderr, a
+/// signal stopping it at its next window (StopSignals from here on), its record into --metrics-json;
+/// `print` shows the summary it returns (rank 0 of an MPI job alone). Returns the exit code.
+int train_in_library(const driver::TrainJob& job, MetricsFile& metrics,
+                     const std::function<void(const nlohmann::ordered_json& summary)>& print);
 
 }  // namespace polymargin::cli

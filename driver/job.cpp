@@ -532,6 +532,18 @@ void check_warm_model(const engine::LinearModel& m, const std::string& path,
                         number(labels.negative) + " / " + number(labels.positive));
 }
 
+void check_job_paths(const std::vector<std::string>& inputs, const JobOptions& job,
+                     const std::string& warm_start, const std::vector<io::NamedPath>& other_inputs,
+                     const std::string& output) {
+  std::vector<io::NamedPath> paths;
+  for (const std::string& input : inputs) paths.push_back({"--data", input});
+  for (const std::string& input : job.validation) paths.push_back({"--validation", input});
+  if (!warm_start.empty()) paths.push_back({"--warm-start", warm_start});
+  if (!job.resume.empty()) paths.push_back({"--resume", job.resume});
+  paths.insert(paths.end(), other_inputs.begin(), other_inputs.end());
+  check_train_paths(paths, output, job.checkpoint, job.metrics);
+}
+
 bool metrics_may_replace(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec) || io::writes_in_place(path)) return true;

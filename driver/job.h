@@ -73,6 +73,11 @@ struct JobLearner final : Learner {
   void sync() override { on_sync(); }
 };
 
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 /// printf into a std::string (a note's text).
 [[gnu::format(printf, 1, 2)]] std::string strprintf(const char* format, ...);
 
@@ -172,6 +177,12 @@ struct DataParallel {
   }
 };
 
+/// UsageError: the CPM takes no warm start (its state is more than its weights).
+[[noreturn]] void refuse_cpm_warm_start();
+/// UsageError for a CPM entropy floor above 1 with several replicas (ASSIGN's history is not
+/// averaged).
+void check_cpm_replicas(const DataParallel& parallel, double perplexity);
+
 /// Number of worker threads to use: `requested` if > 0, else the cores this process may run on
 /// (its affinity mask: `taskset`, a cpuset, or a rank that mpirun bound), as the reader counts them.
 int resolve_threads(int requested);
@@ -221,6 +232,12 @@ void check_warm_model(const engine::LinearModel& model, const std::string& path,
 /// validation data must be there to be opened (io::Dataset::probe).
 void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::string& output,
                        const std::string& checkpoint, const std::string& metrics_json);
+/// check_train_paths for a job's own files: its data, validation data, warm-start model and
+/// resumed checkpoint (then the caller's `other_inputs`) are inputs; `output`, the checkpoint and
+/// the metrics file outputs.
+void check_job_paths(const std::vector<std::string>& inputs, const JobOptions& job,
+                     const std::string& warm_start, const std::vector<io::NamedPath>& other_inputs,
+                     const std::string& output);
 /// True when `path` may be written as a run's metrics: it does not exist, is written in place, is
 /// empty, or holds an earlier run's metrics (a JSON object with a "status").
 bool metrics_may_replace(const std::string& path);

@@ -5,7 +5,7 @@
 // printing, no process-wide state: what the run says and the stop requests it takes go through
 // `events` (driver/job.h), so two jobs can run in one process.
 //
-// The linear learners (ldm, svm) train through it; the CPM and the kernel learners still run as
+// The streamed learners (ldm, svm, cpm) train through it; the kernel learners still run as
 // commands of cli/ (docs/design.md, "The training library").
 //
 //   driver::TrainJob job;
@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -27,6 +28,8 @@
 
 #include "driver/job.h"
 #include "engine/ldm.h"
+#include "engine/classifier.h"
+#include "engine/cpm.h"
 #include "engine/linear_model.h"
 #include "io/output_path.h"
 
@@ -51,16 +54,40 @@ struct LinearParams {
   bool final_pass = true;               // the exact pass over the training rows at the end
 };
 
+/// The CPM's passes by default (T = this × a side's rows), with at least
+/// engine::kCpmDefaultMinSteps steps a side.
+inline constexpr double kCpmDefaultEpochs = 10;
+
+/// The Convex Polytope Machine's parameters (engine/cpm.h).
+struct CpmParams {
+  int faces = 10;                          // K, faces (sub-classifiers) per side
+  std::optional<std::int64_t> iterations;  // T, SGD steps per side (excludes epochs)
+  std::optional<double> epochs;            // T = this × the side's rows; unset: kCpmDefaultEpochs
+                                           // and the step floor
+  std::string cost = "auto";               // C (λ = 1/(C T)), or auto: 3/√m within [0.01, 1]
+  double entropy = 1;                      // ASSIGN's entropy floor as a perplexity in [1, K]
+  double cost_ratio = 1;                   // r: an inner row costs r/(1+r), an outer one 1/(1+r)
+  std::string sides = "double";            // double | outer=+1 | outer=-1
+  std::optional<std::string> classes;      // comma-separated labels the data must have
+  std::string scale = "maxabs";            // maxabs | none
+  std::string normalize = "none";          // l2 | none
+  int hash_bits = 0;                       // B: 2^B hashed slots a face; 0: none
+  std::string precision = "auto";          // auto | double | float
+  std::uint64_t seed = 1;                  // of shuffling and tie-breaking
+  std::string warm_start;                  // refused: the CPM's state is more than its weights
+};
+
 /// A training job: what to learn from, what to write, how.
 struct TrainJob {
-  std::string algo = "ldm";         // ldm | svm
+  std::string algo = "ldm";         // ldm | svm | cpm
   std::vector<std::string> inputs;  // text files (plain, gz, bz2, zstd; "-" stdin) or shards
   std::string output;               // the model file
   int threads = 0;                  // reading and converting; 0: all cores
   std::uint32_t window_blocks = 8;  // rows are shuffled within windows of this many blocks
   JobOptions job;                   // checkpoint, resume, stop, validation, metrics, ...
   DataParallel parallel;            // its workers and sync_rows
-  LinearParams linear;
+  LinearParams linear;              // of ldm and svm
+  CpmParams cpm;                    // of cpm
   /// The search that chose these parameters (--tune), recorded in the model and the summary.
   nlohmann::json tune;
   /// Further files the caller read to make the job (a --config file): never written.
@@ -72,7 +99,9 @@ struct TrainResult {
   /// False on an MPI rank other than 0, which neither finishes nor writes the model: the rest is
   /// then empty.
   bool leader = true;
-  engine::LinearModel model;
+  /// The model written, where the job holds it whole (ldm, svm); null for the CPM, which writes
+  /// its model a side at a time (io::load_classifier reads it back).
+  std::unique_ptr<engine::Classifier> model;
   /// The figures `polymargin train --json` prints (docs/output.md).
   nlohmann::ordered_json summary;
 };

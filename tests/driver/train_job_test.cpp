@@ -1,9 +1,9 @@
 // The training library's entry point, driver::train, run whole in this process (no child process,
-// no argv): a job writes its model and summary and tells its events what it does; a stop request
-// of the caller's events or the row budget ends it with a checkpoint from which a resumed job
-// writes the uninterrupted job's model byte for byte (one worker and two); refusals come before
-// any work; and two jobs run at once in two threads give the models of two jobs run one after the
-// other.
+// no argv), for each streamed learner (ldm, svm, cpm): a job writes its model and summary and
+// tells its events what it does; a stop request of the caller's events or the row budget ends it
+// with a checkpoint from which a resumed job writes the uninterrupted job's model byte for byte
+// (one worker and two); refusals come before any work; and two jobs run at once in two threads
+// give the models of two jobs run one after the other.
 #include "driver/train.h"
 
 #include <gtest/gtest.h>
@@ -70,6 +70,8 @@ class Train : public ::testing::Test {
     j.threads = 2;
     j.window_blocks = 2;
     j.linear.epochs = 4;
+    j.cpm.epochs = 4;
+    j.cpm.faces = 3;
     return j;
   }
   static std::string path(const std::string& name) { return (dir_ / name).string(); }
@@ -89,10 +91,13 @@ TEST_F(Train, AJobWritesItsModelAndSaysWhatItDid) {
   EXPECT_EQ(result.summary["epochs"], 4);
   EXPECT_GT(result.summary["train_accuracy"].get<double>(), 0.8);
   EXPECT_EQ(result.summary["objective_kind"], "exact");
-  EXPECT_EQ(result.model.algorithm, "ldm");
+  ASSERT_TRUE(result.model);
+  EXPECT_EQ(result.model->algorithm, "ldm");
   // The model in hand is the one written.
   const engine::LinearModel written = io::load_model(path("plain.model"));
-  EXPECT_EQ(written.weights, result.model.weights);
+  const auto* held = dynamic_cast<const engine::LinearModel*>(result.model.get());
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(written.weights, held->weights);
   EXPECT_EQ(record["command"], "train");
   EXPECT_EQ(record["objective_kind"], "exact");
   EXPECT_TRUE(events.noted("train ldm: "));
@@ -107,7 +112,7 @@ TEST_F(Train, TheSvmIsTheLdmWithoutItsMarginTerms) {
   const TrainResult result = train(job("svm.model", "svm"), quiet, record);
   EXPECT_EQ(result.summary["lambda1"], 0.0);
   EXPECT_EQ(result.summary["lambda2"], 0.0);
-  EXPECT_EQ(result.model.algorithm, "svm");
+  EXPECT_EQ(result.model->algorithm, "svm");
   // The SVM takes no λ: refused before any work (no model written).
   TrainJob bad = job("refused.model", "svm");
   bad.linear.lambda1 = 1;
@@ -127,7 +132,7 @@ TEST_F(Train, RefusalsComeBeforeAnyWork) {
   TrainJob bad_eta = job("x.model");
   bad_eta.linear.eta0 = "-1";
   EXPECT_THROW(train(bad_eta, quiet, record), UsageError);
-  TrainJob other = job("x.model", "cpm");
+  TrainJob other = job("x.model", "kldm");
   EXPECT_THROW(train(other, quiet, record), UsageError);
   TrainJob missing = job("x.model");
   missing.inputs = {path("no-such.shards")};
@@ -137,16 +142,17 @@ TEST_F(Train, RefusalsComeBeforeAnyWork) {
 
 // Stopped by the caller's events (a SIGTERM after some windows) or by the row budget, with a
 // checkpoint, then resumed: the model of the uninterrupted job, byte for byte.
-void expect_resume_gives_uninterrupted_model(int workers, const std::string& name) {
+void expect_resume_gives_uninterrupted_model(const std::string& algo, int workers,
+                                             const std::string& name) {
   Events quiet;
   nlohmann::ordered_json record;
-  TrainJob whole = Train::job(name + "-whole.model");
+  TrainJob whole = Train::job(name + "-whole.model", algo);
   whole.parallel.workers = workers;
   train(whole, quiet, record);
 
   for (const bool by_signal : {true, false}) {
     const std::string tag = name + (by_signal ? "-signal" : "-rows");
-    TrainJob part = Train::job(tag + ".model");
+    TrainJob part = Train::job(tag + ".model", algo);
     part.parallel.workers = workers;
     part.job.checkpoint = Train::path(tag + ".ck");
     Recorder stopping;
@@ -178,11 +184,42 @@ void expect_resume_gives_uninterrupted_model(int workers, const std::string& nam
 }
 
 TEST_F(Train, AResumedJobWritesTheUninterruptedModel) {
-  expect_resume_gives_uninterrupted_model(1, "one");
+  expect_resume_gives_uninterrupted_model("ldm", 1, "one");
 }
 
 TEST_F(Train, AResumedJobOfTwoWorkersWritesTheUninterruptedModel) {
-  expect_resume_gives_uninterrupted_model(2, "two");
+  expect_resume_gives_uninterrupted_model("ldm", 2, "two");
+}
+
+TEST_F(Train, AResumedCpmJobWritesTheUninterruptedModel) {
+  expect_resume_gives_uninterrupted_model("cpm", 1, "cpm-one");
+}
+
+TEST_F(Train, AResumedCpmJobOfTwoWorkersWritesTheUninterruptedModel) {
+  expect_resume_gives_uninterrupted_model("cpm", 2, "cpm-two");
+}
+
+TEST_F(Train, ACpmJobWritesItsModelAndSummary) {
+  Recorder events;
+  nlohmann::ordered_json record;
+  const TrainResult result = train(job("cpm.model", "cpm"), events, record);
+  EXPECT_FALSE(result.model) << "the CPM writes its model a side at a time and holds none";
+  EXPECT_EQ(result.summary["algorithm"], "cpm");
+  EXPECT_EQ(result.summary["faces"], 3);
+  EXPECT_EQ(result.summary["side_details"].size(), 2u);
+  const std::unique_ptr<engine::Classifier> written = io::load_classifier(path("cpm.model"));
+  EXPECT_EQ(written->algorithm, "cpm");
+  EXPECT_EQ(record["algorithm"], "cpm");
+  EXPECT_TRUE(events.noted("train cpm: "));
+  EXPECT_TRUE(events.noted("pass 1: "));
+  // Its own refusals, before any work.
+  TrainJob warm = job("cpm-refused.model", "cpm");
+  warm.cpm.warm_start = path("cpm.model");
+  EXPECT_THROW(train(warm, events, record), UsageError);
+  TrainJob both = job("cpm-refused.model", "cpm");
+  both.cpm.iterations = 100;
+  EXPECT_THROW(train(both, events, record), UsageError);
+  EXPECT_FALSE(fs::exists(path("cpm-refused.model")));
 }
 
 TEST_F(Train, ASecondJobOnTheSameModelIsRefusedWhileTheFirstHoldsIt) {
