@@ -21,10 +21,9 @@
 namespace polymargin::cli {
 namespace {
 
-// The options of `train --algo ldm|svm` into a job; nullopt when --help was shown. `vm` keeps them
-// as given (the --config file among the inputs).
-std::optional<driver::TrainJob> parse_linear(const std::vector<std::string>& args,
-                                             po::variables_map& vm, bool& json) {
+// The options of `train --algo ldm|svm` into a job; nullopt when --help was shown.
+std::optional<driver::TrainJob> parse_linear(const std::vector<std::string>& args, bool& json) {
+  po::variables_map vm;
   driver::TrainJob job;
   driver::LinearParams& p = job.linear;
   int epochs = 5;
@@ -36,8 +35,7 @@ std::optional<driver::TrainJob> parse_linear(const std::vector<std::string>& arg
       "data,d", po::value(&job.inputs)->multitoken(),
       "training data: LIBSVM text (plain, gzip, bzip2, zstd; several files; - for stdin) or a "
       "shard directory")("output,o", po::value(&job.output)->required(), "model file to write")(
-      "cost,c", po::value(&p.c)->default_value(engine::kDefaultC),
-      "C, weight of the hinge loss")(
+      "cost,c", po::value(&p.c)->default_value(engine::kDefaultC), "C, weight of the hinge loss")(
       "epochs", po::value(&epochs)->default_value(5),
       "passes over the data (T); by default also at least 50000 SGD steps (a small set gets more "
       "passes)")(
@@ -92,24 +90,14 @@ std::optional<driver::TrainJob> parse_linear(const std::vector<std::string>& arg
   if (vm.count("avg-start-epochs")) p.avg_start_epochs = vm["avg-start-epochs"].as<int>();
   if (!vm["pairing"].defaulted()) p.pairing = pairing;
   p.final_pass = !no_final_pass;
-  const auto given = [&](const char* name) {
-    return vm.count(name) ? std::optional<double>(vm[name].as<double>()) : std::nullopt;
-  };
-  p.lambda1 = given("lambda1");
-  p.lambda2 = given("lambda2");
-  p.lambda1_rel = given("lambda1-rel");
-  p.lambda2_rel = given("lambda2-rel");
+  take_lambda_options(vm, p);
   job.tune = tune_record();
   add_config_input(vm, job);
   return job;
 }
 
-// The run's summary on stdout: JSON with --json, else a few lines.
-void print_summary(const nlohmann::ordered_json& s, bool json) {
-  if (json) {
-    std::cout << s.dump(2) << "\n";
-    return;
-  }
+// The run's summary on stdout (--json prints it as JSON instead).
+void print_summary(const nlohmann::ordered_json& s) {
   out_printf(
       "trained %s on %llu rows x %d epochs in %.2f s (%.2f M rows/s): learning %.2f s, "
       "waiting for data %.2f s; open/convert %.2f s, final pass %.2f s\n",
@@ -129,18 +117,6 @@ void print_summary(const nlohmann::ordered_json& s, bool json) {
   }
   out_printf("model written to %s\n", s["model_path"].get<std::string>().c_str());
 }
-
-int train_linear(const std::vector<std::string>& args, MetricsFile& metrics) {
-  po::variables_map vm;
-  bool json = false;
-  const std::optional<driver::TrainJob> job = parse_linear(args, vm, json);
-  if (!job) return kHelpShown;
-  return train_in_library(*job, metrics, [&](const nlohmann::ordered_json& s) {
-    print_summary(s, json);
-  });
-}
-
-int run_linear(const std::vector<std::string>& args) { return run_train_job(args, train_linear); }
 
 std::string algorithm_list() {
   std::string list;
@@ -169,7 +145,8 @@ int run_train(const std::vector<std::string>& args) {
       if (help) {
         std::cout << "learners (--algo):\n";
         for (const Command& other : train_algorithms())
-          std::cout << "  " << other.name << std::string(8 - std::min<std::size_t>(7, other.name.size()), ' ')
+          std::cout << "  " << other.name
+                    << std::string(8 - std::min<std::size_t>(7, other.name.size()), ' ')
                     << other.summary << "\n";
         std::cout << "(polymargin train --algo NAME --help: the options of NAME)\n\n"
                   << tune_help();
@@ -180,9 +157,11 @@ int run_train(const std::vector<std::string>& args) {
 }
 
 const TrainAlgorithmRegistration ldm_registration(
-    "ldm", "Large Margin Distribution Machine, linear, averaged SGD", run_linear);
+    {"ldm", "Large Margin Distribution Machine, linear, averaged SGD", parse_linear,
+     print_summary});
 const TrainAlgorithmRegistration svm_registration(
-    "svm", "linear SVM (hinge loss): LDM with lambda1 = lambda2 = 0", run_linear);
+    {"svm", "linear SVM (hinge loss): LDM with lambda1 = lambda2 = 0", parse_linear,
+     print_summary});
 const CommandRegistration registration("train", "train a model (--algo ldm, svm, ...)", run_train);
 
 }  // namespace

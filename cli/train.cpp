@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
+#include "cli/train_jobs.h"
 #include "engine/errors.h"
 #include "io/memory.h"
 #include "io/model_file.h"
@@ -16,9 +18,14 @@
 namespace polymargin::cli {
 namespace {
 
-std::vector<Command>& algorithms() {
-  static std::vector<Command> registry;
-  return registry;
+struct Registry {
+  std::vector<TrainAlgorithm> algorithms;
+  std::vector<Command> commands;  // the same, as commands
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
 }
 
 std::string trim(const std::string& s) {
@@ -29,15 +36,43 @@ std::string trim(const std::string& s) {
 
 }  // namespace
 
-TrainAlgorithmRegistration::TrainAlgorithmRegistration(std::string name, std::string summary,
-                                                       CommandFn run) {
-  auto& registry = algorithms();
-  registry.push_back({std::move(name), std::move(summary), std::move(run)});
-  std::sort(registry.begin(), registry.end(),
-            [](const Command& a, const Command& b) { return a.name < b.name; });
+TrainAlgorithmRegistration::TrainAlgorithmRegistration(TrainAlgorithm algorithm) {
+  Registry& r = registry();
+  const TrainAlgorithm& a = r.algorithms.emplace_back(std::move(algorithm));
+  const auto train = [parse = a.parse, print = a.print](const std::vector<std::string>& args,
+                                                        MetricsFile& metrics) {
+    bool json = false;
+    const std::optional<driver::TrainJob> job = parse(args, json);
+    if (!job) return kHelpShown;
+    return train_in_library(*job, metrics, [&](const nlohmann::ordered_json& summary) {
+      if (json)
+        std::cout << summary.dump(2) << "\n";
+      else
+        print(summary);
+    });
+  };
+  r.commands.push_back(
+      {a.name, a.summary, [train](const std::vector<std::string>& args) {
+         return run_train_job(args, train);
+       }});
+  const auto by_name = [](const auto& x, const auto& y) { return x.name < y.name; };
+  std::sort(r.algorithms.begin(), r.algorithms.end(), by_name);
+  std::sort(r.commands.begin(), r.commands.end(), by_name);
 }
 
-const std::vector<Command>& train_algorithms() { return algorithms(); }
+const std::vector<Command>& train_algorithms() { return registry().commands; }
+
+std::optional<driver::TrainJob> parse_train_job(const std::vector<std::string>& args) {
+  const std::string algo = peek_option(args, "algo", "ldm");
+  for (const TrainAlgorithm& a : registry().algorithms)
+    if (a.name == algo) {
+      bool json = false;
+      return a.parse(args, json);
+    }
+  std::string list;
+  for (const TrainAlgorithm& a : registry().algorithms) list += (list.empty() ? "" : "|") + a.name;
+  throw UsageError("train: --algo must be one of " + list + " (got '" + algo + "')");
+}
 
 std::vector<std::pair<std::string, std::string>> config_entries(
     const std::vector<std::string>& args) {
@@ -80,21 +115,6 @@ const char* data_name_help() {
 const char* index_base_help() {
   return "auto | 0 | 1: how text input's feature ids count (auto: 0 when some id is 0, else 1); a "
          "shard directory keeps the base it was converted with";
-}
-
-namespace {
-std::optional<double> given(const po::variables_map& vm, const std::string& name) {
-  return vm.count(name) ? std::optional<double>(vm[name].as<double>()) : std::nullopt;
-}
-}  // namespace
-
-void check_lambda_option(const po::variables_map& vm, const std::string& name) {
-  driver::lambda_value(name, given(vm, name), given(vm, name + "-rel"), 0, 0);
-}
-
-std::optional<double> lambda_option(const po::variables_map& vm, const std::string& name,
-                                    double rows, double c) {
-  return driver::lambda_value(name, given(vm, name), given(vm, name + "-rel"), rows, c);
 }
 
 void check_train_paths(const po::variables_map& vm) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "engine/ldm.h"
 #include "engine/linear_model.h"
 #include "driver/job.h"
+#include "driver/train.h"
 #include "io/shards.h"
 
 namespace polymargin::cli {
@@ -43,14 +45,32 @@ using driver::metrics_may_replace;
 using driver::number;
 using driver::open_training_data;
 
-/// Registers `train --algo name` at static-initialisation time. `run` gets the whole argument list
-/// of `train` (--algo included) and parses it with parse_options, like a subcommand.
-struct TrainAlgorithmRegistration {
-  TrainAlgorithmRegistration(std::string name, std::string summary, CommandFn run);
+/// A learner of `train --algo NAME` on the command line: how its flags become a job of the training
+/// library (driver/train.h), and how the job's summary reads.
+struct TrainAlgorithm {
+  std::string name;
+  std::string summary;  // one line for `train --help`
+  /// The whole argument list of `train` (--algo included) parsed with parse_options: the job, or
+  /// nullopt once --help was shown; `json` is set by --json. UsageError for a bad option.
+  std::function<std::optional<driver::TrainJob>(const std::vector<std::string>& args, bool& json)>
+      parse;
+  /// The text summary of a finished job (--json prints the summary itself).
+  std::function<void(const nlohmann::ordered_json& summary)> print;
 };
 
-/// Registered learners, sorted by name.
+/// Registers `train --algo NAME` at static-initialisation time.
+struct TrainAlgorithmRegistration {
+  explicit TrainAlgorithmRegistration(TrainAlgorithm algorithm);
+};
+
+/// Registered learners, sorted by name: `run` is `train --algo NAME ARGS` (the job trained, its
+/// summary printed, its record in --metrics-json).
 const std::vector<Command>& train_algorithms();
+
+/// The job `train ARGS` would run (--algo from ARGS or their --config, ldm by default); nullopt
+/// when ARGS ask for --help (which is then printed). UsageError for an unknown learner or a bad
+/// option, as the command says it.
+std::optional<driver::TrainJob> parse_train_job(const std::vector<std::string>& args);
 
 /// The value of --NAME in `args` (`--NAME X` or `--NAME=X`), else in the --config file, else
 /// `fallback`. For dispatching before the full parse.
@@ -71,13 +91,18 @@ const char* data_name_help();
 /// --index-base (auto | 0 | 1): how the feature ids of text input count, as convert's option; a
 /// shard directory keeps the base it was converted with.
 const char* index_base_help();
-/// UsageError unless at most one of --NAME (λ in the paper's units) and --NAME-rel (λ/(mC)) is
-/// given, and it is finite and ≥ 0 (what can be checked before the data are read).
-void check_lambda_option(const po::variables_map& vm, const std::string& name);
-/// λ from --NAME or --NAME-rel (checked as above; UsageError when λ/(mC) × m × C overflows), for
-/// m = `rows` and C = `c`; unset: nullopt (the engine's default ratio).
-std::optional<double> lambda_option(const po::variables_map& vm, const std::string& name,
-                                    double rows, double c);
+/// --lambda1, --lambda2 and their -rel forms (λ/(m·C)) as given, unset when not, into `params`
+/// (driver::LinearParams, driver::KldmParams), which the library checks (driver::lambda_value).
+template <class Params>
+void take_lambda_options(const po::variables_map& vm, Params& params) {
+  const auto given = [&](const char* name) {
+    return vm.count(name) ? std::optional<double>(vm[name].as<double>()) : std::nullopt;
+  };
+  params.lambda1 = given("lambda1");
+  params.lambda2 = given("lambda2");
+  params.lambda1_rel = given("lambda1-rel");
+  params.lambda2_rel = given("lambda2-rel");
+}
 
 /// io::check_outputs for `train`, before any work: the data, --validation, --unlabeled,
 /// --warm-start, --resume and --config files are inputs; -o, --checkpoint (which may be the

@@ -60,9 +60,8 @@ std::optional<driver::TrainJob> parse_cpm(const std::vector<std::string>& args, 
       "maxabs: divide each feature by its max |value| (stored in the model) | none")(
       "normalize", po::value(&p.normalize)->default_value("none"),
       "l2: divide each row by its Euclidean norm after --scale (the model does it when it scores) "
-      "| none")(
-      "hash-bits", po::value(&p.hash_bits)->default_value(0),
-      "B: signed feature hashing into 2^B slots per face; 0 = off (as the paper)")(
+      "| none")("hash-bits", po::value(&p.hash_bits)->default_value(0),
+                "B: signed feature hashing into 2^B slots per face; 0 = off (as the paper)")(
       "precision", po::value(&p.precision)->default_value("auto"),
       "weight accumulators: auto (double when it fits in memory, else float) | double | float")(
       "seed", po::value(&p.seed)->default_value(1), "seed of shuffling and tie-breaking")(
@@ -88,32 +87,29 @@ std::optional<driver::TrainJob> parse_cpm(const std::vector<std::string>& args, 
   return job;
 }
 
-// The run's summary on stdout: JSON with --json, else a few lines.
-void print_summary(const nlohmann::ordered_json& s, bool json) {
-  if (json) {
-    std::cout << s.dump(2) << "\n";
-    return;
-  }
+// The run's summary on stdout (--json prints it as JSON instead).
+void print_summary(const nlohmann::ordered_json& s) {
   const nlohmann::ordered_json& sides = s["side_details"];
   std::uint64_t all_steps = 0;
   for (const auto& side : sides) all_steps += side["steps"].get<std::uint64_t>();
   const std::size_t machines = s["machines"].get<std::size_t>();
   const double train_seconds = s["train_seconds"].get<double>();
-  out_printf("trained cpm (%zu machine%s, %zu sides, K = %d) in %.2f s: %llu steps, %.2f M steps/s "
-             "over all sides; open/convert %.2f s\n",
-             machines, machines == 1 ? "" : "s", sides.size(), s["faces"].get<int>(), train_seconds,
-             static_cast<unsigned long long>(all_steps),
-             static_cast<double>(all_steps) / 1e6 / std::max(train_seconds, 1e-9),
-             s["open_seconds"].get<double>());
+  out_printf(
+      "trained cpm (%zu machine%s, %zu sides, K = %d) in %.2f s: %llu steps, %.2f M steps/s "
+      "over all sides; open/convert %.2f s\n",
+      machines, machines == 1 ? "" : "s", sides.size(), s["faces"].get<int>(), train_seconds,
+      static_cast<unsigned long long>(all_steps),
+      static_cast<double>(all_steps) / 1e6 / std::max(train_seconds, 1e-9),
+      s["open_seconds"].get<double>());
   if (s["classes"].get<std::size_t>() <= 2)
     for (const auto& side : sides)
-      out_printf("side outer=%+d: %llu steps, %.2f M steps/s, %llu updates, assignment perplexity "
-                 "%.2f, %llu adjusted\n",
-                 side["outer"].get<int>(), side["steps"].get<unsigned long long>(),
-                 side["steps_per_second"].get<double>() / 1e6,
-                 side["updates"].get<unsigned long long>(),
-                 side["assignment_perplexity"].get<double>(),
-                 side["adjusted_assignments"].get<unsigned long long>());
+      out_printf(
+          "side outer=%+d: %llu steps, %.2f M steps/s, %llu updates, assignment perplexity "
+          "%.2f, %llu adjusted\n",
+          side["outer"].get<int>(), side["steps"].get<unsigned long long>(),
+          side["steps_per_second"].get<double>() / 1e6, side["updates"].get<unsigned long long>(),
+          side["assignment_perplexity"].get<double>(),
+          side["adjusted_assignments"].get<unsigned long long>());
   if (s.contains("validation")) {
     const nlohmann::ordered_json& v = s["validation"];
     out_printf("validation: %llu rows, accuracy %.4f", v["rows"].get<unsigned long long>(),
@@ -124,19 +120,9 @@ void print_summary(const nlohmann::ordered_json& s, bool json) {
   out_printf("model written to %s\n", s["model_path"].get<std::string>().c_str());
 }
 
-int train_cpm(const std::vector<std::string>& args, MetricsFile& metrics) {
-  bool json = false;
-  const std::optional<driver::TrainJob> job = parse_cpm(args, json);
-  if (!job) return kHelpShown;
-  return train_in_library(*job, metrics, [&](const nlohmann::ordered_json& s) {
-    print_summary(s, json);
-  });
-}
-
-int run_cpm(const std::vector<std::string>& args) { return run_train_job(args, train_cpm); }
-
 const TrainAlgorithmRegistration cpm_registration(
-    "cpm", "Convex Polytope Machine: K faces, SGD, double-sided, one-vs-one", run_cpm);
+    {"cpm", "Convex Polytope Machine: K faces, SGD, double-sided, one-vs-one", parse_cpm,
+     print_summary});
 
 }  // namespace
 }  // namespace polymargin::cli

@@ -84,7 +84,7 @@ std::string rank_prefix() {
   return "rank " + std::to_string(mpi->rank()) + " of " + std::to_string(mpi->size()) + ": ";
 }
 
-int run_train_job(const std::vector<std::string>& args, TrainEntry job) {
+int run_train_job(const std::vector<std::string>& args, const TrainEntry& job) {
   // Of an MPI job's ranks, rank 0 reports; another rank only when it fails (it then ends the job
   // before rank 0 can: on a shared path its record is the job's), its error named with its rank.
   const driver::MpiJob* mpi = driver::mpi_job();

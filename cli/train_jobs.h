@@ -109,10 +109,10 @@ class MetricsFile {
 /// recorded, and the command exits 0.
 inline constexpr int kHelpShown = -1;
 /// A learner's entry point that reports into --metrics-json; returns the exit code, or kHelpShown.
-using TrainEntry = int (*)(const std::vector<std::string>& args, MetricsFile& metrics);
+using TrainEntry = std::function<int(const std::vector<std::string>& args, MetricsFile& metrics)>;
 /// Runs `job` with the outcome recorded in --metrics-json whatever it is: on Interrupted it says
 /// so on stderr and returns interrupted_exit_code; errors are recorded and rethrown.
-int run_train_job(const std::vector<std::string>& args, TrainEntry job);
+int run_train_job(const std::vector<std::string>& args, const TrainEntry& job);
 /// "rank r of R: " on a rank other than 0 of an MPI job (the start of its error's record), else "".
 std::string rank_prefix();
 

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
@@ -35,6 +36,7 @@
 #include "cli/train.h"
 #include "cli/train_jobs.h"
 #include "driver/mpi_job.h"
+#include "driver/train.h"
 #include "engine/csr.h"
 #include "engine/errors.h"
 #include "io/model_file.h"
@@ -646,6 +648,18 @@ void check_cell_cache(const std::vector<io::NamedPath>& inputs, const std::strin
                               {"--checkpoint"});
 }
 
+// A cell's job says nothing (its messages are the search's to give: a failed cell's error), and
+// stops on a signal when the search does (polite: a signal stops the search, and keeps its
+// finished cells with --checkpoint).
+class CellEvents final : public driver::Events {
+ public:
+  explicit CellEvents(bool polite) : polite_(polite) {}
+  int stop_requested() override { return polite_ ? StopSignals::received() : 0; }
+
+ private:
+  bool polite_;
+};
+
 // The search's cells, run in parallel (oneTBB) and, in an MPI job, shared out between the ranks:
 // rank r runs cells r, r + R, r + 2R, ... of each batch, and one sum (Peers::sum) over the ranks
 // gives every rank every cell's result, so that all make the same choices from then on. A cell's
@@ -658,7 +672,6 @@ class Search {
         algo_(algo),
         folds_(folds),
         dir_(dir),
-        self_(experiment::self_executable()),
         peers_(peers) {
     if (!t.checkpoint.empty()) {
       cache_dir_ = t.checkpoint + ".tune";
@@ -791,33 +804,51 @@ class Search {
     }
     const std::string work = dir_ + "/cell-" + std::to_string(next_cell_++);
     fs::create_directory(work);  // not again once a signal's exit has removed the search's dir_
-    std::vector<std::string> argv = {self_, "train", "--algo", algo_};
-    argv.insert(argv.end(), t_.cell.begin(), t_.cell.end());
+    std::vector<std::string> args = {"--algo", algo_};
+    args.insert(args.end(), t_.cell.begin(), t_.cell.end());
     const std::vector<std::string> flags = setting_flags(c.setting);
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    argv.push_back("-d");
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.push_back("-d");
     if (folds_.holdout.empty()) {
       // Cell fold i of repeat r (c.fold = r·k + i): trained on that repeat's other k − 1 folds.
       const int first = c.fold / t_.folds * t_.folds;
       for (int f = first; f < first + t_.folds; ++f)
-        if (f != c.fold) argv.push_back(folds_.files[static_cast<std::size_t>(f)]);
-      argv.insert(argv.end(), {"--validation", folds_.files[static_cast<std::size_t>(c.fold)]});
+        if (f != c.fold) args.push_back(folds_.files[static_cast<std::size_t>(f)]);
+      args.insert(args.end(), {"--validation", folds_.files[static_cast<std::size_t>(c.fold)]});
     } else {
-      argv.insert(argv.end(), {folds_.train, "--validation", folds_.holdout});
+      args.insert(args.end(), {folds_.train, "--validation", folds_.holdout});
     }
-    argv.insert(argv.end(), {"-o", work + "/model", "--json", "--threads", "1"});
+    args.insert(args.end(), {"-o", work + "/model", "--threads", "1"});
     // The linear learners' exact pass over the training rows only reports; a cell needs none.
-    if (algo_ == "ldm" || algo_ == "svm") argv.push_back("--no-final-pass");
-    const experiment::ChildResult r =
-        experiment::run_child(argv, work, polite_ ? std::function<bool()>(stopping) : nullptr);
+    if (algo_ == "ldm" || algo_ == "svm") args.push_back("--no-final-pass");
+    // The cell's job, trained in this process (a oneTBB task of the search's arena): quiet, and
+    // stopped by a signal when the search is.
+    CellEvents events(polite_);
+    nlohmann::ordered_json summary;
+    try {
+      std::optional<driver::TrainJob> job = parse_train_job(args);
+      // In an MPI job the ranks share the cells out: a cell is its process's alone.
+      job->parallel.solo = true;
+      nlohmann::ordered_json record;
+      summary = driver::train(*job, events, record).summary;
+    } catch (const driver::Interrupted& stop) {
+      c.exit_code = interrupted_exit_code(stop);
+      c.error = "interrupted by " + signal_name(stop.signal);
+    } catch (...) {
+      const Failure failure = describe_failure(std::current_exception());
+      c.exit_code = failure.code;
+      c.error = (failure.code == kExitInternal ? "" : "error: ") + failure.message;
+    }
     std::error_code ignored;
     fs::remove_all(work, ignored);
-    if (r.exit_code != 0 && stopping()) return;  // stopped by the interruption: not run
-    const json summary = json::parse(r.stdout_text, nullptr, /*allow_exceptions=*/false);
-    if (r.exit_code != 0 || !summary.is_object() || !summary.contains("validation") ||
-        !summary["validation"].contains("accuracy")) {
-      c.exit_code = r.exit_code != 0 ? r.exit_code : kExitInternal;
-      c.error = r.exit_code != 0 ? r.stderr_tail : "train --json printed no validation accuracy";
+    if (c.exit_code != 0 && stopping()) {  // stopped by the interruption: not run
+      c.exit_code = 0;
+      return;
+    }
+    if (c.exit_code != 0) return;
+    if (!summary.contains("validation") || !summary["validation"].contains("accuracy")) {
+      c.exit_code = kExitInternal;
+      c.error = "the cell's job reported no validation accuracy";
       return;
     }
     c.accuracy = summary["validation"]["accuracy"].get<double>();
@@ -861,7 +892,7 @@ class Search {
   const TuneArgs& t_;
   std::string algo_;
   const Folds& folds_;
-  std::string dir_, self_, cache_dir_;
+  std::string dir_, cache_dir_;
   const engine::Peers& peers_;
   std::optional<experiment::CellCache> cache_;
   std::vector<std::string> data_checksums_;
@@ -1100,18 +1131,26 @@ MethodSpec search_method(const Grid& grid, const std::vector<std::string>& args,
 }
 
 // Every option given must be one of the learner's own, asked as `experiment` asks it (its --help,
-// run in `work_dir`): the job's options (--checkpoint, --workers, ...) reach the learner only in
-// the final run, after the whole search.
+// here in this process): the job's options (--checkpoint, --workers, ...) reach the learner only
+// in the final run, after the whole search.
 void check_learner_options(const std::vector<std::string>& args, const TuneArgs& t,
-                           const std::string& algo, const std::string& work_dir) {
-  const std::string work = work_dir + "/help";
-  fs::create_directory(work);
-  const experiment::ChildResult help = experiment::run_child(
-      {experiment::self_executable(), "train", "--algo", algo, "--help"}, work);
+                           const std::string& algo) {
+  std::ostringstream help;
+  {
+    // The search has not begun: this thread alone prints.
+    std::streambuf* const shown = std::cout.rdbuf(help.rdbuf());
+    try {
+      parse_train_job({"--algo", algo, "--help"});
+    } catch (...) {
+      std::cout.rdbuf(shown);
+      throw;
+    }
+    std::cout.rdbuf(shown);
+  }
   std::vector<std::string> names(t.given.begin(), t.given.end());
   for (const auto& [key, value] : config_entries(args)) names.push_back(key);
   for (const std::string& name : names)
-    if (!name.starts_with("tune") && !experiment::help_lists_flag(help.stdout_text, name))
+    if (!name.starts_with("tune") && !experiment::help_lists_flag(help.str(), name))
       throw UsageError("train --algo " + algo + ": --" + name +
                        " is not an option of this learner (see polymargin train --algo " + algo +
                        " --help); nothing was searched");
@@ -1294,7 +1333,7 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   const int replicas = check_final_options(args, algo);
   const MethodSpec method = search_method(*grid, args, t, algo, replicas);
   const WorkDir dir;
-  check_learner_options(args, t, algo, dir.path);
+  check_learner_options(args, t, algo);
 
   const Clock::time_point start = Clock::now();
   const io::Manifest counts = count_rows(t);

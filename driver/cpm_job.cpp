@@ -87,13 +87,13 @@ std::vector<double> parse_classes(const std::string& text) {
 struct CpmRun {
   CpmRun(const TrainJob& given, Events& events, nlohmann::ordered_json& report);
 
-  void check();     // the options, the paths, the locks, a resumed checkpoint's header
-  void open();      // data, classes, the problem
-  void size();      // precision, or a refusal: memory
-  void allocate();  // the trainer, its config, a resume
-  void announce();  // what is trained
-  void train();     // the passes: run_passes
-  void save();      // the model, from U, a side at a time
+  void check();            // the options, the paths, the locks, a resumed checkpoint's header
+  void open();             // data, classes, the problem
+  void size();             // precision, or a refusal: memory
+  void allocate();         // the trainer, its config, a resume
+  void announce();         // what is trained
+  void train();            // the passes: run_passes
+  void save();             // the model, from U, a side at a time
   TrainResult conclude();  // validation, report, summary
   engine::CpmTrainer& trainer() { return replicas->lead(); }
   const engine::CpmTrainer& trainer() const { return replicas->lead(); }
@@ -122,7 +122,7 @@ struct CpmRun {
   nlohmann::json resumed_config;  // the checkpoint's run configuration
   std::optional<io::CpmCheckpoint> resumed_stream;
   OpenedData opened;
-  std::string data;  // the inputs' names (or the data name), for messages
+  std::string data;           // the inputs' names (or the data name), for messages
   ValidationData validation;  // opened before training
   double allocate_seconds = 0, save_seconds = 0;
   engine::CpmProblem problem;
@@ -226,9 +226,9 @@ void CpmRun::open() {
         throw DataError(data, 0, 0, "class " + number(c) + " of --classes has no examples");
     for (const auto& [label, count] : manifest.label_counts)
       if (!std::binary_search(wanted.begin(), wanted.end(), label))
-        throw DataError(data, 0, 0,
-                        "label " + number(label) + " (" + std::to_string(count) +
-                            " rows) is not in --classes");
+        throw DataError(
+            data, 0, 0,
+            "label " + number(label) + " (" + std::to_string(count) + " rows) is not in --classes");
   }
   if (parallel.leader) validation = open_validation(job.validation, manifest, threads);
   if (cost_text == "auto") {
@@ -236,7 +236,8 @@ void CpmRun::open() {
     config.lambda_of_epochs = config.min_iterations > 0;  // the floor's steps keep its λ
   }
   problem.max_index = manifest.max_index;
-  for (const auto& [label, count] : manifest.label_counts) problem.label_counts.emplace_back(label, count);
+  for (const auto& [label, count] : manifest.label_counts)
+    problem.label_counts.emplace_back(label, count);
 }
 
 void CpmRun::size() {
@@ -378,7 +379,8 @@ void CpmRun::allocate() {
     try {
       trainer().restore(resumed.batches, resumed.sides, weights);
     } catch (const std::invalid_argument& e) {
-      throw DataError(job.resume, 0, 0, std::string("checkpoint does not fit the run: ") + e.what());
+      throw DataError(job.resume, 0, 0,
+                      std::string("checkpoint does not fit the run: ") + e.what());
     }
     replicas->spread_lead();
     report["resumed_from"] = {{"checkpoint", job.resume},
@@ -392,30 +394,31 @@ void CpmRun::announce() {
   const io::Manifest& manifest = opened.dataset->shards().manifest();
   const bool multi = trainer().multiclass();
   events.note(strprintf("train cpm: %s: %llu rows, %llu features, %llu non-zeros%s", data.c_str(),
-               static_cast<unsigned long long>(manifest.rows),
-               static_cast<unsigned long long>(manifest.features),
-               static_cast<unsigned long long>(manifest.nnz),
-               opened.dataset->converted() ? " (converted from text)" : ""));
-  events.note(strprintf("%s: K %d  C %g  entropy perplexity %g (h = %.4g nats)  cost ratio %g  sides %s  "
-               "hash bits %d  scale %s",
-               multi ? ("one-vs-one over " + std::to_string(manifest.label_counts.size()) +
-                        " classes, " + std::to_string(trainer().status().size()) + " sides")
-                           .c_str()
-                     : "binary",
-               config.faces, config.c, config.perplexity, std::log(config.perplexity),
-               config.cost_ratio, sides.c_str(), config.hash_bits, scale.c_str()));
-  events.note(strprintf("precision %s: weights + history %s%s%s + 256 MiB of %s available",
-             config.precision == engine::CpmPrecision::kDouble ? "double" : "float",
-             gib(need - scale_bytes - kRunOverheadBytes).c_str(),
-             scale_bytes ? " + max |x| table " : "", scale_bytes ? gib(scale_bytes).c_str() : "",
-             available ? gib(available).c_str() : "unknown"));
+                        static_cast<unsigned long long>(manifest.rows),
+                        static_cast<unsigned long long>(manifest.features),
+                        static_cast<unsigned long long>(manifest.nnz),
+                        opened.dataset->converted() ? " (converted from text)" : ""));
+  events.note(
+      strprintf("%s: K %d  C %g  entropy perplexity %g (h = %.4g nats)  cost ratio %g  sides %s  "
+                "hash bits %d  scale %s",
+                multi ? ("one-vs-one over " + std::to_string(manifest.label_counts.size()) +
+                         " classes, " + std::to_string(trainer().status().size()) + " sides")
+                            .c_str()
+                      : "binary",
+                config.faces, config.c, config.perplexity, std::log(config.perplexity),
+                config.cost_ratio, sides.c_str(), config.hash_bits, scale.c_str()));
+  events.note(strprintf(
+      "precision %s: weights + history %s%s%s + 256 MiB of %s available",
+      config.precision == engine::CpmPrecision::kDouble ? "double" : "float",
+      gib(need - scale_bytes - kRunOverheadBytes).c_str(), scale_bytes ? " + max |x| table " : "",
+      scale_bytes ? gib(scale_bytes).c_str() : "", available ? gib(available).c_str() : "unknown"));
   parallel.announce(replicas->sync_bytes(), "pass", events);
   if (report.contains("resumed_from"))
     events.note(strprintf("resuming from %s: pass %llu, %llu of its %llu windows done, %llu rows",
-                 job.resume.c_str(), static_cast<unsigned long long>(position.pass + 1),
-                 static_cast<unsigned long long>(position.batches),
-                 static_cast<unsigned long long>(windows),
-                 static_cast<unsigned long long>(position.rows)));
+                          job.resume.c_str(), static_cast<unsigned long long>(position.pass + 1),
+                          static_cast<unsigned long long>(position.batches),
+                          static_cast<unsigned long long>(windows),
+                          static_cast<unsigned long long>(position.rows)));
 }
 
 void CpmRun::train() {
@@ -431,8 +434,9 @@ void CpmRun::train() {
   // The epoch loop is the driver's; what the CPM does with a window, a checkpoint, a stop and the
   // end of a pass is said here. Its position: {pass, windows of it learnt, rows in all passes}.
   JobLearner learner;
-  learner.on_learn = [&](const CsrView& window, const io::SpareWork& spare,
-                         const Position&) { replicas.learn(window, spare); };
+  learner.on_learn = [&](const CsrView& window, const io::SpareWork& spare, const Position&) {
+    replicas.learn(window, spare);
+  };
   learner.on_done = [&] { return replicas.done(); };
   // A replicated run saves at averagings only (all replicas then agree), rank 0 alone.
   learner.on_checkpoint = [&](const Position& at, bool pass_end) {
@@ -465,19 +469,19 @@ void CpmRun::train() {
     }
     const bool due = logged.due(steps, total);
     if (at.pass > 0 && !due) return;
-    events.note(strprintf("pass %llu: %.2f s, %llu of %llu steps",
-                 static_cast<unsigned long long>(at.pass + 1), seconds,
-                 static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total)));
+    events.note(strprintf(
+        "pass %llu: %.2f s, %llu of %llu steps", static_cast<unsigned long long>(at.pass + 1),
+        seconds, static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total)));
   };
-  LoopOptions loop = loop_options(read, job, parallel, replicas.sync_bytes(), [&](std::uint64_t rows) {
-    return stop_requested(events, rows, job.stop_after_rows);
-  });
+  LoopOptions loop = loop_options(
+      read, job, parallel, replicas.sync_bytes(),
+      [&](std::uint64_t rows) { return stop_requested(events, rows, job.stop_after_rows); });
   // The passes the run will make: the most any side needs for its T steps.
   for (const auto& s : replicas.status())
     if (s.rows > 0)
       loop.expected_passes = std::max(loop.expected_passes, (s.iterations + s.rows - 1) / s.rows);
-  trained = run_passes(shards, learner, loop,
-                               {position.pass, position.batches, 0, position.rows}, job.resume);
+  trained = run_passes(shards, learner, loop, {position.pass, position.batches, 0, position.rows},
+                       job.resume);
 }
 
 void CpmRun::save() {
@@ -551,23 +555,23 @@ TrainResult CpmRun::conclude() {
   {
     const std::size_t per_machine = status.size() / machines;
     for (std::size_t i = 0; i < status.size(); ++i) {
-        const auto& s = status[i];
-        all_steps += s.steps;
-        side_list.push_back(
-            {{"positive_label", machine_labels[i / per_machine].first},
-             {"negative_label", machine_labels[i / per_machine].second},
-             {"outer", outers[i]},
-             {"rows", s.rows},
-             {"outer_rows", s.outer_rows},
-             {"iterations", s.iterations},
-             {"steps", s.steps},
-             {"updates", s.updates},
-             {"adjusted_assignments", s.adjusted},
-             {"assignment_entropy", s.assignment_entropy},
-             {"assignment_perplexity", std::exp(s.assignment_entropy)},
-             {"learn_seconds", s.seconds},
-             {"steps_per_second", s.seconds > 0 ? static_cast<double>(s.steps) / s.seconds : 0.0}});
-      }
+      const auto& s = status[i];
+      all_steps += s.steps;
+      side_list.push_back(
+          {{"positive_label", machine_labels[i / per_machine].first},
+           {"negative_label", machine_labels[i / per_machine].second},
+           {"outer", outers[i]},
+           {"rows", s.rows},
+           {"outer_rows", s.outer_rows},
+           {"iterations", s.iterations},
+           {"steps", s.steps},
+           {"updates", s.updates},
+           {"adjusted_assignments", s.adjusted},
+           {"assignment_entropy", s.assignment_entropy},
+           {"assignment_perplexity", std::exp(s.assignment_entropy)},
+           {"learn_seconds", s.seconds},
+           {"steps_per_second", s.seconds > 0 ? static_cast<double>(s.steps) / s.seconds : 0.0}});
+    }
   }
   nlohmann::ordered_json summary = {
       {"algorithm", "cpm"},
@@ -613,11 +617,10 @@ TrainResult CpmRun::conclude() {
   report["reading"] = reading_json(trained);
   if (!tune.is_null()) summary["tune"] = report["tune"] = tune;
   report["passes"] = passes;
-  report["seconds"] = {{"open", opened.open_seconds},     {"allocate", allocate_seconds},
-                       {"train", train_seconds},
-                       {"learn", learn_seconds},   {"read_wait", wait_seconds},
-                       {"save", save_seconds},     {"validation", validation_seconds},
-                       {"total", total_seconds}};
+  report["seconds"] = {{"open", opened.open_seconds},      {"allocate", allocate_seconds},
+                       {"train", train_seconds},           {"learn", learn_seconds},
+                       {"read_wait", wait_seconds},        {"save", save_seconds},
+                       {"validation", validation_seconds}, {"total", total_seconds}};
   if (!validated) report["seconds"].erase("validation");  // a phase that did not run has no key
   report["checkpoints_written"] = trained.checkpoints_written;
   report["data_parallel"] = parallel.report();

@@ -1,5 +1,6 @@
 #include "driver/job.h"
 
+#include <oneapi/tbb/info.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -10,7 +11,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <oneapi/tbb/info.h>
 #include <sstream>
 #include <stdexcept>
 
@@ -29,10 +29,10 @@ std::string differences(const nlohmann::json& saved, const nlohmann::json& now) 
       out += (out.empty() ? "" : ", ") + key + " " + before.dump() + " -> " + value.dump();
   }
   for (const auto& [key, value] : saved.items())
-    if (!now.contains(key)) out += (out.empty() ? "" : ", ") + key + " " + value.dump() + " -> none";
+    if (!now.contains(key))
+      out += (out.empty() ? "" : ", ") + key + " " + value.dump() + " -> none";
   return out;
 }
-
 
 const JobLocks* g_handed_down = nullptr;  // JobLocks::hand_down()'s
 
@@ -83,11 +83,13 @@ std::string signal_name(int signal) {
   return "signal " + std::to_string(signal);
 }
 
-
 nlohmann::ordered_json metrics_json(const engine::BinaryMetrics& m) {
-  return {{"rows", m.rows},           {"positives", m.positives},
-          {"negatives", m.negatives}, {"accuracy", m.accuracy},
-          {"auc", m.auc},             {"margin_mean", m.margin_mean},
+  return {{"rows", m.rows},
+          {"positives", m.positives},
+          {"negatives", m.negatives},
+          {"accuracy", m.accuracy},
+          {"auc", m.auc},
+          {"margin_mean", m.margin_mean},
           {"margin_variance", m.margin_variance}};
 }
 
@@ -112,11 +114,17 @@ CheckpointEvery parse_checkpoint_every(const std::string& text) {
   } catch (const std::exception&) {
   }
   const std::string unit = text.substr(std::min(used, text.size()));
-  const double scale = unit.empty() ? 0 : unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
+  const double scale = unit.empty()  ? 0
+                       : unit == "s" ? 1
+                       : unit == "m" ? 60
+                       : unit == "h" ? 3600
+                                     : -1;
   if (used == 0 || !(value > 0) || !std::isfinite(value) || scale < 0 ||
       (unit.empty() && (value != std::floor(value) || value > 1e18)))
-    throw UsageError("train: --checkpoint-every must be a row count (e.g. 1000000) or a time "
-                     "(30s, 10m, 1h) (got '" + text + "')");
+    throw UsageError(
+        "train: --checkpoint-every must be a row count (e.g. 1000000) or a time "
+        "(30s, 10m, 1h) (got '" +
+        text + "')");
   if (unit.empty())
     every.rows = static_cast<std::uint64_t>(value);
   else
@@ -124,12 +132,11 @@ CheckpointEvery parse_checkpoint_every(const std::string& text) {
   return every;
 }
 
-
 void DataParallel::check() {
   if (workers < 1 || workers > kMaxWorkers)
     throw UsageError("train: --workers must be 1 to " + std::to_string(kMaxWorkers) + " (got " +
                      std::to_string(workers) + ")");
-  if (const driver::MpiJob* mpi = driver::mpi_job()) {
+  if (const driver::MpiJob* mpi = driver::mpi_job(); mpi && !solo) {
     peers = mpi->peers();
     leader = mpi->rank() == 0;
   }
@@ -170,10 +177,11 @@ void note_rank_binding(Events& events) {
   const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
   if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) == 1 &&
       online > 1)
-    events.note(strprintf("note: this rank may run on 1 of this machine's %ld cores (mpirun binds "
-                          "each rank to a core when it starts 2 ranks or fewer); `mpirun "
-                          "--bind-to none` lets a rank's threads use them all",
-                          online));
+    events.note(
+        strprintf("note: this rank may run on 1 of this machine's %ld cores (mpirun binds "
+                  "each rank to a core when it starts 2 ranks or fewer); `mpirun "
+                  "--bind-to none` lets a rank's threads use them all",
+                  online));
 }
 
 void DataParallel::announce(std::uint64_t sync_bytes, const char* pass, Events& events) const {
@@ -206,22 +214,23 @@ nlohmann::json DataParallel::model_record() const {
           {"sync_windows", sync_windows}};
 }
 
-
 void remove_finished_checkpoint(const std::string& path, Events& events) {
   std::error_code error;
   if (path.empty() || !std::filesystem::is_regular_file(std::filesystem::status(path, error)))
     return;
   std::filesystem::remove(path, error);
-  if (error)
-    events.note("warning: cannot remove the checkpoint " + path + ": " + error.message());
+  if (error) events.note("warning: cannot remove the checkpoint " + path + ": " + error.message());
 }
 
 nlohmann::json data_identity(const io::Manifest& m) {
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [label, count] : m.label_counts) labels[io::label_text(label)] = count;
-  return {{"rows", m.rows},           {"nnz", m.nnz},
-          {"max_index", m.max_index}, {"index_base", m.index_base},
-          {"block_rows", m.block_rows}, {"label_counts", labels},
+  return {{"rows", m.rows},
+          {"nnz", m.nnz},
+          {"max_index", m.max_index},
+          {"index_base", m.index_base},
+          {"block_rows", m.block_rows},
+          {"label_counts", labels},
           {"data_checksum", hex64(io::data_checksum(m))}};
 }
 
@@ -244,12 +253,10 @@ void check_resumable(const std::string& path, const nlohmann::json& saved_config
                              : ""));
   }
   if (saved_config != config)
-    throw UsageError("cannot resume from " + path +
-                     ": the checkpoint was written with other options (" +
-                     differences(saved_config, config) +
-                     "); resume with the options of the interrupted run");
+    throw UsageError(
+        "cannot resume from " + path + ": the checkpoint was written with other options (" +
+        differences(saved_config, config) + "); resume with the options of the interrupted run");
 }
-
 
 void JobOptions::check() {
   if (read_ahead_mib > (std::uint64_t{1} << 20))
@@ -287,7 +294,6 @@ JobLocks::~JobLocks() {
 }
 
 void JobLocks::hand_down() { g_handed_down = this; }
-
 
 namespace {
 
@@ -384,13 +390,11 @@ Validation validate(const engine::Classifier& model, const ValidationData& data,
   return score_validation(model, *data.data, data.inputs, threads);
 }
 
-
 std::string data_name(const std::vector<std::string>& inputs) {
   std::string name;
   for (const std::string& input : inputs) name += (name.empty() ? "" : ",") + input;
   return name;
 }
-
 
 io::Dataset open_training_data(const std::vector<std::string>& inputs, io::ConvertOptions convert,
                                const std::string& base, int threads, const std::string& data) {
@@ -430,8 +434,8 @@ std::optional<double> lambda_value(const std::string& name, std::optional<double
                      number(value) + ")");
   if (paper || !rel) return paper;
   if (!std::isfinite(*rel * rows * c))
-    throw UsageError("train: --" + name + "-rel " + number(*rel) + " × m × C overflows (m = " +
-                     number(rows) + ", C = " + number(c) + ")");
+    throw UsageError("train: --" + name + "-rel " + number(*rel) +
+                     " × m × C overflows (m = " + number(rows) + ", C = " + number(c) + ")");
   return *rel * rows * c;
 }
 
@@ -473,7 +477,6 @@ engine::LabelMap binary_labels(const io::Manifest& manifest, const std::string& 
   labels.positive = manifest.label_counts.rbegin()->first;
   return labels;
 }
-
 
 void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::string& output,
                        const std::string& checkpoint, const std::string& metrics_json) {
@@ -646,9 +649,8 @@ io::ReadOptions read_options(std::uint64_t seed, int threads, const JobOptions& 
   return read;
 }
 
-LoopOptions loop_options(const io::ReadOptions& read, const JobOptions& job,
-                         DataParallel& parallel, std::uint64_t sync_bytes,
-                         std::function<int(std::uint64_t rows)> stop) {
+LoopOptions loop_options(const io::ReadOptions& read, const JobOptions& job, DataParallel& parallel,
+                         std::uint64_t sync_bytes, std::function<int(std::uint64_t rows)> stop) {
   LoopOptions loop;
   loop.read = read;
   loop.checkpoints = !job.checkpoint.empty();

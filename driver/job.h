@@ -65,9 +65,7 @@ struct JobLearner final : Learner {
     on_learn(rows, spare, at);
   }
   bool done() const override { return on_done(); }
-  void checkpoint(const Position& at, bool pass_end) override {
-    on_checkpoint(at, pass_end);
-  }
+  void checkpoint(const Position& at, bool pass_end) override { on_checkpoint(at, pass_end); }
   [[noreturn]] void stop(int reason, const Position& at) override;
   void pass_end(const Position& at, double seconds) override { on_pass_end(at, seconds); }
   void sync() override { on_sync(); }
@@ -100,14 +98,14 @@ CheckpointEvery parse_checkpoint_every(const std::string& text);
 
 /// The options every learner's unattended (nightly) job shares.
 struct JobOptions {
-  std::string checkpoint;        // write the learner's state here (empty: no checkpoints)
-  std::string checkpoint_every;  // "" (every pass), ROWS, or a time (30s, 10m, 1h)
-  std::string resume;            // continue the run that wrote this checkpoint
-  std::string metrics;           // the run's record goes here (its lock is the job's; the AUC of
-                                 // the training rows is counted in the memory plan)
-  std::string data_name;         // how the model, reports and messages name the training data
+  std::string checkpoint;           // write the learner's state here (empty: no checkpoints)
+  std::string checkpoint_every;     // "" (every pass), ROWS, or a time (30s, 10m, 1h)
+  std::string resume;               // continue the run that wrote this checkpoint
+  std::string metrics;              // the run's record goes here (its lock is the job's; the AUC of
+                                    // the training rows is counted in the memory plan)
+  std::string data_name;            // how the model, reports and messages name the training data
   std::string index_base = "auto";  // of text input: auto, 0 or 1
-  std::uint64_t stop_after_rows = 0;  // stop as on a signal once this many rows are learnt
+  std::uint64_t stop_after_rows = 0;    // stop as on a signal once this many rows are learnt
   std::vector<std::string> validation;  // data to score the finished model on
   std::uint64_t read_ahead_mib = 64;    // io::ReadOptions::read_ahead_bytes, in MiB
   CheckpointEvery every;                // parsed from checkpoint_every by check()
@@ -134,14 +132,16 @@ void note_rank_binding(Events& events);
 struct DataParallel {
   int workers = 1;              // replicas in this process
   std::uint64_t sync_rows = 0;  // rows of the whole run between averagings; 0: kSyncsPerEpoch
+  /// This process alone, also in an MPI job (a --tune cell: the ranks share the cells out).
+  bool solo = false;
   // The ranks of an MPI job (one alone without mpirun); rank 0 leads: prints, writes.
   engine::Peers peers;
   bool leader = true;
-  std::uint64_t sync_windows = 0;  // sync_rows in whole windows (replicated runs)
+  std::uint64_t sync_windows = 0;   // sync_rows in whole windows (replicated runs)
   std::uint32_t window_blocks = 0;  // blocks a window (plan()): fewer than ranks leaves some idle
-  std::uint64_t syncs = 0;         // averagings made
-  std::uint64_t sync_bytes = 0;    // what each hands to the all-reduce
-  double sync_seconds = 0;         // their time (part of learning)
+  std::uint64_t syncs = 0;          // averagings made
+  std::uint64_t sync_bytes = 0;     // what each hands to the all-reduce
+  double sync_seconds = 0;          // their time (part of learning)
 
   /// Averagings an epoch (a pass) makes by default (sync_rows 0): one, at its end. At KDD size
   /// an averaging moves the replicas' whole arrays (the LDM's (W, A), 16 bytes a feature id; the
@@ -150,7 +150,7 @@ struct DataParallel {
   static constexpr std::uint64_t kSyncsPerEpoch = 1;
   static constexpr int kMaxWorkers = 1024;
 
-  /// Checks the workers and joins the MPI job's ranks (if any): before any work.
+  /// Checks the workers and joins the MPI job's ranks (if any, unless solo): before any work.
   void check();
   int total() const { return workers * peers.count; }
   int first() const { return workers * peers.index; }
@@ -184,7 +184,8 @@ struct DataParallel {
 void check_cpm_replicas(const DataParallel& parallel, double perplexity);
 
 /// Number of worker threads to use: `requested` if > 0, else the cores this process may run on
-/// (its affinity mask: `taskset`, a cpuset, or a rank that mpirun bound), as the reader counts them.
+/// (its affinity mask: `taskset`, a cpuset, or a rank that mpirun bound), as the reader counts
+/// them.
 int resolve_threads(int requested);
 
 /// "a,b,c" for the list of inputs, for messages.
@@ -361,8 +362,7 @@ io::ReadOptions read_options(std::uint64_t seed, int threads, const JobOptions& 
 /// The epoch loop's options of every streamed run, reading with `read`: the checkpoint schedule,
 /// the averagings of `parallel` (whose replicas hand `sync_bytes` to each) and the stop requests
 /// (`stop`, polled with the rows the run learnt).
-LoopOptions loop_options(const io::ReadOptions& read, const JobOptions& job,
-                         DataParallel& parallel, std::uint64_t sync_bytes,
-                         std::function<int(std::uint64_t rows)> stop);
+LoopOptions loop_options(const io::ReadOptions& read, const JobOptions& job, DataParallel& parallel,
+                         std::uint64_t sync_bytes, std::function<int(std::uint64_t rows)> stop);
 
 }  // namespace polymargin::driver

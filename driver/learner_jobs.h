@@ -13,5 +13,7 @@ namespace polymargin::driver {
 TrainResult train_linear(const TrainJob& job, Events& events, nlohmann::ordered_json& record);
 /// cpm (driver/cpm_job.cpp).
 TrainResult train_cpm(const TrainJob& job, Events& events, nlohmann::ordered_json& record);
+/// kldm, tldm, cmm (driver/kernel_job.cpp).
+TrainResult train_kernel(const TrainJob& job, Events& events, nlohmann::ordered_json& record);
 
 }  // namespace polymargin::driver

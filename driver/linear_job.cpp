@@ -1,6 +1,5 @@
-// The linear learners' job (ldm, svm) as the library runs it, behind driver::train (driver/train.h).
-
-#include "driver/train.h"
+// The linear learners' job (ldm, svm) as the library runs it, behind driver::train
+// (driver/train.h).
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +15,7 @@
 #include "driver/epoch_loop.h"
 #include "driver/job.h"
 #include "driver/learner_jobs.h"
+#include "driver/train.h"
 #include "engine/errors.h"
 #include "engine/ldm.h"
 #include "engine/ldm_replicas.h"
@@ -70,14 +70,14 @@ WarmStart load_warm_start(const std::string& path, const std::string& algo,
                      (m.normalize_l2 ? "l2" : "none") + ", this run has --normalize " +
                      (normalize_l2 ? "l2" : "none") + " (they must agree)");
   const std::uint32_t max_index = std::max(m.max_index, manifest.max_index);
-  warm.record = {{"model", path},
-                 {"model_checksum", model_file_checksum(path)},
-                 {"model_max_index", m.max_index},
-                 {"max_index", max_index},
-                 {"features_added", max_index - m.max_index},
-                 {"feature_mapping",
-                  "identity on raw feature ids; ids above model_max_index start at 0"},
-                 {"schedule", "eta0 calibrated and step counter restarted at 0; averaging from t0"}};
+  warm.record = {
+      {"model", path},
+      {"model_checksum", model_file_checksum(path)},
+      {"model_max_index", m.max_index},
+      {"max_index", max_index},
+      {"features_added", max_index - m.max_index},
+      {"feature_mapping", "identity on raw feature ids; ids above model_max_index start at 0"},
+      {"schedule", "eta0 calibrated and step counter restarted at 0; averaging from t0"}};
   return warm;
 }
 
@@ -99,11 +99,11 @@ std::vector<double> warm_weights(const WarmStart& warm, const std::vector<float>
 struct LinearRun {
   LinearRun(const TrainJob& given, Events& events, nlohmann::ordered_json& report);
 
-  void check();     // the options, the paths, the locks, a resumed checkpoint's header
-  void open();      // data, λ, warm start, trainer, resume
-  void announce();  // what is trained
-  void train();     // the epochs: run_passes
-  void finish();    // the model, the final pass, the write
+  void check();            // the options, the paths, the locks, a resumed checkpoint's header
+  void open();             // data, λ, warm start, trainer, resume
+  void announce();         // what is trained
+  void train();            // the epochs: run_passes
+  void finish();           // the model, the final pass, the write
   TrainResult conclude();  // validation, report, summary
   void apply_warm_start();
   engine::LdmTrainer& trainer() { return replicas->lead(); }
@@ -134,7 +134,7 @@ struct LinearRun {
   // read whole with the options.
   std::optional<io::LinearCheckpoint> resumed_stream;
   OpenedData opened;
-  std::string data;  // the inputs' names (or the data name), for messages
+  std::string data;           // the inputs' names (or the data name), for messages
   ValidationData validation;  // opened before training
   engine::LabelMap labels;
   double rows = 0;
@@ -186,8 +186,8 @@ void LinearRun::check() {
   check_scaling(scale, normalize);
   if (window_blocks == 0) throw UsageError("train: --window-blocks must be at least 1");
   if (feature_order != "frequency" && feature_order != "given")
-    throw UsageError("train: --feature-order must be given or frequency (got '" +
-                     feature_order + "')");
+    throw UsageError("train: --feature-order must be given or frequency (got '" + feature_order +
+                     "')");
   if (pairing != "next" && pairing != "permuted")
     throw UsageError("train: --pairing must be next or permuted (got '" + pairing + "')");
   config.c = params.c;
@@ -199,7 +199,8 @@ void LinearRun::check() {
   // The papers' t0 is two epochs; a shorter run averages its last epoch, so that 1 or 2 epochs
   // need no avg_start_epochs beside them. Given explicitly, it is checked as given.
   config.avg_start_epochs = params.avg_start_epochs.value_or(std::clamp(config.epochs - 1, 0, 2));
-  if (algo == "svm" && (params.lambda1 || params.lambda2 || params.lambda1_rel || params.lambda2_rel))
+  if (algo == "svm" &&
+      (params.lambda1 || params.lambda2 || params.lambda1_rel || params.lambda2_rel))
     throw UsageError("train: --algo svm takes no λ1, λ2 (it is LDM with λ1 = λ2 = 0)");
   if (algo == "svm" && !params.pairing.empty())
     throw UsageError(
@@ -331,12 +332,12 @@ void LinearRun::open() {
       throw DataError(resume, 0, 0, std::string("checkpoint does not fit the data: ") + e.what());
     }
     replicas->spread_lead(run_rows);
-    report["resumed_from"] = {{"checkpoint", resume},
-                              {"epoch", position.epoch},
-                              {"rows", position.rows}};
+    report["resumed_from"] = {
+        {"checkpoint", resume}, {"epoch", position.epoch}, {"rows", position.rows}};
   }
 
-  read = read_options(config.seed, threads, job, window_blocks, scale == "maxabs", normalize == "l2", parallel);
+  read = read_options(config.seed, threads, job, window_blocks, scale == "maxabs",
+                      normalize == "l2", parallel);
   read.renumber = slot_of;
   read.renumbered_maxabs = maxabs_by_slot;
   // With a replica per thread or more, the replicas keep every thread busy: a window is then read
@@ -365,7 +366,8 @@ void LinearRun::apply_warm_start() {
   replicas->spread_lead(0);
   warm_pending = false;
   events.note(strprintf("warm start from %s: %u feature slots, %llu new", warm->path.c_str(),
-               max_index + 1, static_cast<unsigned long long>(max_index - warm->model.max_index)));
+                        max_index + 1,
+                        static_cast<unsigned long long>(max_index - warm->model.max_index)));
 }
 
 void LinearRun::announce() {
@@ -373,31 +375,32 @@ void LinearRun::announce() {
   const engine::LdmConfig& used = trainer().config();
   const std::string& resume = job.resume;
   events.note(strprintf("train %s: %s: %llu rows, %llu features, %llu non-zeros%s", algo.c_str(),
-               data.c_str(), static_cast<unsigned long long>(manifest.rows),
-               static_cast<unsigned long long>(manifest.features),
-               static_cast<unsigned long long>(manifest.nnz),
-               opened.dataset->converted() ? " (converted from text)" : ""));
+                        data.c_str(), static_cast<unsigned long long>(manifest.rows),
+                        static_cast<unsigned long long>(manifest.features),
+                        static_cast<unsigned long long>(manifest.nnz),
+                        opened.dataset->converted() ? " (converted from text)" : ""));
   events.note(strprintf("labels: %s -> -1 (%llu rows), %s -> +1 (%llu rows)",
-               number(labels.negative).c_str(),
-               static_cast<unsigned long long>(manifest.label_counts.begin()->second),
-               number(labels.positive).c_str(),
-               static_cast<unsigned long long>(manifest.label_counts.rbegin()->second)));
-  events.note(strprintf("lambda1 %g  lambda2 %g  C %g  epochs %d  avg-start %d  bias %g  scale %s  "
-               "normalize %s",
-               *used.lambda1, *used.lambda2, used.c, used.epochs, used.avg_start_epochs, used.bias,
-               scale.c_str(), normalize.c_str()));
+                        number(labels.negative).c_str(),
+                        static_cast<unsigned long long>(manifest.label_counts.begin()->second),
+                        number(labels.positive).c_str(),
+                        static_cast<unsigned long long>(manifest.label_counts.rbegin()->second)));
+  events.note(
+      strprintf("lambda1 %g  lambda2 %g  C %g  epochs %d  avg-start %d  bias %g  scale %s  "
+                "normalize %s",
+                *used.lambda1, *used.lambda2, used.c, used.epochs, used.avg_start_epochs, used.bias,
+                scale.c_str(), normalize.c_str()));
   if (!slot_of.empty())
     events.note(strprintf("feature order: weights laid out most frequent first (sampled in %.2f s)",
-               feature_order_seconds));
+                          feature_order_seconds));
   if (trainer().eta0() > 0)
     events.note(strprintf("eta0 %g%s", trainer().eta0(),
-                 trainer().eta0_clamped() ? " (clamped to 0.5/λ)" : ""));
+                          trainer().eta0_clamped() ? " (clamped to 0.5/λ)" : ""));
   parallel.announce(replicas->sync_bytes(), "epoch", events);
   if (!job.resume.empty())
     events.note(strprintf("resuming from %s: epoch %llu, %llu rows of it done, step %llu",
-                 resume.c_str(), static_cast<unsigned long long>(position.epoch + 1),
-                 static_cast<unsigned long long>(position.rows),
-                 static_cast<unsigned long long>(trainer().state().t)));
+                          resume.c_str(), static_cast<unsigned long long>(position.epoch + 1),
+                          static_cast<unsigned long long>(position.rows),
+                          static_cast<unsigned long long>(trainer().state().t)));
 }
 
 void LinearRun::train() {
@@ -410,8 +413,7 @@ void LinearRun::train() {
   // The epoch loop is the driver's; what an LDM does with a window, a checkpoint, a stop and the
   // end of an epoch is said here.
   JobLearner learner;
-  learner.on_learn = [&](const CsrView& window, const io::SpareWork& spare,
-                         const Position& at) {
+  learner.on_learn = [&](const CsrView& window, const io::SpareWork& spare, const Position& at) {
     if (trainer().eta0() <= 0) {  // calibrate on the first window, and say what was found
       replicas.calibrate(window, parallel.peers);
       if (trainer().eta0() <= 0) return;  // no rank had rows: every rank passes over this window
@@ -451,13 +453,13 @@ void LinearRun::train() {
     const bool due = logged.due(at.pass + 1, static_cast<std::uint64_t>(used.epochs));
     if (at.pass > 0 && !due) return;
     events.note(strprintf("epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g, accuracy ≈ %.4f",
-                 static_cast<int>(at.pass) + 1, used.epochs, seconds,
-                 rows / 1e6 / std::max(seconds, 1e-9), trainer().objective(margins),
-                 margins.accuracy()));
+                          static_cast<int>(at.pass) + 1, used.epochs, seconds,
+                          rows / 1e6 / std::max(seconds, 1e-9), trainer().objective(margins),
+                          margins.accuracy()));
   };
-  LoopOptions loop = loop_options(read, job, parallel, replicas.sync_bytes(), [&](std::uint64_t rows) {
-    return stop_requested(events, rows, job.stop_after_rows);
-  });
+  LoopOptions loop = loop_options(
+      read, job, parallel, replicas.sync_bytes(),
+      [&](std::uint64_t rows) { return stop_requested(events, rows, job.stop_after_rows); });
   loop.passes = static_cast<std::uint64_t>(used.epochs);
   trained = run_passes(shards, learner, loop,
                        {position.epoch, position.windows, position.rows, run_rows}, job.resume);
@@ -623,10 +625,10 @@ TrainResult LinearRun::conclude() {
   report["reading"] = reading_json(trained);
   if (!tune.is_null()) summary["tune"] = report["tune"] = tune;
 
-  report["seconds"] = {{"open", opened.open_seconds},         {"train", train_seconds},
-                       {"learn", learn_seconds},       {"read_wait", wait_seconds},
-                       {"finish", finish_seconds},     {"final_pass", eval_seconds},
-                       {"save", save_seconds},         {"validation", validation_seconds},
+  report["seconds"] = {{"open", opened.open_seconds}, {"train", train_seconds},
+                       {"learn", learn_seconds},      {"read_wait", wait_seconds},
+                       {"finish", finish_seconds},    {"final_pass", eval_seconds},
+                       {"save", save_seconds},        {"validation", validation_seconds},
                        {"total", total_seconds}};
   // A phase that did not run has no key.
   if (no_final_pass) {

@@ -5,8 +5,8 @@
 // printing, no process-wide state: what the run says and the stop requests it takes go through
 // `events` (driver/job.h), so two jobs can run in one process.
 //
-// The streamed learners (ldm, svm, cpm) train through it; the kernel learners still run as
-// commands of cli/ (docs/design.md, "The training library").
+// Every learner trains through it: the streamed ones (ldm, svm, cpm) and the kernel learners
+// (kldm, tldm, cmm) (docs/design.md, "The training library").
 //
 //   driver::TrainJob job;
 //   job.algo = "svm";
@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "driver/job.h"
-#include "engine/ldm.h"
 #include "engine/classifier.h"
 #include "engine/cpm.h"
+#include "engine/ldm.h"
 #include "engine/linear_model.h"
 #include "io/output_path.h"
 
@@ -37,21 +37,21 @@ namespace polymargin::driver {
 
 /// The linear learners' parameters (ldm; svm is the LDM with λ1 = λ2 = 0 and takes no λ).
 struct LinearParams {
-  double c = engine::kDefaultC;         // C, the weight of the hinge loss
-  std::optional<int> epochs;            // passes (T); unset: engine::ldm_default_epochs(rows)
-  std::optional<int> avg_start_epochs;  // averaging starts after this many; unset: 2, or
-                                        // epochs − 1 for a shorter run
-  std::string eta0 = "auto";            // the initial step: a positive number, or auto
-  double bias = 1;                      // B of a constant (regularised) feature; 0: no bias
-  std::uint64_t seed = 1;               // of shuffling, pairing, calibration
-  std::string scale = "maxabs";         // maxabs | none
-  std::string normalize = "none";       // l2 | none
-  std::string pairing;                  // ldm: next | permuted; empty: next
-  std::optional<double> lambda1, lambda2;          // ldm: λ in the paper's units
+  double c = engine::kDefaultC;            // C, the weight of the hinge loss
+  std::optional<int> epochs;               // passes (T); unset: engine::ldm_default_epochs(rows)
+  std::optional<int> avg_start_epochs;     // averaging starts after this many; unset: 2, or
+                                           // epochs − 1 for a shorter run
+  std::string eta0 = "auto";               // the initial step: a positive number, or auto
+  double bias = 1;                         // B of a constant (regularised) feature; 0: no bias
+  std::uint64_t seed = 1;                  // of shuffling, pairing, calibration
+  std::string scale = "maxabs";            // maxabs | none
+  std::string normalize = "none";          // l2 | none
+  std::string pairing;                     // ldm: next | permuted; empty: next
+  std::optional<double> lambda1, lambda2;  // ldm: λ in the paper's units
   std::optional<double> lambda1_rel, lambda2_rel;  // ldm: λ/(m·C) instead
-  std::string feature_order = "given";  // given | frequency (io/feature_order.h)
-  std::string warm_start;               // a model of the same learner and labels to start from
-  bool final_pass = true;               // the exact pass over the training rows at the end
+  std::string feature_order = "given";             // given | frequency (io/feature_order.h)
+  std::string warm_start;  // a model of the same learner and labels to start from
+  bool final_pass = true;  // the exact pass over the training rows at the end
 };
 
 /// The CPM's passes by default (T = this × a side's rows), with at least
@@ -77,17 +77,77 @@ struct CpmParams {
   std::string warm_start;                  // refused: the CPM's state is more than its weights
 };
 
+/// What every kernel learner (kldm, tldm, cmm: regular-scale data held in memory) takes besides its
+/// own parameters. Unset values take the learner's defaults.
+struct KernelOptions {
+  std::string kernel = "rbf";       // linear | rbf | poly (tldm: linear | rbf)
+  std::optional<double> rbf_width;  // RBF σ as a multiple of δ, the mean distance between
+                                    // training rows; unset: 1 (tldm: 4)
+  std::optional<double> gamma;      // RBF: γ directly instead of the width; poly: γ (unset: 1)
+  std::optional<int> degree;        // poly: unset 3
+  std::optional<double> coef0;      // poly: c0, unset 0
+  std::optional<double> bias;       // B of a constant feature; unset: 0 (cmm: 1; tldm: only 0)
+  std::string scale = "maxabs";     // maxabs | none
+  std::string normalize = "none";   // l2 | none
+  std::string max_memory = "auto";  // the most the m² matrices may take (512M, 4G), or auto
+  std::uint64_t seed = 1;           // of the coordinate order and δ's sample
+};
+
+/// The kernel LDM's parameters (engine/kldm.h).
+struct KldmParams {
+  KernelOptions kernel;
+  double c = engine::kDefaultC;                    // C, the dual box [0, C]
+  std::optional<double> lambda1, lambda2;          // λ in the paper's units
+  std::optional<double> lambda1_rel, lambda2_rel;  // λ/(m·C) instead
+  double tolerance = 0.01;                         // of the projected gradient's spread
+  int max_sweeps = 1000;
+  bool shrinking = true;
+};
+
+/// The Twin LDM's parameters (engine/tldm.h).
+struct TldmParams {
+  KernelOptions kernel;
+  double c = 0.125;         // c1 = c2
+  double lambda1 = 1;       // λ1 = λ3
+  double lambda2 = 1;       // λ2 = λ4
+  double epsilon = 1e-6;    // ε·I keeping P and S invertible
+  double sor_omega = 1;     // SOR relaxation, in (0, 2)
+  double tolerance = 1e-4;  // of the dual's projected gradients
+  int max_sweeps = 5000;
+};
+
+/// The Compact Margin Machine's parameters (engine/cmm.h).
+struct CmmParams {
+  KernelOptions kernel;
+  std::vector<std::string> unlabeled;  // files of unlabelled rows (rows labelled 0 are, too)
+  double c1 = 10;                      // labelled hinge
+  double c2 = 1;                       // unlabelled symmetric hinge (rmm: the compactness)
+  std::optional<double> c3;            // compactness; unset: 1 (rmm: C2)
+  double epsilon = 1;                  // half-width of the compact tube
+  double delta = -0.3;                 // the ramp threshold, in (-1, 0]
+  std::string variant = "cmm";         // cmm | rmm
+  std::optional<double> balance_mean;  // r of the class balance; unset: the labelled mean label
+  bool balance = true;                 // keep the class-balance constraint
+  int max_rounds = 30;                 // CCCP rounds
+  double tolerance = 1e-3;
+  int max_sweeps = 5000;  // a round
+};
+
 /// A training job: what to learn from, what to write, how.
 struct TrainJob {
-  std::string algo = "ldm";         // ldm | svm | cpm
+  std::string algo = "ldm";         // ldm | svm | cpm | kldm | tldm | cmm
   std::vector<std::string> inputs;  // text files (plain, gz, bz2, zstd; "-" stdin) or shards
   std::string output;               // the model file
   int threads = 0;                  // reading and converting; 0: all cores
   std::uint32_t window_blocks = 8;  // rows are shuffled within windows of this many blocks
   JobOptions job;                   // checkpoint, resume, stop, validation, metrics, ...
-  DataParallel parallel;            // its workers and sync_rows
+                                    // (the kernel learners: validation, metrics, names)
+  DataParallel parallel;            // its workers and sync_rows (ldm, svm, cpm)
   LinearParams linear;              // of ldm and svm
   CpmParams cpm;                    // of cpm
+  KldmParams kldm;                  // of kldm
+  TldmParams tldm;                  // of tldm
+  CmmParams cmm;                    // of cmm
   /// The search that chose these parameters (--tune), recorded in the model and the summary.
   nlohmann::json tune;
   /// Further files the caller read to make the job (a --config file): never written.
@@ -99,8 +159,8 @@ struct TrainResult {
   /// False on an MPI rank other than 0, which neither finishes nor writes the model: the rest is
   /// then empty.
   bool leader = true;
-  /// The model written, where the job holds it whole (ldm, svm); null for the CPM, which writes
-  /// its model a side at a time (io::load_classifier reads it back).
+  /// The model written, where the job holds it whole (ldm, svm, the kernel learners); null for the
+  /// CPM, which writes its model a side at a time (io::load_classifier reads it back).
   std::unique_ptr<engine::Classifier> model;
   /// The figures `polymargin train --json` prints (docs/output.md).
   nlohmann::ordered_json summary;

@@ -19,8 +19,9 @@ __version__ = "0.1.0"
 
 
 def _find_program():
-    """The polymargin program (train --tune starts it for its cells): $POLYMARGIN_BINARY, the
-    build tree's (this package is build/python/polymargin), or the one on PATH."""
+    """The polymargin program (run('experiment', ...) starts it for its cells; fits and tune=True
+    need none): $POLYMARGIN_BINARY, the build tree's (this package is build/python/polymargin), or
+    the one on PATH."""
     import os
     import shutil
     from . import _core

@@ -1,11 +1,9 @@
 // The training library's entry point, driver::train, run whole in this process (no child process,
-// no argv), for each streamed learner (ldm, svm, cpm): a job writes its model and summary and
-// tells its events what it does; a stop request of the caller's events or the row budget ends it
-// with a checkpoint from which a resumed job writes the uninterrupted job's model byte for byte
-// (one worker and two); refusals come before any work; and two jobs run at once in two threads
-// give the models of two jobs run one after the other.
-#include "driver/train.h"
-
+// no argv), for each learner: a job writes its model and summary and tells its events what it
+// does; a stop request of the caller's events or the row budget ends it with a checkpoint from
+// which a resumed job (ldm, svm, cpm) writes the uninterrupted job's model byte for byte (one
+// worker and two), and a kernel solver with nothing written; refusals come before any work; and
+// two jobs run at once in two threads give the models of two jobs run one after the other.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "../io/shard_test_util.h"
+#include "driver/train.h"
 #include "engine/errors.h"
 #include "io/file_lock.h"
 #include "io/model_file.h"
@@ -59,6 +58,12 @@ class Train : public ::testing::Test {
       rows.labels[r] = score > 0 ? 1.0f : -1.0f;
     }
     io::testing::write_shards(rows, (dir_ / "d.shards").string(), io::Codec::kRaw, 100, 2);
+    // The first 300 rows, for the kernel learners (m² memory, m³ time).
+    CsrBuffer small;
+    small.has_values = true;
+    const CsrView all = rows.view();
+    for (std::size_t r = 0; r < 300; ++r) small.append_row(all, r);
+    io::testing::write_shards(small, (dir_ / "small.shards").string(), io::Codec::kRaw, 100, 1);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
@@ -132,7 +137,7 @@ TEST_F(Train, RefusalsComeBeforeAnyWork) {
   TrainJob bad_eta = job("x.model");
   bad_eta.linear.eta0 = "-1";
   EXPECT_THROW(train(bad_eta, quiet, record), UsageError);
-  TrainJob other = job("x.model", "kldm");
+  TrainJob other = job("x.model", "lda");
   EXPECT_THROW(train(other, quiet, record), UsageError);
   TrainJob missing = job("x.model");
   missing.inputs = {path("no-such.shards")};
@@ -220,6 +225,55 @@ TEST_F(Train, ACpmJobWritesItsModelAndSummary) {
   both.cpm.iterations = 100;
   EXPECT_THROW(train(both, events, record), UsageError);
   EXPECT_FALSE(fs::exists(path("cpm-refused.model")));
+}
+
+// The kernel learners hold the rows in memory (a few hundred here) and write the model they hold.
+TEST_F(Train, KernelJobsWriteTheModelTheyHold) {
+  for (const std::string algo : {"kldm", "tldm", "cmm"}) {
+    TrainJob j = job(algo + ".model", algo);
+    j.inputs = {path("small.shards")};
+    Recorder events;
+    nlohmann::ordered_json record;
+    const TrainResult result = train(j, events, record);
+    ASSERT_TRUE(result.model) << algo;
+    EXPECT_EQ(result.model->algorithm, algo);
+    EXPECT_EQ(io::load_classifier(j.output)->algorithm, algo);
+    EXPECT_EQ(result.summary["rows"], 300) << algo;
+    EXPECT_GT(result.summary["train_accuracy"].get<double>(), 0.7) << algo;
+    EXPECT_EQ(record["algorithm"], algo);
+    EXPECT_TRUE(record.contains("model_checksum")) << algo;
+    EXPECT_TRUE(events.noted("kernel ")) << algo;
+  }
+  // A kernel option the kernel does not use is noted as ignored; a refusal comes before any work.
+  TrainJob linear = job("kldm-linear.model", "kldm");
+  linear.inputs = {path("small.shards")};
+  linear.kldm.kernel.kernel = "linear";
+  linear.kldm.kernel.gamma = 2;
+  Recorder events;
+  nlohmann::ordered_json record;
+  train(linear, events, record);
+  EXPECT_TRUE(events.noted("warning: --gamma has no effect with --kernel linear"));
+  TrainJob poly = job("tldm-poly.model", "tldm");
+  poly.inputs = {path("small.shards")};
+  poly.tldm.kernel.kernel = "poly";
+  EXPECT_THROW(train(poly, events, record), UsageError);
+  EXPECT_FALSE(fs::exists(path("tldm-poly.model")));
+}
+
+TEST_F(Train, AStopRequestEndsAKernelSolverWithNothingWritten) {
+  TrainJob j = job("stopped.model", "kldm");
+  j.inputs = {path("small.shards")};
+  Recorder stopping;
+  stopping.stop_after = 1;  // at the solver's first sweep
+  nlohmann::ordered_json record;
+  try {
+    train(j, stopping, record);
+    FAIL() << "not stopped";
+  } catch (const Interrupted& stop) {
+    EXPECT_EQ(stop.signal, SIGTERM);
+    EXPECT_EQ(stop.checkpoint, "");
+  }
+  EXPECT_FALSE(fs::exists(path("stopped.model")));
 }
 
 TEST_F(Train, ASecondJobOnTheSameModelIsRefusedWhileTheFirstHoldsIt) {
