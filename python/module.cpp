@@ -1,5 +1,10 @@
 // polymargin._core: what the Python package (python/polymargin) needs of the C++ side, and no more.
 //
+// - train(): a training job (the arguments of `train`, without --tune) parsed into a
+//   driver::TrainJob and trained by the training library (driver/train.h) in this process: the
+//   GIL released, nothing of the process swapped or locked, so that several fits run at once in
+//   threads; its notes go to a Python callable, SIGINT stops it at its next window and then
+//   raises KeyboardInterrupt, and its summary comes back as JSON text.
 // - run(): a command of the polymargin CLI (train, convert, eval, ...) run in this process with the
 //   arguments the command line would have: the same options, the same epoch loop, the same model
 //   files byte for byte. The GIL is released while it runs; its stderr lines go to a Python
@@ -33,6 +38,8 @@
 
 #include "cli/command.h"
 #include "cli/exit_codes.h"
+#include "cli/train.h"
+#include "driver/train.h"
 #include "cli/experiment_runner.h"
 #include "cli/progress.h"
 #include "cli/signals.h"
@@ -50,6 +57,18 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Commands
+
+// `line` to the Python callable `log` (None: nowhere), taking the GIL; an exception it raises is
+// reported as unraisable, not thrown into the C++ that wrote the line.
+void send_to_log(const py::object& log, const std::string& line) {
+  if (log.is_none()) return;
+  py::gil_scoped_acquire gil;
+  try {
+    log(line);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("polymargin: the log callable");
+  }
+}
 
 // A command's stderr: each line goes to `log` (under the GIL, from whichever thread wrote it). A
 // rewritten progress line ('\r') counts as a line. The last lines are kept for the message of a
@@ -102,13 +121,7 @@ class LogLines : public std::streambuf {
       last_.push_back(line);
       if (last_.size() > 5) last_.pop_front();
     }
-    if (log_.is_none()) return;
-    py::gil_scoped_acquire gil;
-    try {
-      log_(line);
-    } catch (py::error_already_set& e) {
-      e.discard_as_unraisable("polymargin: the log callable");
-    }
+    send_to_log(log_, line);
   }
 
   py::object log_;
@@ -158,6 +171,9 @@ class SigintToStop {
   bool installed_ = false;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Commands, run as the command line runs them
+
 // What became of a command, held until the GIL is back.
 struct Outcome {
   int code = cli::kExitOk;
@@ -200,6 +216,77 @@ std::mutex g_command_mutex;
 [[noreturn]] void raise(PyObject* type, const std::string& message) {
   PyErr_SetString(type, message.c_str());
   throw py::error_already_set();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training jobs
+
+// SIGINT while one or more jobs train: counted (each job stops once the count passes the one it
+// started at); the first job to start installs the handler, the last to end puts Python's back.
+std::atomic<std::uint64_t> g_sigints{0};
+std::mutex g_jobs_mutex;
+int g_jobs = 0;
+struct sigaction g_python_sigint = {};
+
+void on_job_sigint(int) { g_sigints.fetch_add(1); }
+
+class JobSigint {
+ public:
+  JobSigint() {
+    std::lock_guard<std::mutex> lock(g_jobs_mutex);
+    start_ = g_sigints.load();
+    if (g_jobs++ > 0) return;
+    struct sigaction action = {};
+    action.sa_handler = on_job_sigint;
+    sigemptyset(&action.sa_mask);
+    if (sigaction(SIGINT, &action, &g_python_sigint) != 0) g_python_sigint.sa_handler = SIG_ERR;
+  }
+  ~JobSigint() {
+    std::lock_guard<std::mutex> lock(g_jobs_mutex);
+    if (--g_jobs == 0 && g_python_sigint.sa_handler != SIG_ERR)
+      sigaction(SIGINT, &g_python_sigint, nullptr);
+  }
+  bool received() const { return g_sigints.load() != start_; }
+
+ private:
+  std::uint64_t start_ = 0;
+};
+
+// A job's notes to `log` (under the GIL, from the job's thread), its stop on SIGINT.
+class PythonEvents final : public driver::Events {
+ public:
+  PythonEvents(py::object log, const JobSigint& sigint) : log_(std::move(log)), sigint_(sigint) {}
+  void note(const std::string& line) override { send_to_log(log_, line); }
+  int stop_requested() override { return sigint_.received() ? SIGINT : 0; }
+
+ private:
+  py::object log_;
+  const JobSigint& sigint_;
+};
+
+std::string train(const std::vector<std::string>& args, py::object log) {
+  std::optional<cli::Failure> failure;
+  std::string summary;
+  bool interrupted = false;
+  {
+    py::gil_scoped_release release;
+    const JobSigint sigint;
+    PythonEvents events(log, sigint);
+    try {
+      const std::optional<driver::TrainJob> job = cli::parse_train_job(args);
+      if (!job) throw UsageError("train: --help is not a training job");
+      nlohmann::ordered_json record;
+      summary = driver::train(*job, events, record).summary.dump();
+    } catch (const driver::Interrupted&) {
+      interrupted = true;
+    } catch (...) {
+      failure = cli::describe_failure(std::current_exception());
+    }
+  }
+  if (interrupted)
+    raise(PyExc_KeyboardInterrupt, "polymargin train stopped by SIGINT; no model was written");
+  if (failure) raise(*failure);
+  return summary;
 }
 
 py::tuple run(const std::string& name, const std::vector<std::string>& args, py::object log) {
@@ -455,14 +542,17 @@ PYBIND11_MODULE(_core, m) {
   // Progress goes through the log callable, never as a rewritten line on the terminal.
   cli::g_terminal_progress.store(false);
   py::register_exception_translator(translate);
+  m.def("train", &train, py::arg("args"), py::arg("log") = py::none(),
+        "Trains the job of `polymargin train ARGS` (no --tune) in this process, the GIL released; "
+        "returns its summary as JSON text.");
   m.def("run", &run, py::arg("command"), py::arg("args"), py::arg("log") = py::none(),
         "Runs a polymargin command in this process; returns (exit code, stdout bytes).");
   m.def("set_program", &cli::experiment::set_self_executable, py::arg("path"),
-        "The polymargin program that train --tune starts for its cells.");
+        "The polymargin program that `experiment` starts for its cells.");
   // This process is Python: until set_program names it, a command that starts the program says how.
   cli::experiment::set_self_executable_missing(
-      "no polymargin program found (tune=True runs it for its cells): set POLYMARGIN_BINARY to "
-      "its path, or put it on PATH");
+      "no polymargin program found (`experiment` runs it for its cells): set POLYMARGIN_BINARY "
+      "to its path, or put it on PATH");
   m.def("write_shards", &write_shards, py::arg("dir"), py::arg("indptr"), py::arg("indices"),
         py::arg("data"), py::arg("labels"), py::arg("block_rows") = 4096, py::arg("threads") = 0,
         py::arg("columns") = 0);

@@ -65,6 +65,14 @@ def run(command, args):
     return out.decode()
 
 
+def train(args):
+    """The job of `polymargin train ARGS` (without --tune) trained in this process by the training
+    library, with the GIL released: several may run at once in threads. Returns its summary (what
+    `train --json` prints) as a dict. Errors raise as run() says.
+    """
+    return json.loads(_core.train([_arg(a) for a in args], _log))
+
+
 def run_json(command, args):
     return json.loads(run(command, list(args) + ["--json"]))
 

@@ -195,7 +195,9 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
                 f.write(self.model_)
             args += ["--warm-start", start]
         args += _commands.flag_args(params, self._switches() - {"warm_start"})
-        self.train_report_ = _commands.run_json("train", args)
+        # A search (tune=True) is the command's; a plain fit is a job of the training library.
+        self.train_report_ = (_commands.run_json("train", args) if "--tune" in args
+                              else _commands.train(args))
         with open(model, "rb") as f:
             self._set_model(f.read(), model)
 
