@@ -10,6 +10,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/progress.h"
 #include "cli/train.h"
 #include "cli/train_jobs.h"
 #include "cli/tune.h"
@@ -98,11 +99,20 @@ std::optional<driver::TrainJob> parse_linear(const std::vector<std::string>& arg
 
 // The run's summary on stdout (--json prints it as JSON instead).
 void print_summary(const nlohmann::ordered_json& s) {
+  // A resumed run's times are its own part's, which the line says.
+  std::string resumed;
+  if (s.contains("resumed_from")) {
+    const auto epoch = s["resumed_from"]["epoch"].get<unsigned long long>() + 1;
+    const auto row = s["resumed_from"]["rows"].get<unsigned long long>();
+    resumed = row == s["rows"].get<unsigned long long>()
+                  ? format_line(" (resumed after epoch %llu)", epoch)
+                  : format_line(" (resumed in epoch %llu, after its row %llu)", epoch, row);
+  }
   out_printf(
-      "trained %s on %llu rows x %d epochs in %.2f s (%.2f M rows/s): learning %.2f s, "
+      "trained %s on %llu rows x %d epochs%s in %.2f s (%.2f M rows/s): learning %.2f s, "
       "waiting for data %.2f s; open/convert %.2f s, final pass %.2f s\n",
       s["algorithm"].get<std::string>().c_str(), s["rows"].get<unsigned long long>(),
-      s["epochs"].get<int>(), s["train_seconds"].get<double>(),
+      s["epochs"].get<int>(), resumed.c_str(), s["train_seconds"].get<double>(),
       s["rows_per_second"].get<double>() / 1e6, s["learn_seconds"].get<double>(),
       s["read_wait_seconds"].get<double>(), s["open_seconds"].get<double>(),
       s.value("eval_seconds", 0.0));

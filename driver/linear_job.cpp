@@ -451,10 +451,14 @@ void LinearRun::train() {
     // comes from the final pass.
     margins = replicas.take_progress();
     const bool due = logged.due(at.pass + 1, static_cast<std::uint64_t>(used.epochs));
-    if (at.pass > 0 && !due) return;
+    // The rows this run learnt in the pass: a resumed run's first pass lacks those learnt before
+    // its checkpoint, and one resumed at a pass's end learnt none of it (no line then).
+    const double learnt =
+        rows - (at.pass == position.epoch ? static_cast<double>(position.rows) : 0.0);
+    if ((at.pass > 0 && !due) || learnt <= 0) return;
     events.note(strprintf("epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g, accuracy ≈ %.4f",
                           static_cast<int>(at.pass) + 1, used.epochs, seconds,
-                          rows / 1e6 / std::max(seconds, 1e-9), trainer().objective(margins),
+                          learnt / 1e6 / std::max(seconds, 1e-9), trainer().objective(margins),
                           margins.accuracy()));
   };
   LoopOptions loop = loop_options(
@@ -622,6 +626,9 @@ TrainResult LinearRun::conclude() {
       {"model_path", output}};
   summary.update(reading_json(trained));
   if (validated) summary["validation"] = validated->metrics;
+  // A resumed run's times and speed are its own part's: where that part began.
+  if (!job.resume.empty())
+    summary["resumed_from"] = {{"epoch", position.epoch}, {"rows", position.rows}};
   report["reading"] = reading_json(trained);
   if (!tune.is_null()) summary["tune"] = report["tune"] = tune;
 

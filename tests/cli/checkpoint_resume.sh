@@ -48,6 +48,31 @@ for algo in ldm svm; do
     cmp -s "$work/ref.$algo" "$work/m" || fail "$algo: stopped at $stop and resumed: other model"
     rm -f "$work/m" "$work/ck"
   done
+
+  # Resumed at an epoch's end (6000 rows: all of epoch 1) and mid-epoch (3500): no line for the
+  # epoch that was done before the checkpoint, a speed of the rows learnt in the one it resumed in
+  # (not of the whole epoch's in a fraction of its time), and the summary says where it resumed.
+  for stop in 6000 3500; do
+    expect 6 "checkpoint written" train --algo $algo "${common[@]}" -o "$work/m" \
+      --checkpoint "$work/ck" --stop-after-rows $stop
+    "$bin" train --algo $algo "${common[@]}" -o "$work/m" --resume "$work/ck" \
+      > "$work/resume.out" 2> "$work/resume.err" ||
+      fail "$algo: resume after $stop failed: $(cat "$work/resume.err")"
+    if [ $stop = 6000 ]; then
+      grep -q "^epoch 1/4" "$work/resume.err" &&
+        fail "$algo: resumed after epoch 1, a line for epoch 1: $(cat "$work/resume.err")"
+      where="resumed after epoch 1"
+    else
+      where="resumed in epoch 1, after its row 3500"
+    fi
+    # Every epoch line's speed is below 1000 M rows/s (an epoch learnt in no time was 'millions').
+    awk '/^epoch [0-9]+\/4: / { split($0, f, ", "); if (f[2] + 0 > 1000) bad = 1 } END { exit bad }' \
+      "$work/resume.err" || fail "$algo: resumed at $stop: an epoch's speed: $(cat "$work/resume.err")"
+    grep -q "x 4 epochs ($where) in" "$work/resume.out" ||
+      fail "$algo: resumed at $stop: the summary: $(cat "$work/resume.out")"
+    cmp -s "$work/ref.$algo" "$work/m" || fail "$algo: resumed at $stop: other model"
+    rm -f "$work/m" "$work/ck"
+  done
   # A stop requested at the last epoch's end finds nothing left to stop: the model is written.
   "$bin" train --algo $algo "${common[@]}" -o "$work/m" --checkpoint "$work/ck" \
     --stop-after-rows 24000 > /dev/null 2>&1 || fail "$algo: a stop at the run's end stopped it"
