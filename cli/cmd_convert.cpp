@@ -22,7 +22,7 @@ class Progress {
   void update(std::uint64_t rows, std::uint64_t nnz) {
     if (!line_.due()) return;
     const double s = line_.elapsed();
-    line_.show(format_line("converting: %.2f M rows, %.1f M non-zeros, %.1f s, %.2f M rows/s",
+    line_.show(strprintf("converting: %.2f M rows, %.1f M non-zeros, %.1f s, %.2f M rows/s",
                            rows / 1e6, nnz / 1e6, s, rows / 1e6 / s));
   }
   void clear() { line_.clear(); }

@@ -152,7 +152,7 @@ class Experiment {
 
 void Experiment::check_methods() {
   std::string learners;
-  for (const Command& a : train_algorithms()) learners += (learners.empty() ? "" : ", ") + a.name;
+  for (const TrainAlgorithm& a : train_algorithms()) learners += (learners.empty() ? "" : ", ") + a.name;
   work_ = io::TemporaryPath::create([&] {
     fs::create_directories(out_ + "/work");
     return out_ + "/work";
@@ -185,7 +185,7 @@ void Experiment::check_methods() {
       }
     } else {
       const auto& algos = train_algorithms();
-      if (std::none_of(algos.begin(), algos.end(), [&](const Command& a) { return a.name == m.algo; }))
+      if (std::none_of(algos.begin(), algos.end(), [&](const TrainAlgorithm& a) { return a.name == m.algo; }))
         throw UsageError(where + ": algo '" + m.algo +
                          "' is not a learner of this polymargin (learners: " + learners + ")");
       p.description = "train --algo " + m.algo;
@@ -486,7 +486,7 @@ void Experiment::run_cells(std::vector<Cell>& cells, const std::string& stage) {
         const double per_cell = computed_ ? computed_seconds_ / static_cast<double>(computed_) : 0;
         const double left =
             per_cell * static_cast<double>(planned_ > done_ ? planned_ - done_ : 0) / jobs_;
-        progress_.show(format_line("experiment: %s  %zu/%zu cells (%zu from cache)  ETA %s",
+        progress_.show(strprintf("experiment: %s  %zu/%zu cells (%zu from cache)  ETA %s",
                                    stage.c_str(), done_, planned_, from_cache_,
                                    computed_ ? clock_text(left).c_str() : "?"));
       }

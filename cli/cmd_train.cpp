@@ -105,8 +105,8 @@ void print_summary(const nlohmann::ordered_json& s) {
     const auto epoch = s["resumed_from"]["epoch"].get<unsigned long long>() + 1;
     const auto row = s["resumed_from"]["rows"].get<unsigned long long>();
     resumed = row == s["rows"].get<unsigned long long>()
-                  ? format_line(" (resumed after epoch %llu)", epoch)
-                  : format_line(" (resumed in epoch %llu, after its row %llu)", epoch, row);
+                  ? strprintf(" (resumed after epoch %llu)", epoch)
+                  : strprintf(" (resumed in epoch %llu, after its row %llu)", epoch, row);
   }
   out_printf(
       "trained %s on %llu rows x %d epochs%s in %.2f s (%.2f M rows/s): learning %.2f s, "
@@ -128,12 +128,6 @@ void print_summary(const nlohmann::ordered_json& s) {
   out_printf("model written to %s\n", s["model_path"].get<std::string>().c_str());
 }
 
-std::string algorithm_list() {
-  std::string list;
-  for (const Command& a : train_algorithms()) list += (list.empty() ? "" : "|") + a.name;
-  return list;
-}
-
 // Dispatches on --algo; each learner parses the arguments itself.
 int run_train(const std::vector<std::string>& args) {
   const std::string algo = peek_option(args, "algo", "ldm");
@@ -144,26 +138,25 @@ int run_train(const std::vector<std::string>& args) {
     throw UsageError("train --algo " + algo +
                      ": only ldm, svm and cpm run as an MPI job (the others with --tune, for its "
                      "cells); run it without mpirun");
-  for (const Command& a : train_algorithms())
-    if (a.name == algo) {
-      const bool help = std::find(args.begin(), args.end(), "--help") != args.end() ||
-                        std::find(args.begin(), args.end(), "-h") != args.end();
-      if (!help && tune_requested(args)) return run_tuned(args, algo, a.run);
-      std::vector<std::string> plain = args;  // --help with --tune: the learner's help, then tune's
-      std::erase(plain, std::string("--tune"));
-      const int code = a.run(plain);
-      if (help) {
-        std::cout << "learners (--algo):\n";
-        for (const Command& other : train_algorithms())
-          std::cout << "  " << other.name
-                    << std::string(8 - std::min<std::size_t>(7, other.name.size()), ' ')
-                    << other.summary << "\n";
-        std::cout << "(polymargin train --algo NAME --help: the options of NAME)\n\n"
-                  << tune_help();
-      }
-      return code;
-    }
-  throw UsageError("train: --algo must be one of " + algorithm_list() + " (got '" + algo + "')");
+  const TrainAlgorithm& a = train_algorithm(algo);
+  const auto run = [&a](const std::vector<std::string>& args) {
+    return run_train_algorithm(a, args);
+  };
+  const bool help = std::find(args.begin(), args.end(), "--help") != args.end() ||
+                    std::find(args.begin(), args.end(), "-h") != args.end();
+  if (!help && tune_requested(args)) return run_tuned(args, algo, run);
+  std::vector<std::string> plain = args;  // --help with --tune: the learner's help, then tune's
+  std::erase(plain, std::string("--tune"));
+  const int code = run(plain);
+  if (help) {
+    std::cout << "learners (--algo):\n";
+    for (const TrainAlgorithm& other : train_algorithms())
+      std::cout << "  " << other.name
+                << std::string(8 - std::min<std::size_t>(7, other.name.size()), ' ')
+                << other.summary << "\n";
+    std::cout << "(polymargin train --algo NAME --help: the options of NAME)\n\n" << tune_help();
+  }
+  return code;
 }
 
 const TrainAlgorithmRegistration ldm_registration(

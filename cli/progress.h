@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/output.h"
+#include "driver/text.h"
 
 namespace polymargin::cli {
 
@@ -59,11 +60,6 @@ class ProgressLine {
 };
 
 /// printf into a std::string (for ProgressLine::show).
-template <typename... Args>
-std::string format_line(const char* format, Args... args) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, format, args...);
-  return buf;
-}
+using driver::strprintf;
 
 }  // namespace polymargin::cli

@@ -1,77 +1,57 @@
 #include "cli/train.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
 #include "cli/train_jobs.h"
 #include "engine/errors.h"
-#include "io/memory.h"
-#include "io/model_file.h"
-#include "io/output_path.h"
 
 namespace polymargin::cli {
 namespace {
 
-struct Registry {
-  std::vector<TrainAlgorithm> algorithms;
-  std::vector<Command> commands;  // the same, as commands
-};
-
-Registry& registry() {
-  static Registry r;
+std::vector<TrainAlgorithm>& registry() {
+  static std::vector<TrainAlgorithm> r;
   return r;
-}
-
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  const auto e = s.find_last_not_of(" \t\r");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
 }  // namespace
 
 TrainAlgorithmRegistration::TrainAlgorithmRegistration(TrainAlgorithm algorithm) {
-  Registry& r = registry();
-  const TrainAlgorithm& a = r.algorithms.emplace_back(std::move(algorithm));
-  const auto train = [parse = a.parse, print = a.print](const std::vector<std::string>& args,
-                                                        MetricsFile& metrics) {
+  std::vector<TrainAlgorithm>& r = registry();
+  r.push_back(std::move(algorithm));
+  std::sort(r.begin(), r.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
+}
+
+const std::vector<TrainAlgorithm>& train_algorithms() { return registry(); }
+
+const TrainAlgorithm& train_algorithm(const std::string& algo) {
+  std::string list;
+  for (const TrainAlgorithm& a : registry()) {
+    if (a.name == algo) return a;
+    list += (list.empty() ? "" : "|") + a.name;
+  }
+  throw UsageError("train: --algo must be one of " + list + " (got '" + algo + "')");
+}
+
+int run_train_algorithm(const TrainAlgorithm& a, const std::vector<std::string>& args) {
+  return run_train_job(args, [&a](const std::vector<std::string>& args, MetricsFile& metrics) {
     bool json = false;
-    const std::optional<driver::TrainJob> job = parse(args, json);
+    const std::optional<driver::TrainJob> job = a.parse(args, json);
     if (!job) return kHelpShown;
     return train_in_library(*job, metrics, [&](const nlohmann::ordered_json& summary) {
       if (json)
         std::cout << summary.dump(2) << "\n";
       else
-        print(summary);
+        a.print(summary);
     });
-  };
-  r.commands.push_back(
-      {a.name, a.summary, [train](const std::vector<std::string>& args) {
-         return run_train_job(args, train);
-       }});
-  const auto by_name = [](const auto& x, const auto& y) { return x.name < y.name; };
-  std::sort(r.algorithms.begin(), r.algorithms.end(), by_name);
-  std::sort(r.commands.begin(), r.commands.end(), by_name);
+  });
 }
 
-const std::vector<Command>& train_algorithms() { return registry().commands; }
-
 std::optional<driver::TrainJob> parse_train_job(const std::vector<std::string>& args) {
-  const std::string algo = peek_option(args, "algo", "ldm");
-  for (const TrainAlgorithm& a : registry().algorithms)
-    if (a.name == algo) {
-      bool json = false;
-      return a.parse(args, json);
-    }
-  std::string list;
-  for (const TrainAlgorithm& a : registry().algorithms) list += (list.empty() ? "" : "|") + a.name;
-  throw UsageError("train: --algo must be one of " + list + " (got '" + algo + "')");
+  bool json = false;
+  return train_algorithm(peek_option(args, "algo", "ldm")).parse(args, json);
 }
 
 std::vector<std::pair<std::string, std::string>> config_entries(
@@ -83,14 +63,11 @@ std::vector<std::pair<std::string, std::string>> config_entries(
   }
   std::vector<std::pair<std::string, std::string>> entries;
   if (config.empty()) return entries;
-  std::ifstream in(config);  // unreadable: the full parse reports it
-  bool first = true;
-  for (std::string line; std::getline(in, line); first = false) {
-    if (first) drop_byte_order_mark(line);
-    line = line.substr(0, line.find('#'));
-    const auto eq = line.find('=');
-    if (eq != std::string::npos)
-      entries.emplace_back(trim(line.substr(0, eq)), trim(line.substr(eq + 1)));
+  try {
+    for (ConfigEntry& e : read_config_entries("train", config))
+      entries.emplace_back(std::move(e.key), std::move(e.value));
+  } catch (const Error&) {  // unreadable or malformed: the full parse reports it
+    entries.clear();
   }
   return entries;
 }
@@ -117,21 +94,13 @@ const char* index_base_help() {
          "shard directory keeps the base it was converted with";
 }
 
-void check_train_paths(const po::variables_map& vm) {
-  const auto value = [&](const char* name) {
-    return vm.count(name) ? vm[name].as<std::string>() : std::string();
-  };
-  check_train_paths(input_paths(vm, {"data", "validation", "unlabeled", "warm-start", "resume"}),
-                    value("output"), value("checkpoint"), value("metrics-json"));
-}
-
 void EpochProgress::batch(int epoch, std::uint64_t rows_done_in_epoch) {
   if (!line_.due()) return;
   const double done = static_cast<double>(epoch) * rows_ + rows_done_in_epoch;
   const double elapsed = line_.elapsed();
   const double rate = elapsed > 0 ? done / elapsed : 0;
   const double left = rate > 0 ? (static_cast<double>(epochs_) * rows_ - done) / rate : 0;
-  line_.show(format_line("epoch %d/%d  %5.1f%%  %.2f M rows/s  ETA %.0f s", epoch + 1, epochs_,
+  line_.show(strprintf("epoch %d/%d  %5.1f%%  %.2f M rows/s  ETA %.0f s", epoch + 1, epochs_,
                          100.0 * rows_done_in_epoch / rows_, rate / 1e6, left));
 }
 

@@ -1,12 +1,11 @@
-// `polymargin train --algo NAME ...`: every learner registers its own entry point here, with its
-// own options and help, and shares the helpers below. cmd_train.cpp dispatches on --algo (read from
-// the command line or from --config) and serves ldm/svm itself.
+// `polymargin train --algo NAME ...`: every learner registers here how its flags become a job of
+// the training library (driver/train.h) and how its summary reads, and shares the helpers below.
+// cmd_train.cpp dispatches on --algo (read from the command line or from --config).
 #pragma once
 
-#include <chrono>
-#include <functional>
 #include <cstdint>
-#include <map>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,36 +13,17 @@
 
 #include "cli/command.h"
 #include "cli/progress.h"
-#include "engine/classifier.h"
-#include "engine/errors.h"
-#include "engine/ldm.h"
-#include "engine/linear_model.h"
 #include "driver/job.h"
 #include "driver/train.h"
-#include "io/shards.h"
 
 namespace polymargin::cli {
 
 using driver::binary_labels;
-using driver::check_config;
-using driver::check_fits;
-using driver::check_hard_limit_fits;
-using driver::check_scaling;
 using driver::check_train_paths;
-using driver::check_trained_model;
 using driver::check_warm_model;
 using driver::data_name;
-using driver::data_record;
-using driver::fits_hard_limit;
-using driver::gib;
-using driver::hard_limit_arrays_room;
-using driver::hard_memory_limit;
-using driver::HardLimit;
-using driver::kRunFloorBytes;
-using driver::kRunOverheadBytes;
 using driver::metrics_may_replace;
 using driver::number;
-using driver::open_training_data;
 
 /// A learner of `train --algo NAME` on the command line: how its flags become a job of the training
 /// library (driver/train.h), and how the job's summary reads.
@@ -63,9 +43,13 @@ struct TrainAlgorithmRegistration {
   explicit TrainAlgorithmRegistration(TrainAlgorithm algorithm);
 };
 
-/// Registered learners, sorted by name: `run` is `train --algo NAME ARGS` (the job trained, its
-/// summary printed, its record in --metrics-json).
-const std::vector<Command>& train_algorithms();
+/// Registered learners, sorted by name.
+const std::vector<TrainAlgorithm>& train_algorithms();
+/// The learner named `algo`; UsageError naming the registered ones otherwise.
+const TrainAlgorithm& train_algorithm(const std::string& algo);
+/// `train --algo NAME ARGS` of the learner `a`: its job trained, its summary printed (with --json
+/// as JSON), its outcome in --metrics-json; the exit code.
+int run_train_algorithm(const TrainAlgorithm& a, const std::vector<std::string>& args);
 
 /// The job `train ARGS` would run (--algo from ARGS or their --config, ldm by default); nullopt
 /// when ARGS ask for --help (which is then printed). UsageError for an unknown learner or a bad
@@ -76,8 +60,9 @@ std::optional<driver::TrainJob> parse_train_job(const std::vector<std::string>& 
 /// `fallback`. For dispatching before the full parse.
 std::string peek_option(const std::vector<std::string>& args, const std::string& name,
                         const std::string& fallback);
-/// The `key = value` lines of the --config file that `args` names, in file order (none when it
-/// names none, or the file cannot be read: the full parse reports that).
+/// The `key = value` lines of the --config file that `args` names, in file order, as
+/// read_config_entries reads them (none when it names none, or the file cannot be read or is
+/// malformed: the full parse reports that).
 std::vector<std::pair<std::string, std::string>> config_entries(
     const std::vector<std::string>& args);
 
@@ -104,13 +89,6 @@ void take_lambda_options(const po::variables_map& vm, Params& params) {
   params.lambda2_rel = given("lambda2-rel");
 }
 
-/// io::check_outputs for `train`, before any work: the data, --validation, --unlabeled,
-/// --warm-start, --resume and --config files are inputs; -o, --checkpoint (which may be the
-/// --resume file) and --metrics-json are outputs. An existing --checkpoint file must be a
-/// checkpoint (a model or any other file would be overwritten, then removed once the model is
-/// written), an existing --metrics-json file an earlier run's metrics (metrics_may_replace). The
-/// --validation data must be there to be opened (io::Dataset::probe).
-void check_train_paths(const po::variables_map& vm);
 /// Epoch progress: on a terminal a line rewritten at most four times a second (epoch, share,
 /// rows/s, ETA); elsewhere nothing until the per-epoch log line.
 class EpochProgress {

@@ -1,25 +1,20 @@
 #include "cli/train_jobs.h"
 
-#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
-#include <string_view>
 
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/train.h"
 #include "driver/mpi_job.h"
 #include "engine/errors.h"
-#include "engine/stop.h"
 #include "io/atomic_file.h"
+#include "io/file_lock.h"
 #include "io/output_path.h"
 
 namespace polymargin::cli {
@@ -112,10 +107,8 @@ int run_train_job(const std::vector<std::string>& args, const TrainEntry& job) {
     if (const std::string failed = stdout_error(); !failed.empty()) throw IoError(failed);
     if (leads) metrics.finish(code, "ok");
     return code;
-  } catch (const Interrupted& stop) {
+  } catch (const Interrupted& stop) {  // a kernel job's too (no checkpoint)
     return stopped(stop);
-  } catch (const engine::Stopped&) {  // a kernel solver, asked by the signal (no checkpoint)
-    return stopped(Interrupted{StopSignals::received(), ""});
   } catch (const io::OutputPathError& e) {
     // Refused before any work; not written where the refusal says it must not go.
     driver::defer_error_to_rank0();

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <boost/program_options.hpp>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -17,39 +16,18 @@
 #include "cli/train.h"
 #include "driver/job.h"
 #include "driver/train.h"
-#include "driver/epoch_loop.h"
-#include "engine/classifier.h"
-#include "engine/metrics.h"
-#include "io/file_lock.h"
-#include "io/model_file.h"
-#include "io/shard_format.h"
-#include "io/shards.h"
 
 namespace polymargin::cli {
 
-using driver::check_resumable;
-using driver::CheckpointEvery;
-using driver::data_identity;
 using driver::DataParallel;
-using driver::hex64;
 using driver::Interrupted;
-using driver::JobLearner;
 using driver::JobLocks;
 using driver::JobOptions;
 using driver::kStopAfterRows;
 using driver::metrics_json;
-using driver::model_file_checksum;
 using driver::note_rank_binding;
-using driver::parse_checkpoint_every;
-using driver::reading_json;
-using driver::remove_finished_checkpoint;
 using driver::signal_name;
-using driver::stop_name;
 using driver::trains_replicated;
-using driver::validate;
-using driver::Validation;
-using driver::ValidationData;
-using driver::open_validation;
 
 /// The command line's driver::Events: notes on stderr (clearing a live progress line first), the
 /// epoch progress line on a terminal (EpochProgress), and the signals StopSignals took.

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -41,19 +40,6 @@ const JobLocks* g_handed_down = nullptr;  // JobLocks::hand_down()'s
 void JobLearner::stop(int reason, const Position& at) {
   on_stop(reason, at);
   throw std::logic_error("JobLearner::on_stop returned");
-}
-
-std::string strprintf(const char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  va_list again;
-  va_copy(again, args);
-  const int size = std::vsnprintf(nullptr, 0, format, args);
-  va_end(args);
-  std::string text(size > 0 ? static_cast<std::size_t>(size) : 0, '\0');
-  if (size > 0) std::vsnprintf(text.data(), text.size() + 1, format, again);
-  va_end(again);
-  return text;
 }
 
 int stop_requested(Events& events, std::uint64_t learnt, std::uint64_t stop_after_rows) {
@@ -537,10 +523,11 @@ void check_warm_model(const engine::LinearModel& m, const std::string& path,
 
 void check_job_paths(const std::vector<std::string>& inputs, const JobOptions& job,
                      const std::string& warm_start, const std::vector<io::NamedPath>& other_inputs,
-                     const std::string& output) {
+                     const std::string& output, const std::vector<std::string>& unlabeled) {
   std::vector<io::NamedPath> paths;
   for (const std::string& input : inputs) paths.push_back({"--data", input});
   for (const std::string& input : job.validation) paths.push_back({"--validation", input});
+  for (const std::string& input : unlabeled) paths.push_back({"--unlabeled", input});
   if (!warm_start.empty()) paths.push_back({"--warm-start", warm_start});
   if (!job.resume.empty()) paths.push_back({"--resume", job.resume});
   paths.insert(paths.end(), other_inputs.begin(), other_inputs.end());
@@ -603,6 +590,15 @@ bool fits_hard_limit(std::uint64_t need, std::uint64_t room) {
   return need - std::min(need, kRunOverheadBytes) <= hard_limit_arrays_room(room);
 }
 
+void start_record(nlohmann::ordered_json& report, const std::string& algorithm,
+                  const std::vector<std::string>& inputs, const JobOptions& job,
+                  const std::string& output) {
+  report["command"] = "train";
+  report["algorithm"] = algorithm;
+  report["data"] = data_record(inputs, job.data_name);
+  report["model_path"] = output;
+}
+
 OpenedData open_job_data(const std::string& algorithm, const std::vector<std::string>& inputs,
                          const std::string& output, const JobOptions& job, int threads,
                          nlohmann::ordered_json& report) {
@@ -614,10 +610,7 @@ OpenedData open_job_data(const std::string& algorithm, const std::vector<std::st
   threads = opened.threads = resolve_threads(threads);
   const std::string& data = opened.data = job.data_name.empty() ? data_name(inputs) : job.data_name;
   opened.start = std::chrono::steady_clock::now();
-  report["command"] = "train";
-  report["algorithm"] = algorithm;
-  report["data"] = data_record(inputs, job.data_name);
-  report["model_path"] = output;
+  start_record(report, algorithm, inputs, job, output);
   io::ConvertOptions convert;
   convert.text.threads = threads;
   // No task_arena around the reader: it runs its own of `threads`, and a learner's parallel work

@@ -20,6 +20,7 @@
 
 #include "driver/config_check.h"
 #include "driver/epoch_loop.h"
+#include "driver/text.h"
 #include "engine/classifier.h"
 #include "engine/errors.h"
 #include "engine/ldm.h"
@@ -76,8 +77,6 @@ inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-/// printf into a std::string (a note's text).
-[[gnu::format(printf, 1, 2)]] std::string strprintf(const char* format, ...);
 
 /// Thrown by a job that stopped on its caller's request or its row budget, after saving what it
 /// could.
@@ -233,12 +232,12 @@ void check_warm_model(const engine::LinearModel& model, const std::string& path,
 /// validation data must be there to be opened (io::Dataset::probe).
 void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::string& output,
                        const std::string& checkpoint, const std::string& metrics_json);
-/// check_train_paths for a job's own files: its data, validation data, warm-start model and
-/// resumed checkpoint (then the caller's `other_inputs`) are inputs; `output`, the checkpoint and
-/// the metrics file outputs.
+/// check_train_paths for a job's own files: its data, validation data, unlabelled rows (cmm),
+/// warm-start model and resumed checkpoint (then the caller's `other_inputs`) are inputs; `output`,
+/// the checkpoint and the metrics file outputs.
 void check_job_paths(const std::vector<std::string>& inputs, const JobOptions& job,
                      const std::string& warm_start, const std::vector<io::NamedPath>& other_inputs,
-                     const std::string& output);
+                     const std::string& output, const std::vector<std::string>& unlabeled = {});
 /// True when `path` may be written as a run's metrics: it does not exist, is written in place, is
 /// empty, or holds an earlier run's metrics (a JSON object with a "status").
 bool metrics_may_replace(const std::string& path);
@@ -348,6 +347,11 @@ struct OpenedData {
   double open_seconds = 0;
   std::optional<io::Dataset> dataset;
 };
+/// What every job's record says from its start (so a refused or failed run's says it too): the
+/// command, the algorithm, the data (as data_record names them) and the model's path.
+void start_record(nlohmann::ordered_json& record, const std::string& algorithm,
+                  const std::vector<std::string>& inputs, const JobOptions& job,
+                  const std::string& output);
 /// Resolves `threads`, starts `record` (command, algorithm, data, model path), opens the data
 /// (text is converted on the fly), records its identity and refuses an empty set.
 OpenedData open_job_data(const std::string& algorithm, const std::vector<std::string>& inputs,

@@ -54,13 +54,11 @@ struct TrainingSet {
 // the learner's defaults.
 struct CommonOptions {
   std::vector<std::string> inputs, validation;
-  std::string output, scale, normalize, kernel, max_memory_text, metrics_path, data_name,
-      index_base;
+  std::string output, scale, normalize, kernel, max_memory_text, data_name, index_base;
   double rbf_width = 1, gamma = 0, coef0 = 0, bias = 0;
   int degree = 3, threads = 0;
   std::uint64_t seed = 1;
   const nlohmann::json& tune;
-  const std::vector<io::NamedPath>& other_inputs;
   // Which of the kernel's options were given (a given one the kernel does not use is warned of).
   bool rbf_width_given = false, gamma_given = false, degree_given = false, coef0_given = false;
 };
@@ -76,7 +74,6 @@ CommonOptions common_options(const TrainJob& job, const KernelOptions& k, double
                   .normalize = k.normalize,
                   .kernel = k.kernel,
                   .max_memory_text = k.max_memory,
-                  .metrics_path = job.job.metrics,
                   .data_name = job.job.data_name,
                   .index_base = job.job.index_base,
                   .rbf_width = k.rbf_width.value_or(default_width),
@@ -86,8 +83,7 @@ CommonOptions common_options(const TrainJob& job, const KernelOptions& k, double
                   .degree = k.degree.value_or(3),
                   .threads = job.threads,
                   .seed = k.seed,
-                  .tune = job.tune,
-                  .other_inputs = job.other_inputs};
+                  .tune = job.tune};
   o.rbf_width_given = k.rbf_width.has_value();
   o.gamma_given = k.gamma.has_value();
   o.degree_given = k.degree.has_value();
@@ -437,25 +433,15 @@ void set_feature_planes(engine::KernelModel& model, const engine::TldmResult& re
 // model's lock (a second job on this model stops here), the start time, the memory limit; the
 // record started.
 struct KernelJob {
-  KernelJob(const CommonOptions& o, const std::vector<std::string>& unlabeled,
-            const std::string& algo, nlohmann::ordered_json& report)
+  KernelJob(const TrainJob& given, const CommonOptions& o,
+            const std::vector<std::string>& unlabeled, nlohmann::ordered_json& report)
       : max_memory(parse_bytes(o.max_memory_text)),
-        locks((check_paths(o, unlabeled), o.output), "", o.metrics_path),
+        locks((check_job_paths(given.inputs, given.job, "", given.other_inputs, given.output,
+                               unlabeled),
+               given.output),
+              "", given.job.metrics),
         start(Clock::now()) {
-    report["command"] = "train";
-    report["algorithm"] = algo;
-    report["data"] = data_record(o.inputs, o.data_name);
-    report["model_path"] = o.output;
-  }
-  // The job's files: the data, the validation data, the unlabelled rows and the caller's other
-  // inputs are inputs; the model and the metrics file outputs.
-  static void check_paths(const CommonOptions& o, const std::vector<std::string>& unlabeled) {
-    std::vector<io::NamedPath> inputs;
-    for (const std::string& path : o.inputs) inputs.push_back({"--data", path});
-    for (const std::string& path : o.validation) inputs.push_back({"--validation", path});
-    for (const std::string& path : unlabeled) inputs.push_back({"--unlabeled", path});
-    inputs.insert(inputs.end(), o.other_inputs.begin(), o.other_inputs.end());
-    check_train_paths(inputs, o.output, "", o.metrics_path);
+    start_record(report, given.algo, given.inputs, given.job, given.output);
   }
 
   double max_memory;
@@ -554,7 +540,6 @@ TrainResult save_and_report(engine::KernelModel model, nlohmann::ordered_json su
 
 TrainResult kldm_job(const TrainJob& given, Events& events, nlohmann::ordered_json& report) {
   const KldmParams& p = given.kldm;
-  const std::string& algo = given.algo;
   const CommonOptions o = common_options(given, p.kernel, 1, 0);
   engine::KldmConfig config;
   config.c = p.c;
@@ -567,7 +552,7 @@ TrainResult kldm_job(const TrainJob& given, Events& events, nlohmann::ordered_js
   lambda_value("lambda1", p.lambda1, p.lambda1_rel, 0, 0);
   lambda_value("lambda2", p.lambda2, p.lambda2_rel, 0, 0);
   check_config(config, {{"c", "--cost"}});  // C first: the λs below are computed from it
-  const KernelJob job(o, {}, algo, report);
+  const KernelJob job(given, o, {}, report);
   config.stop = stop_request(events);
 
   TrainingSet t = load_training_set(o, false, {}, events);
@@ -642,7 +627,6 @@ TrainResult kldm_job(const TrainJob& given, Events& events, nlohmann::ordered_js
 
 TrainResult tldm_job(const TrainJob& given, Events& events, nlohmann::ordered_json& report) {
   const TldmParams& p = given.tldm;
-  const std::string& algo = given.algo;
   // The defaults: width 4·δ and C = 1/8, the setting within 2 points of the best on the most of
   // 19 UCI sets (docs/accuracy.md, "The Twin LDM's defaults").
   const CommonOptions o = common_options(given, p.kernel, 4, 0);
@@ -660,7 +644,7 @@ TrainResult tldm_job(const TrainJob& given, Events& events, nlohmann::ordered_js
   if (o.bias != 0)
     throw UsageError("train: --algo tldm has its own intercepts b1, b2; --bias does not apply");
   check_config(config, {{"c", "--cost"}, {"omega", "--sor-omega"}});
-  const KernelJob job(o, {}, algo, report);
+  const KernelJob job(given, o, {}, report);
   config.stop = stop_request(events);
 
   TrainingSet t = load_training_set(o, false, {}, events);
@@ -749,7 +733,6 @@ TrainResult tldm_job(const TrainJob& given, Events& events, nlohmann::ordered_js
 
 TrainResult cmm_job(const TrainJob& given, Events& events, nlohmann::ordered_json& report) {
   const CmmParams& p = given.cmm;
-  const std::string& algo = given.algo;
   const CommonOptions o = common_options(given, p.kernel, 1, 1);
   const std::vector<std::string>& unlabelled = p.unlabeled;
   const std::string& variant = p.variant;
@@ -781,7 +764,7 @@ TrainResult cmm_job(const TrainJob& given, Events& events, nlohmann::ordered_jso
   config.balance = !no_balance;
   config.seed = o.seed;
   check_config(config);
-  const KernelJob job(o, unlabelled, algo, report);
+  const KernelJob job(given, o, unlabelled, report);
   config.stop = stop_request(events);
 
   TrainingSet t = load_training_set(o, true, unlabelled, events);

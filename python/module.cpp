@@ -16,7 +16,7 @@
 //   time, as `convert` writes text: column j is feature j + 1 (LIBSVM's 1-based ids).
 // - Model: a model file loaded for scoring the rows of a CSR matrix.
 //
-// docs/design.md, "Python", says why the package drives the commands instead of a second API.
+// docs/design.md, "Python", says how the package reaches the training library.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -144,31 +144,40 @@ class Redirect {
   std::streambuf* old_;
 };
 
-// SIGINT while it lives: the training loop's stop request (cli::StopSignals), and a note that
-// Python's KeyboardInterrupt is owed. Python's own handler is put back at the end.
-std::atomic<bool> g_interrupted{false};
+// SIGINT while fits or commands run: counted, and passed to a command's StopSignals. Each stops
+// once the count passes the one it started at (a fit through its events, a command at its
+// StopSignals' next poll) and then owes Python a KeyboardInterrupt. The first to start installs the
+// handler, the last to end puts Python's back.
+std::atomic<std::uint64_t> g_sigints{0};
+std::mutex g_watch_mutex;
+int g_watches = 0;
+struct sigaction g_python_sigint = {};
 
 void on_sigint(int signal) {
-  g_interrupted.store(true);
+  g_sigints.fetch_add(1);
   cli::StopSignals::request(signal);
 }
 
-class SigintToStop {
+class SigintWatch {
  public:
-  SigintToStop() {
-    g_interrupted.store(false);
+  SigintWatch() {
+    std::lock_guard<std::mutex> lock(g_watch_mutex);
+    start_ = g_sigints.load();
+    if (g_watches++ > 0) return;
     struct sigaction action = {};
     action.sa_handler = on_sigint;
     sigemptyset(&action.sa_mask);
-    installed_ = sigaction(SIGINT, &action, &old_) == 0;
+    if (sigaction(SIGINT, &action, &g_python_sigint) != 0) g_python_sigint.sa_handler = SIG_ERR;
   }
-  ~SigintToStop() {
-    if (installed_) sigaction(SIGINT, &old_, nullptr);
+  ~SigintWatch() {
+    std::lock_guard<std::mutex> lock(g_watch_mutex);
+    if (--g_watches == 0 && g_python_sigint.sa_handler != SIG_ERR)
+      sigaction(SIGINT, &g_python_sigint, nullptr);
   }
+  bool received() const { return g_sigints.load() != start_; }
 
  private:
-  struct sigaction old_ = {};
-  bool installed_ = false;
+  std::uint64_t start_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -210,7 +219,7 @@ void set_error(const cli::Failure& failure) {
   throw py::error_already_set();
 }
 
-// One command at a time in a process: std::cout, std::cerr and SIGINT are the process's.
+// One command at a time in a process: std::cout and std::cerr are the process's.
 std::mutex g_command_mutex;
 
 [[noreturn]] void raise(PyObject* type, const std::string& message) {
@@ -221,47 +230,16 @@ std::mutex g_command_mutex;
 // ---------------------------------------------------------------------------------------------
 // Training jobs
 
-// SIGINT while one or more jobs train: counted (each job stops once the count passes the one it
-// started at); the first job to start installs the handler, the last to end puts Python's back.
-std::atomic<std::uint64_t> g_sigints{0};
-std::mutex g_jobs_mutex;
-int g_jobs = 0;
-struct sigaction g_python_sigint = {};
-
-void on_job_sigint(int) { g_sigints.fetch_add(1); }
-
-class JobSigint {
- public:
-  JobSigint() {
-    std::lock_guard<std::mutex> lock(g_jobs_mutex);
-    start_ = g_sigints.load();
-    if (g_jobs++ > 0) return;
-    struct sigaction action = {};
-    action.sa_handler = on_job_sigint;
-    sigemptyset(&action.sa_mask);
-    if (sigaction(SIGINT, &action, &g_python_sigint) != 0) g_python_sigint.sa_handler = SIG_ERR;
-  }
-  ~JobSigint() {
-    std::lock_guard<std::mutex> lock(g_jobs_mutex);
-    if (--g_jobs == 0 && g_python_sigint.sa_handler != SIG_ERR)
-      sigaction(SIGINT, &g_python_sigint, nullptr);
-  }
-  bool received() const { return g_sigints.load() != start_; }
-
- private:
-  std::uint64_t start_ = 0;
-};
-
 // A job's notes to `log` (under the GIL, from the job's thread), its stop on SIGINT.
 class PythonEvents final : public driver::Events {
  public:
-  PythonEvents(py::object log, const JobSigint& sigint) : log_(std::move(log)), sigint_(sigint) {}
+  PythonEvents(py::object log, const SigintWatch& sigint) : log_(std::move(log)), sigint_(sigint) {}
   void note(const std::string& line) override { send_to_log(log_, line); }
   int stop_requested() override { return sigint_.received() ? SIGINT : 0; }
 
  private:
   py::object log_;
-  const JobSigint& sigint_;
+  const SigintWatch& sigint_;
 };
 
 std::string train(const std::vector<std::string>& args, py::object log) {
@@ -270,7 +248,7 @@ std::string train(const std::vector<std::string>& args, py::object log) {
   bool interrupted = false;
   {
     py::gil_scoped_release release;
-    const JobSigint sigint;
+    const SigintWatch sigint;
     PythonEvents events(log, sigint);
     try {
       const std::optional<driver::TrainJob> job = cli::parse_train_job(args);
@@ -302,9 +280,9 @@ py::tuple run(const std::string& name, const std::vector<std::string>& args, py:
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(g_command_mutex);
     Redirect to_out(std::cout, &out), to_err(std::cerr, &err);
-    SigintToStop sigint;
+    const SigintWatch sigint;
     outcome = run_caught(*command, args);
-    interrupted = g_interrupted.load();
+    interrupted = sigint.received();
   }
   err.flush_line();
   if (interrupted)
