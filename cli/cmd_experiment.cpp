@@ -31,6 +31,7 @@
 #include "cli/progress.h"
 #include "cli/signals.h"
 #include "cli/train.h"
+#include "driver/options.h"
 #include "engine/errors.h"
 #include "engine/random.h"
 #include "io/atomic_file.h"
@@ -189,16 +190,13 @@ void Experiment::check_methods() {
         throw UsageError(where + ": algo '" + m.algo +
                          "' is not a learner of this polymargin (learners: " + learners + ")");
       p.description = "train --algo " + m.algo;
-      // Every key must be one of the learner's own long flags: ask the learner.
-      const std::string work = out_ + "/work/help-" + m.name;
-      fs::create_directory(work);  // in DIR/work, which a signal's exit may have removed
-      const ChildResult help = run_child({self_, "train", "--algo", m.algo, "--help"}, work);
-      fs::remove_all(work);
+      // Every key must be one of the learner's own options (driver/options.h).
       for (const std::string& k : keys) {
-        if (!help_lists_flag(help.stdout_text, k))
+        const driver::TrainOption* o = driver::find_train_option(m.algo, k);
+        if (!o || !o->applies_to(driver::learner_bit(m.algo)))
           throw UsageError(where_key(k) + ": '" + k + "' is not an option of `train --algo " +
                            m.algo + "` (see polymargin train --algo " + m.algo + " --help)");
-        if (!help_flag_takes_value(help.stdout_text, k)) p.switches.insert(k);
+        if (o->type == driver::OptionType::kSwitch) p.switches.insert(k);
       }
       // A switch is given or not; any other key's value goes to train as it is written.
       const auto check_switch = [&](const std::string& k, const std::string& v) {

@@ -1,6 +1,6 @@
 // `polymargin train`: the command line of every learner's training (it dispatches on --algo), and
-// of the linear LDM and SVM, which the training library trains (driver/train.h): their options
-// become a driver::TrainJob, whose run's notes and summary are printed here.
+// the linear LDM's and SVM's summary. Their options (driver/options.h) become a driver::TrainJob,
+// which the training library trains (driver/train.h).
 
 #include <algorithm>
 #include <iostream>
@@ -21,81 +21,6 @@
 
 namespace polymargin::cli {
 namespace {
-
-// The options of `train --algo ldm|svm` into a job; nullopt when --help was shown.
-std::optional<driver::TrainJob> parse_linear(const std::vector<std::string>& args, bool& json) {
-  po::variables_map vm;
-  driver::TrainJob job;
-  driver::LinearParams& p = job.linear;
-  int epochs = 5;
-  std::string pairing;
-  bool no_final_pass = false;
-  po::options_description opts("train options");
-  opts.add_options()("algo", po::value(&job.algo)->default_value("ldm"),
-                     "ldm | svm (svm: the hinge-loss SVM, λ1 = λ2 = 0)")(
-      "data,d", po::value(&job.inputs)->multitoken(),
-      "training data: LIBSVM text (plain, gzip, bzip2, zstd; several files; - for stdin) or a "
-      "shard directory")("output,o", po::value(&job.output)->required(), "model file to write")(
-      "cost,c", po::value(&p.c)->default_value(engine::kDefaultC), "C, weight of the hinge loss")(
-      "epochs", po::value(&epochs)->default_value(5),
-      "passes over the data (T); by default also at least 50000 SGD steps (a small set gets more "
-      "passes)")(
-      "avg-start-epochs", po::value<int>(),
-      "averaging starts after this many epochs (t0 = this × m); default 2, or epochs - 1 for a "
-      "shorter run")("eta0", po::value(&p.eta0)->default_value("auto"),
-                     "initial step size, or auto: calibrated on 1000 seeded pairs")(
-      "bias", po::value(&p.bias)->default_value(1),
-      "value B of a constant (regularised) bias feature; 0: no bias (the papers' protocol)")(
-      "scale", po::value(&p.scale)->default_value("maxabs"),
-      "maxabs: divide each feature by its max |value| (the papers' [0,1] protocol) | none")(
-      "normalize", po::value(&p.normalize)->default_value("none"),
-      "l2: divide each row by its Euclidean norm after --scale (the model does it when it scores) "
-      "| none")("seed", po::value(&p.seed)->default_value(1),
-                "seed of shuffling, pairing, calibration")(
-      "threads", po::value(&job.threads)->default_value(0),
-      "decode/convert threads (0: all cores); the model does not depend on it")(
-      "window-blocks", po::value(&job.window_blocks)->default_value(8),
-      "rows are shuffled (and paired) within windows of this many blocks")(
-      "no-final-pass", po::bool_switch(&no_final_pass),
-      "skip the exact pass over the training data after training (seconds at KDD size); the "
-      "summary "
-      "then gives the last epoch's progressive estimates")("json", po::bool_switch(&json),
-                                                           "print the summary as JSON on stdout")(
-      "feature-order", po::value(&p.feature_order)->default_value("given"),
-      "where the weights of each feature id lie while learning: given (by id) | frequency (the "
-      "most frequent features first, counted on a sample of the blocks: fewer cache misses for "
-      "the learner, a look-up a non-zero for the reader; the same model)")(
-      "warm-start", po::value(&p.warm_start),
-      "start from this model (same algorithm and labels; new features start at 0)");
-  // The LDM's own options: the SVM's help leaves them out, and the SVM refuses them (below).
-  po::options_description ldm_only("ldm options");
-  ldm_only.add_options()("lambda1", po::value<double>(),
-                         "weight of the margin variance (paper units, eq. 14); default 1e-4·m·C")(
-      "lambda2", po::value<double>(), "weight of the margin mean (paper units); default 3e-3·m·C")(
-      "lambda1-rel", po::value<double>(), "λ1/(m·C) instead of --lambda1 (scale-free)")(
-      "lambda2-rel", po::value<double>(), "λ2/(m·C) instead of --lambda2 (scale-free)")(
-      "pairing", po::value(&pairing)->default_value("next"),
-      "the second row j of a step: next (the next row of the shuffled window: x_j's weights stay "
-      "in cache for the next step, about 2x faster at KDD size) | permuted (an independent seeded "
-      "permutation, as the LDM reference code)");
-  const bool svm = peek_option(args, "algo", "ldm") == "svm";
-  if (!svm) opts.add(ldm_only);
-  add_parallel_options(opts, job.parallel);
-  add_job_options(opts, job.job, "epoch");
-  po::positional_options_description positional;
-  positional.add("data", -1);
-  if (!parse_options("train", "--algo ldm|svm -d TRAIN... -o MODEL [options]", opts, positional,
-                     args, vm, svm ? &ldm_only : nullptr))
-    return std::nullopt;
-  if (!vm["epochs"].defaulted()) p.epochs = epochs;
-  if (vm.count("avg-start-epochs")) p.avg_start_epochs = vm["avg-start-epochs"].as<int>();
-  if (!vm["pairing"].defaulted()) p.pairing = pairing;
-  p.final_pass = !no_final_pass;
-  take_lambda_options(vm, p);
-  job.tune = tune_record();
-  add_config_input(vm, job);
-  return job;
-}
 
 // The run's summary on stdout (--json prints it as JSON instead).
 void print_summary(const nlohmann::ordered_json& s) {
@@ -160,11 +85,11 @@ int run_train(const std::vector<std::string>& args) {
 }
 
 const TrainAlgorithmRegistration ldm_registration(
-    {"ldm", "Large Margin Distribution Machine, linear, averaged SGD", parse_linear,
-     print_summary});
+    {"ldm", "Large Margin Distribution Machine, linear, averaged SGD",
+     "-d TRAIN... -o MODEL [options]", "", print_summary});
 const TrainAlgorithmRegistration svm_registration(
-    {"svm", "linear SVM (hinge loss): LDM with lambda1 = lambda2 = 0", parse_linear,
-     print_summary});
+    {"svm", "linear SVM (hinge loss): LDM with lambda1 = lambda2 = 0",
+     "-d TRAIN... -o MODEL [options]", "", print_summary});
 const CommandRegistration registration("train", "train a model (--algo ldm, svm, ...)", run_train);
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cli/signals.h"
+#include "driver/options.h"
 #include "engine/errors.h"
 
 namespace polymargin::cli {
@@ -83,8 +84,10 @@ bool takes_several(const po::option_description& option) {
 // `train --tune`'s own keys: read from the config file by train's dispatcher (cli/tune.h) before a
 // learner runs, and no learner's options.
 bool tune_key(const std::string& command, const std::string& key) {
-  return command == "train" && (key == "tune" || key == "tune-folds" || key == "tune-repeats" ||
-                                key == "tune-budget" || key == "tune-rows");
+  if (command != "train") return false;
+  for (const driver::TrainOption& o : driver::train_options())
+    if (o.key == key && (o.role & driver::kSearchParam)) return true;
+  return false;
 }
 
 // The config file: its lines checked first, so an unknown key, a key given twice, an empty value

@@ -182,29 +182,6 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& w
   return r;
 }
 
-bool help_lists_flag(const std::string& help, const std::string& name) {
-  const std::string flag = "--" + name;
-  for (std::size_t at = help.find(flag); at != std::string::npos; at = help.find(flag, at + 1)) {
-    const std::size_t end = at + flag.size();
-    if (end == help.size() || std::string(" ]=\n").find(help[end]) != std::string::npos) return true;
-  }
-  return false;
-}
-
-bool help_flag_takes_value(const std::string& help, const std::string& name) {
-  const std::string flag = "--" + name;
-  for (std::size_t at = help.find(flag); at != std::string::npos; at = help.find(flag, at + 1)) {
-    std::size_t end = at + flag.size();
-    if (help.compare(end, 2, " ]") == 0) end += 2;  // "-c [ --cost ] arg"
-    if (help.compare(end, 4, " arg") == 0) return true;
-    // The tuning section's own hand-written lines: "--tune-folds K" (a switch: "--tune  choose").
-    if (end + 1 < help.size() && help[end] == ' ' &&
-        std::isupper(static_cast<unsigned char>(help[end + 1])))
-      return true;
-  }
-  return false;
-}
-
 std::string find_in_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   if (!path) return "";

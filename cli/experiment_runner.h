@@ -41,12 +41,6 @@ void set_self_executable(const std::string& path);
 /// self_executable() throws IoError with `message` (how to name it) instead of naming the host.
 void set_self_executable_missing(const std::string& message);
 
-/// Whether the --help text of a command lists the long flag --`name` (followed by a space, ']',
-/// '=' or the end of a line: --cost is not found in --cost-scale).
-bool help_lists_flag(const std::string& help, const std::string& name);
-/// Whether that flag takes a value ("--epochs arg"), as opposed to a switch ("--no-shrinking").
-bool help_flag_takes_value(const std::string& help, const std::string& name);
-
 /// Streams every row of `inputs` (LIBSVM text, or one shard directory) in data order. Returns their
 /// index base (text: 0 when some feature id is 0).
 int for_each_batch(const std::vector<std::string>& inputs, int threads, const io::RowSink& sink);

@@ -1,11 +1,13 @@
 #include "cli/train.h"
 
 #include <algorithm>
+#include <boost/lexical_cast.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli/train_jobs.h"
+#include "cli/tune.h"
 #include "engine/errors.h"
 
 namespace polymargin::cli {
@@ -38,7 +40,7 @@ const TrainAlgorithm& train_algorithm(const std::string& algo) {
 int run_train_algorithm(const TrainAlgorithm& a, const std::vector<std::string>& args) {
   return run_train_job(args, [&a](const std::vector<std::string>& args, MetricsFile& metrics) {
     bool json = false;
-    const std::optional<driver::TrainJob> job = a.parse(args, json);
+    const std::optional<driver::TrainJob> job = parse_train_options(a, args, json);
     if (!job) return kHelpShown;
     return train_in_library(*job, metrics, [&](const nlohmann::ordered_json& summary) {
       if (json)
@@ -51,7 +53,7 @@ int run_train_algorithm(const TrainAlgorithm& a, const std::vector<std::string>&
 
 std::optional<driver::TrainJob> parse_train_job(const std::vector<std::string>& args) {
   bool json = false;
-  return train_algorithm(peek_option(args, "algo", "ldm")).parse(args, json);
+  return parse_train_options(train_algorithm(peek_option(args, "algo", "ldm")), args, json);
 }
 
 std::vector<std::pair<std::string, std::string>> config_entries(
@@ -84,14 +86,90 @@ std::string peek_option(const std::vector<std::string>& args, const std::string&
   return fallback;
 }
 
-const char* data_name_help() {
-  return "the name the model, the reports and the messages give the training data instead of its "
-         "paths (e.g. for a temporary or dated copy); the model does not depend on it otherwise";
+namespace {
+
+template <class T>
+po::typed_value<T>* with_default(po::typed_value<T>* value, const std::string& text) {
+  if (!text.empty()) value->default_value(boost::lexical_cast<T>(text), text);
+  return value;
 }
 
-const char* index_base_help() {
-  return "auto | 0 | 1: how text input's feature ids count (auto: 0 when some id is 0, else 1); a "
-         "shard directory keeps the base it was converted with";
+// The value po holds for `o`, as the table's apply takes it.
+driver::OptionValue option_value(const driver::TrainOption& o, const boost::any& held) {
+  using T = driver::OptionType;
+  switch (o.type) {
+    case T::kSwitch: return boost::any_cast<bool>(held);
+    case T::kInt: return boost::any_cast<int>(held);
+    case T::kInt64: return boost::any_cast<std::int64_t>(held);
+    case T::kUInt32: return boost::any_cast<std::uint32_t>(held);
+    case T::kUInt64: return boost::any_cast<std::uint64_t>(held);
+    case T::kReal: return boost::any_cast<double>(held);
+    case T::kText: return boost::any_cast<std::string>(held);
+    case T::kTexts: return boost::any_cast<std::vector<std::string>>(held);
+  }
+  return false;
+}
+
+}  // namespace
+
+void add_train_option(po::options_description& desc, const driver::TrainOption& o,
+                      const std::string& algo) {
+  using T = driver::OptionType;
+  const std::string name = o.short_name ? o.key + "," + o.short_name : o.key;
+  const std::string& fallback = o.key == "algo" ? algo : o.default_text;
+  const po::value_semantic* value = nullptr;
+  switch (o.type) {
+    case T::kSwitch: value = po::bool_switch(); break;
+    case T::kInt: value = with_default(po::value<int>(), fallback); break;
+    case T::kInt64: value = with_default(po::value<std::int64_t>(), fallback); break;
+    case T::kUInt32: value = with_default(po::value<std::uint32_t>(), fallback); break;
+    case T::kUInt64: value = with_default(po::value<std::uint64_t>(), fallback); break;
+    case T::kReal: value = with_default(po::value<double>(), fallback); break;
+    case T::kText: {
+      po::typed_value<std::string>* text = with_default(po::value<std::string>(), fallback);
+      if (o.required) text->required();
+      value = text;
+      break;
+    }
+    case T::kTexts: value = po::value<std::vector<std::string>>()->multitoken(); break;
+  }
+  desc.add_options()(name.c_str(), value, o.help.c_str());
+}
+
+void apply_given_options(const po::variables_map& vm, driver::TrainJob& job) {
+  const unsigned learner = driver::learner_bit(job.algo);
+  for (const driver::TrainOption& o : driver::train_options()) {
+    if (!o.apply || !o.taken_by(learner)) continue;
+    const auto held = vm.find(o.key);
+    if (held == vm.end() || held->second.defaulted()) continue;
+    o.apply(job, option_value(o, held->second.value()));
+  }
+}
+
+std::optional<driver::TrainJob> parse_train_options(const TrainAlgorithm& a,
+                                                    const std::vector<std::string>& args,
+                                                    bool& json) {
+  const unsigned learner = driver::learner_bit(a.name);
+  po::options_description shown(a.preamble + "train --algo " + a.name + " options");
+  po::options_description hidden;  // another learner's, which this one refuses with its reason
+  for (const driver::TrainOption& o : driver::train_options()) {
+    if (o.role & driver::kSearchParam) continue;  // the search's (cli/tune.h)
+    if (o.applies_to(learner)) add_train_option(shown, o, a.name);
+    else if (o.taken_by(learner)) add_train_option(hidden, o, a.name);
+  }
+  shown.add_options()("json", po::bool_switch(&json), "print the summary as JSON on stdout");
+  po::positional_options_description positional;
+  positional.add("data", -1);
+  po::variables_map vm;
+  if (!parse_options("train", "--algo " + a.name + " " + a.usage, shown, positional, args, vm,
+                     hidden.options().empty() ? nullptr : &hidden))
+    return std::nullopt;
+  driver::TrainJob job;
+  job.algo = a.name;
+  apply_given_options(vm, job);
+  job.tune = tune_record();
+  if (vm.count("config")) job.other_inputs.push_back({"--config", vm["config"].as<std::string>()});
+  return job;
 }
 
 void EpochProgress::batch(int epoch, std::uint64_t rows_done_in_epoch) {

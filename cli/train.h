@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "cli/progress.h"
 #include "driver/job.h"
+#include "driver/options.h"
 #include "driver/train.h"
 
 namespace polymargin::cli {
@@ -25,15 +26,13 @@ using driver::data_name;
 using driver::metrics_may_replace;
 using driver::number;
 
-/// A learner of `train --algo NAME` on the command line: how its flags become a job of the training
-/// library (driver/train.h), and how the job's summary reads.
+/// A learner of `train --algo NAME` on the command line: its options are those of the option
+/// table (driver/options.h) that apply to it; how its summary reads is its own.
 struct TrainAlgorithm {
   std::string name;
-  std::string summary;  // one line for `train --help`
-  /// The whole argument list of `train` (--algo included) parsed with parse_options: the job, or
-  /// nullopt once --help was shown; `json` is set by --json. UsageError for a bad option.
-  std::function<std::optional<driver::TrainJob>(const std::vector<std::string>& args, bool& json)>
-      parse;
+  std::string summary;   // one line for `train --help`
+  std::string usage;     // what follows `train --algo NAME` in its help's usage line
+  std::string preamble;  // help text before its options (the CPM's memory plan), or ""
   /// The text summary of a finished job (--json prints the summary itself).
   std::function<void(const nlohmann::ordered_json& summary)> print;
 };
@@ -69,25 +68,18 @@ std::vector<std::pair<std::string, std::string>> config_entries(
 using driver::Clock;
 using driver::seconds_since;
 
-/// --data-name NAME: how the model, the run's reports and its messages name the training data,
-/// instead of the paths given (a temporary copy's, a dated file's). Its help text:
-const char* data_name_help();
-
-/// --index-base (auto | 0 | 1): how the feature ids of text input count, as convert's option; a
-/// shard directory keeps the base it was converted with.
-const char* index_base_help();
-/// --lambda1, --lambda2 and their -rel forms (λ/(m·C)) as given, unset when not, into `params`
-/// (driver::LinearParams, driver::KldmParams), which the library checks (driver::lambda_value).
-template <class Params>
-void take_lambda_options(const po::variables_map& vm, Params& params) {
-  const auto given = [&](const char* name) {
-    return vm.count(name) ? std::optional<double>(vm[name].as<double>()) : std::nullopt;
-  };
-  params.lambda1 = given("lambda1");
-  params.lambda2 = given("lambda2");
-  params.lambda1_rel = given("lambda1-rel");
-  params.lambda2_rel = given("lambda2-rel");
-}
+/// The whole argument list of `train` (--algo included) for the learner `a`: its job, or nullopt
+/// once --help was shown; `json` is set by --json. UsageError for a bad option.
+std::optional<driver::TrainJob> parse_train_options(const TrainAlgorithm& a,
+                                                    const std::vector<std::string>& args,
+                                                    bool& json);
+/// The option `o` of the table added to `desc` as the command line takes it (--KEY, -S, its type,
+/// its default, its help); `algo`, the learner, is the default of --algo.
+void add_train_option(po::options_description& desc, const driver::TrainOption& o,
+                      const std::string& algo);
+/// Every option of `job.algo`'s that `vm` holds, given (not left at its default), put into `job`
+/// by the table's apply (UsageError for a value the option refuses).
+void apply_given_options(const po::variables_map& vm, driver::TrainJob& job);
 
 /// Epoch progress: on a terminal a line rewritten at most four times a second (epoch, share,
 /// rows/s, ETA); elsewhere nothing until the per-epoch log line.

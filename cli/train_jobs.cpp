@@ -63,16 +63,6 @@ void MetricsFile::finish(int exit_code, const std::string& status, const std::st
   }
 }
 
-void add_parallel_options(po::options_description& opts, DataParallel& parallel) {
-  opts.add_options()(
-      "workers", po::value(&parallel.workers)->default_value(1),
-      "replicas of the learner in this process, each learning its share of every window, averaged "
-      "every --sync-rows rows (1: one learner, as without the option)")(
-      "sync-rows", po::value(&parallel.sync_rows)->default_value(0),
-      "with several workers or MPI ranks: rows of the whole run between averagings, in whole "
-      "windows (0: once an epoch); every epoch ends with one");
-}
-
 std::string rank_prefix() {
   const driver::MpiJob* mpi = driver::mpi_job();
   if (!mpi || mpi->rank() == 0) return "";
@@ -134,39 +124,6 @@ int train_in_library(const driver::TrainJob& job, MetricsFile& metrics,
   const driver::TrainResult result = driver::train(job, events, metrics.json());
   if (result.leader) print(result.summary);
   return kExitOk;
-}
-
-void add_job_options(po::options_description& opts, JobOptions& job, const std::string& pass) {
-  opts.add_options()(
-      "checkpoint", po::value(&job.checkpoint),
-      ("write the learner's whole state to this file (atomically) at the end of every " + pass +
-       " (of a run of more than 20, at each 5 % of them), or as --checkpoint-every says, and on "
-       "SIGTERM/SIGINT; removed once the model is written")
-          .c_str())(
-      "checkpoint-every", po::value(&job.checkpoint_every),
-      ("with --checkpoint: every N rows (1000000) or every so long (30s, 10m, 1h) instead of "
-       "every " +
-       pass)
-          .c_str())(
-      "resume", po::value(&job.resume),
-      "continue the run that wrote this checkpoint (same data and options); the model is "
-      "bit-identical to an uninterrupted run's")(
-      "stop-after-rows", po::value(&job.stop_after_rows)->notifier([](std::uint64_t rows) {
-        if (rows == 0) throw UsageError("train: --stop-after-rows must be at least 1 (got 0)");
-      }),
-      ("with --checkpoint: stop as on SIGTERM (checkpoint, exit 6) once the run has learnt this "
-       "many rows in all, every " +
-       pass + " counted (time-boxed jobs; tests of --resume)")
-          .c_str())("validation", po::value(&job.validation)->multitoken(),
-                    "data to evaluate the model on after training (accuracy, AUC; in --json and "
-                    "--metrics-json)")(
-      "metrics-json", po::value(&job.metrics),
-      "write a machine-readable summary of the run here, also when it fails")(
-      "data-name", po::value(&job.data_name), data_name_help())(
-      "index-base", po::value(&job.index_base)->default_value("auto"), index_base_help())(
-      "read-ahead", po::value(&job.read_ahead_mib)->default_value(64),
-      "MiB of shard blocks read from disk ahead of the learner (0: none); the model does not "
-      "depend on it");
 }
 
 }  // namespace polymargin::cli

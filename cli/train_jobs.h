@@ -42,23 +42,8 @@ class StderrEvents final : public driver::Events {
   std::optional<EpochProgress> progress_;
 };
 
-/// --workers and --sync-rows into `parallel`.
-void add_parallel_options(boost::program_options::options_description& opts,
-                          DataParallel& parallel);
-/// The options every learner's nightly job shares into `job`: --checkpoint, --checkpoint-every,
-/// --resume, --stop-after-rows, --validation, --metrics-json, --data-name, --index-base,
-/// --read-ahead; `pass` names a pass over the data in the help ("epoch", "pass").
-void add_job_options(boost::program_options::options_description& opts, JobOptions& job,
-                     const std::string& pass);
-
 using driver::check_cpm_replicas;
 using driver::refuse_cpm_warm_start;
-
-/// The --config file of `vm`, if any, among `job`'s other inputs (never written).
-template <class Job>
-void add_config_input(const boost::program_options::variables_map& vm, Job& job) {
-  if (vm.count("config")) job.other_inputs.push_back({"--config", vm["config"].as<std::string>()});
-}
 
 /// 6 (kExitInterrupted) when a checkpoint was written, else 128 + signal as a shell reports a
 /// killed command (nothing to resume from).

@@ -85,39 +85,19 @@ struct Grid {
   std::vector<std::vector<std::string>> groups;
 };
 
+// The learners' grids, from the option table (driver/options.h): each searched key's values.
 const std::vector<Grid>& grids() {
-  static const std::vector<Grid> all = {
-      {"ldm",
-       {{"cost", {"10", "0.01", "0.1", "1", "100"}},
-        {"normalize", {"none", "l2"}},
-        {"lambda1-rel", {"1e-4", "1e-5", "1e-3"}},
-        {"lambda2-rel", {"3e-3", "3e-4", "3e-2"}},
-        {"bias", {"1", "0"}}},
-       {{"cost", "normalize"}, {"lambda1-rel"}, {"lambda2-rel"}, {"bias"}}},
-      {"svm",
-       {{"cost", {"10", "0.01", "0.1", "1", "100"}},
-        {"normalize", {"none", "l2"}},
-        {"bias", {"1", "0"}}},
-       {{"cost", "normalize"}, {"bias"}}},
-      {"cpm",
-       {{"cost", {"auto", "0.01", "0.1", "1", "10"}},
-        {"normalize", {"none", "l2"}},
-        {"faces", {"10", "2", "5", "20"}},
-        {"entropy", {"1", "2"}}},
-       {{"cost", "normalize"}, {"faces"}, {"entropy"}}},
-      {"kldm",
-       {{"rbf-width", {"1", "0.25", "0.5", "2", "4"}},
-        {"kernel", {"rbf", "linear"}},
-        {"normalize", {"none", "l2"}},
-        {"cost", {"10", "1", "100"}}},
-       {{"rbf-width"}, {"kernel"}, {"normalize"}, {"cost"}}},
-      {"tldm",
-       {{"rbf-width", {"4", "0.25", "0.5", "1", "2"}},
-        {"kernel", {"rbf", "linear"}},
-        {"normalize", {"none", "l2"}},
-        {"cost", {"0.125", "0.015625", "1", "8", "64"}}},
-       {{"rbf-width"}, {"kernel"}, {"normalize"}, {"cost"}}},
-  };
+  static const std::vector<Grid> all = [] {
+    std::vector<Grid> grids;
+    for (const driver::SearchPlan& plan : driver::search_plans()) {
+      Grid g{plan.algo, {}, plan.groups};
+      for (const std::vector<std::string>& group : plan.groups)
+        for (const std::string& key : group)
+          g.keys.push_back({key, driver::find_train_option(plan.algo, key)->grid});
+      grids.push_back(std::move(g));
+    }
+    return grids;
+  }();
   return all;
 }
 
@@ -127,20 +107,27 @@ const Grid* grid_of(const std::string& algo) {
   return nullptr;
 }
 
+// The option table's entry of `train`'s option `name` (of some learner), or null.
+const driver::TrainOption* option_named(const std::string& name) {
+  for (const driver::TrainOption& o : driver::train_options())
+    if (o.key == name) return &o;
+  return nullptr;
+}
+
 // Flags of `train` that take no value, and those that take several.
 bool is_switch(const std::string& name) {
-  static const std::set<std::string> switches = {"json",         "no-final-pass", "no-balance",
-                                                 "no-shrinking", "help",          "tune"};
-  return switches.count(name) > 0;
+  const driver::TrainOption* o = option_named(name);
+  return name == "json" || name == "help" || (o && o->type == driver::OptionType::kSwitch);
 }
 bool is_multitoken(const std::string& name) {
-  return name == "data" || name == "validation" || name == "unlabeled";
+  const driver::TrainOption* o = option_named(name);
+  return o && o->type == driver::OptionType::kTexts;
 }
 std::string long_name(const std::string& flag) {
-  static const std::map<std::string, std::string> shorts = {
-      {"d", "data"}, {"o", "output"}, {"c", "cost"}, {"k", "faces"}, {"h", "help"}};
-  const auto it = shorts.find(flag);
-  return it == shorts.end() ? flag : it->second;
+  if (flag == "h") return "help";
+  for (const driver::TrainOption& o : driver::train_options())
+    if (o.short_name && flag == std::string(1, o.short_name)) return o.key;
+  return flag;
 }
 
 // The arguments of `train --tune ...` taken apart: the tuning's own options, the data, what every
@@ -164,13 +151,11 @@ struct TuneArgs {
 };
 
 // Options a cell does not pass on: the data and the job's files and reports are the cell's own, and
-// a cell is one learner on one thread (the cells run side by side).
+// a cell is one learner on one thread (the cells run side by side). Those the table does not know
+// are passed on, for the cell's parse to refuse.
 bool job_option(const std::string& name) {
-  static const std::set<std::string> job = {
-      "data", "output",     "checkpoint", "checkpoint-every", "resume",     "metrics-json",
-      "json", "validation", "threads",    "stop-after-rows",  "warm-start", "algo",
-      "help", "unlabeled",  "workers",    "sync-rows"};
-  return job.count(name) > 0;
+  const driver::TrainOption* o = option_named(name);
+  return name == "json" || name == "help" || (o && !(o->role & driver::kCellParam));
 }
 
 int positive_int(const std::string& flag, const std::string& text, int least) {
@@ -1013,13 +998,14 @@ namespace {
 int check_final_options(const std::vector<std::string>& args, const std::string& algo) {
   if (!trains_replicated(algo)) return 1;
   namespace po = boost::program_options;
-  DataParallel parallel;
-  JobOptions job;
+  driver::TrainJob job;
+  job.algo = algo;
   po::options_description options;
-  add_parallel_options(options, parallel);
-  add_job_options(options, job, "epoch");
-  options.add_options()("data,d", po::value<std::vector<std::string>>()->multitoken())(
-      "warm-start", po::value<std::string>())("entropy", po::value<double>());
+  for (const driver::TrainOption& o : driver::train_options())
+    if (!(o.role & (driver::kCellParam | driver::kSearchParam)) && o.key != "output" &&
+        driver::find_train_option(algo, o.key) == &o)
+      add_train_option(options, o, algo);
+  options.add_options()("entropy", po::value<double>());
   po::positional_options_description positional;
   positional.add("data", -1);  // and the values of the options not checked here
   po::variables_map vm;
@@ -1042,8 +1028,10 @@ int check_final_options(const std::vector<std::string>& args, const std::string&
   } catch (const po::error& e) {
     throw UsageError(std::string("train: ") + e.what() + " (see polymargin train --help)");
   }
+  apply_given_options(vm, job);
+  DataParallel& parallel = job.parallel;
   parallel.check();
-  job.check();
+  job.job.check();
   if (algo == "cpm") {
     if (vm.count("warm-start")) refuse_cpm_warm_start();
     if (vm.count("entropy")) check_cpm_replicas(parallel, vm["entropy"].as<double>());
@@ -1135,25 +1123,17 @@ MethodSpec search_method(const Grid& grid, const std::vector<std::string>& args,
 // in the final run, after the whole search.
 void check_learner_options(const std::vector<std::string>& args, const TuneArgs& t,
                            const std::string& algo) {
-  std::ostringstream help;
-  {
-    // The search has not begun: this thread alone prints.
-    std::streambuf* const shown = std::cout.rdbuf(help.rdbuf());
-    try {
-      parse_train_job({"--algo", algo, "--help"});
-    } catch (...) {
-      std::cout.rdbuf(shown);
-      throw;
-    }
-    std::cout.rdbuf(shown);
-  }
   std::vector<std::string> names(t.given.begin(), t.given.end());
   for (const auto& [key, value] : config_entries(args)) names.push_back(key);
-  for (const std::string& name : names)
-    if (!name.starts_with("tune") && !experiment::help_lists_flag(help.str(), name))
+  const unsigned learner = driver::learner_bit(algo);
+  for (const std::string& name : names) {
+    const driver::TrainOption* o = driver::find_train_option(algo, name);
+    const bool listed = (o && o->applies_to(learner)) || name == "json" || name == "config";
+    if (!name.starts_with("tune") && !listed)
       throw UsageError("train --algo " + algo + ": --" + name +
                        " is not an option of this learner (see polymargin train --algo " + algo +
                        " --help); nothing was searched");
+  }
 }
 
 // The line that says what the search trains and scores on.

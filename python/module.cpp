@@ -39,6 +39,7 @@
 #include "cli/command.h"
 #include "cli/exit_codes.h"
 #include "cli/train.h"
+#include "driver/options.h"
 #include "driver/train.h"
 #include "cli/experiment_runner.h"
 #include "cli/progress.h"
@@ -513,6 +514,26 @@ void translate(std::exception_ptr p) {
   }
 }
 
+// The option table (driver/options.h) as JSON: per option its key, learners, type, default and
+// roles, from which the estimators take their parameters.
+std::string train_options() {
+  nlohmann::json all = nlohmann::json::array();
+  for (const driver::TrainOption& o : driver::train_options()) {
+    nlohmann::json learners = nlohmann::json::array();
+    const std::vector<std::string>& names = driver::learner_names();
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (o.learners & (1u << i)) learners.push_back(names[i]);
+    all.push_back({{"key", o.key},
+                   {"learners", learners},
+                   {"switch", o.type == driver::OptionType::kSwitch},
+                   {"several", o.type == driver::OptionType::kTexts},
+                   {"default", o.default_text},
+                   {"help", o.help},
+                   {"estimator", (o.role & driver::kEstimatorParam) != 0}});
+  }
+  return all.dump();
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -523,6 +544,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("train", &train, py::arg("args"), py::arg("log") = py::none(),
         "Trains the job of `polymargin train ARGS` (no --tune) in this process, the GIL released; "
         "returns its summary as JSON text.");
+  m.def("train_options", &train_options,
+        "The options of `polymargin train` as JSON: key, learners, switch, several, default, "
+        "help, estimator (a parameter of the Python estimators).");
   m.def("run", &run, py::arg("command"), py::arg("args"), py::arg("log") = py::none(),
         "Runs a polymargin command in this process; returns (exit code, stdout bytes).");
   m.def("set_program", &cli::experiment::set_self_executable, py::arg("path"),

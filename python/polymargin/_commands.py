@@ -23,8 +23,20 @@ def _arg(value):
     return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
 
 
-# The options of `train` that take several values.
-_MULTI_VALUED = {"data", "validation", "unlabeled"}
+_OPTIONS = None
+
+
+def train_options():
+    """The options of `polymargin train`, from the option table (driver/options.h): a list of
+    dicts with key, learners, switch, several (takes several values), default, help, estimator."""
+    global _OPTIONS
+    if _OPTIONS is None:
+        _OPTIONS = json.loads(_core.train_options())
+    return _OPTIONS
+
+
+def _takes_several(name):
+    return any(o["several"] and o["key"] == name.replace("_", "-") for o in train_options())
 
 
 def flag_args(params, switches=()):
@@ -45,7 +57,7 @@ def flag_args(params, switches=()):
             hint = " (0: none, 1: a constant feature of 1)" if name == "bias" else ""
             raise TypeError(f"{name} takes a value, as {flag} does, not {value!r}{hint}")
         elif isinstance(value, (list, tuple)):
-            if name not in _MULTI_VALUED:  # one value: the rest would be read as data files
+            if not _takes_several(name):  # one value: the rest would be read as data files
                 raise ValueError(
                     f"{name} takes one value, not {type(value).__name__} {list(value)!r} "
                     "(to search values, use tune=True or GridSearchCV)")

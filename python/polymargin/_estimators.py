@@ -1,8 +1,9 @@
 """scikit-learn estimators over polymargin's learners.
 
 Each estimator's parameters are the long flags of `polymargin train --algo NAME` (dashes become
-underscores); None leaves a flag at the command's default, so an estimator built with no
-arguments trains what `polymargin train` trains. fit() runs that command in this process (the same
+underscores), taken from the options' one table (driver/options.h, through _core.train_options());
+None leaves a flag at the command's default, so an estimator built with no arguments trains what
+`polymargin train` trains. fit() runs that command in this process (the same
 options parser, epoch loop and model file); an in-memory matrix is first written, a batch at a
 time, into a temporary raw shard directory, as `train` does with LIBSVM text. Column j of a
 matrix is feature j + 1 of LIBSVM's 1-based ids, as sklearn.datasets.load_svmlight_file reads
@@ -111,11 +112,38 @@ def _stored_label(value):
     return float(str(np.float32(value)))
 
 
-def _keep(estimator, params):
-    """__init__'s arguments kept as they are, as scikit-learn's get_params and clone expect."""
-    for name, value in params.items():
-        if name != "self":
-            setattr(estimator, name, value)
+def _parameters(algo):
+    """The estimator parameters of `algo`'s options in the option table, each with its default
+    here: False for a switch (and warm_start, a switch here: start from the fitted model), else
+    None (the command's default)."""
+    params = {}
+    for option in _commands.train_options():
+        if option["estimator"] and algo in option["learners"]:
+            name = option["key"].replace("-", "_")
+            params[name] = False if option["switch"] or name == "warm_start" else None
+    return params
+
+
+def _takes_options(cls):
+    """Gives an estimator class the __init__ of its learner's options: keyword arguments only, kept
+    as they are (as scikit-learn's get_params and clone expect), the signature listing them."""
+    params = _parameters(cls._algo)
+
+    def __init__(self, **kwargs):
+        for name in kwargs:
+            if name not in params:
+                raise TypeError(f"{cls.__name__}.__init__() got an unexpected keyword argument "
+                                f"{name!r}")
+        for name, default in params.items():
+            setattr(self, name, kwargs.get(name, default))
+
+    kind = inspect.Parameter.KEYWORD_ONLY
+    __init__.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] +
+        [inspect.Parameter(name, kind, default=default) for name, default in params.items()])
+    __init__.__qualname__ = f"{cls.__name__}.__init__"
+    cls.__init__ = __init__
+    return cls
 
 
 class _Polymargin(ClassifierMixin, BaseEstimator):
@@ -322,6 +350,7 @@ class _Linear(_Polymargin):
         return np.array([self._linear()[1]])
 
 
+@_takes_options
 class LDMClassifier(_Linear):
     """The Large margin Distribution Machine, by averaged SGD (`polymargin train --algo ldm`).
 
@@ -330,26 +359,15 @@ class LDMClassifier(_Linear):
 
     _algo = "ldm"
 
-    def __init__(self, *, cost=None, lambda1=None, lambda2=None, lambda1_rel=None, lambda2_rel=None,
-                 epochs=None, avg_start_epochs=None, eta0=None, bias=None, scale=None,
-                 normalize=None, seed=None, threads=None, window_blocks=None, pairing=None,
-                 workers=None, sync_rows=None, tune=False, tune_folds=None, tune_repeats=None,
-                 tune_rows=None, tune_budget=None, warm_start=False):
-        _keep(self, locals())
 
-
+@_takes_options
 class LinearSVMClassifier(_Linear):
     """The linear SVM, the LDM with λ1 = λ2 = 0 (`polymargin train --algo svm`)."""
 
     _algo = "svm"
 
-    def __init__(self, *, cost=None, epochs=None, avg_start_epochs=None, eta0=None, bias=None,
-                 scale=None, normalize=None, seed=None, threads=None, window_blocks=None,
-                 workers=None, sync_rows=None, tune=False, tune_folds=None, tune_repeats=None,
-                 tune_rows=None, tune_budget=None, warm_start=False):
-        _keep(self, locals())
 
-
+@_takes_options
 class CPMClassifier(_Polymargin):
     """The Convex Polytope Machine, double-sided, one-vs-one over several classes
     (`polymargin train --algo cpm`). decision_function exists for binary models only."""
@@ -357,40 +375,23 @@ class CPMClassifier(_Polymargin):
     _algo = "cpm"
     _binary_only = False
 
-    def __init__(self, *, faces=None, iterations=None, epochs=None, cost=None, entropy=None,
-                 cost_ratio=None, sides=None, scale=None, normalize=None, hash_bits=None,
-                 precision=None, seed=None, threads=None, window_blocks=None, workers=None,
-                 sync_rows=None, tune=False, tune_folds=None, tune_repeats=None, tune_rows=None,
-                 tune_budget=None):
-        _keep(self, locals())
 
-
+@_takes_options
 class KernelLDMClassifier(_Polymargin):
     """The kernel LDM by dual coordinate descent (`polymargin train --algo kldm`; the data are
     held in memory: regular-scale sets)."""
 
     _algo = "kldm"
 
-    def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
-                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None,
-                 lambda1=None, lambda2=None, lambda1_rel=None, lambda2_rel=None, cost=None,
-                 tolerance=None, max_sweeps=None, no_shrinking=False, tune=False, tune_folds=None,
-                 tune_repeats=None, tune_rows=None, tune_budget=None):
-        _keep(self, locals())
 
-
+@_takes_options
 class TwinLDMClassifier(_Polymargin):
     """The Twin LDM (`polymargin train --algo tldm`; data held in memory)."""
 
     _algo = "tldm"
 
-    def __init__(self, *, kernel=None, rbf_width=None, gamma=None, bias=None, scale=None,
-                 normalize=None, max_memory=None, seed=None, threads=None, cost=None, lambda1=None,
-                 lambda2=None, epsilon=None, sor_omega=None, tolerance=None, max_sweeps=None,
-                 tune=False, tune_folds=None, tune_repeats=None, tune_rows=None, tune_budget=None):
-        _keep(self, locals())
 
-
+@_takes_options
 class CMMClassifier(_Polymargin):
     """The Compact Margin Machine, semi-supervised (`polymargin train --algo cmm`): rows labelled
     -1 are unlabelled, as in scikit-learn's semi-supervised estimators; the other two labels are
@@ -398,13 +399,6 @@ class CMMClassifier(_Polymargin):
 
     _algo = "cmm"
     _semi_supervised = True
-
-    def __init__(self, *, kernel=None, rbf_width=None, gamma=None, degree=None, coef0=None,
-                 bias=None, scale=None, normalize=None, max_memory=None, seed=None, threads=None,
-                 c1=None, c2=None, c3=None, epsilon=None, delta=None, variant=None,
-                 balance_mean=None, no_balance=False, max_rounds=None, tolerance=None,
-                 max_sweeps=None):
-        _keep(self, locals())
 
 
 _BY_ALGORITHM = {c._algo: c for c in (LDMClassifier, LinearSVMClassifier, CPMClassifier,

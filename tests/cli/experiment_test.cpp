@@ -216,23 +216,6 @@ TEST(ExperimentConfig, ErrorsNameFileAndLine) {
             std::string::npos);
 }
 
-TEST(ExperimentConfig, HelpTellsSwitchesFromFlagsWithValues) {
-  const std::string help =
-      "  -c [ --cost ] arg (=10)   C, weight\n"
-      "  --epochs arg              passes; instead of --no-shrinking or --cost\n"
-      "  --no-shrinking            visit every coordinate\n"
-      "  --tune               choose the settings\n"
-      "  --tune-folds K       folds (default 5)\n";
-  for (const char* flag : {"cost", "epochs", "tune-folds"}) {
-    EXPECT_TRUE(help_lists_flag(help, flag)) << flag;
-    EXPECT_TRUE(help_flag_takes_value(help, flag)) << flag;
-  }
-  for (const char* flag : {"no-shrinking", "tune"}) {
-    EXPECT_TRUE(help_lists_flag(help, flag)) << flag;
-    EXPECT_FALSE(help_flag_takes_value(help, flag)) << flag;
-  }
-}
-
 TEST(ExperimentConfig, ShippedConfigsParse) {
   for (const char* name : {"smoke", "ldm-table4", "ldm-table2", "cpm-table1"}) {
     const std::string path = kSource + "/configs/" + std::string(name) + ".conf";
