@@ -26,16 +26,17 @@ if ! mpirun -np 1 "$bin" train -d a.shards -o probe.bin --epochs 1 > /dev/null 2
 fi
 
 # refused CODE FRAGMENT 'RANK 0 ARGS' 'RANK 1 ARGS': `train` on two ranks, each given its own
-# arguments (started through ${launch[@]} when set), ends within 20 s (a hung job is killed at 60)
-# with exit CODE, a message with the fixed string FRAGMENT on stderr, and no model.
-launch=()
+# arguments (rank 0 started through ${launch[@]} when set, rank 1 through ${launch1[@]}), ends
+# within 20 s (a hung job is killed at 60) with exit CODE, a message with the fixed string FRAGMENT
+# on stderr, and no model.
+launch=() launch1=()
 refused() {
   local code=$1 fragment=$2 rc=0 start
   rm -f m.bin
   start=$(date +%s)
   # shellcheck disable=SC2086
   timeout 60 mpirun --oversubscribe -np 1 "${launch[@]}" "$bin" train -o m.bin $3 \
-    : -np 1 "${launch[@]}" "$bin" train -o m.bin $4 > out 2> err || rc=$?
+    : -np 1 "${launch1[@]}" "$bin" train -o m.bin $4 > out 2> err || rc=$?
   local took=$(($(date +%s) - start))
   [ "$rc" = "$code" ] || fail "'$3' : '$4': exit $rc (124: it hung), expected $code: $(tail -5 err)"
   [ "$took" -le 20 ] || fail "'$3' : '$4': refused after $took s"
@@ -60,9 +61,11 @@ jq -e '.status == "error" and .exit_code == 2 and (.error | contains("other opti
 # A --tune search's ranks share its cells out: refused before the first cell. (Open MPI's mpirun
 # reads a `--tune FILE` of its own wherever it stands and takes the next word, here the `:`: each
 # rank's --tune is added by a shell, where mpirun does not see it.)
-launch=(bash -c 'exec "$@" --tune' _)
+launch=(bash -c 'exec "$@" --tune' _) launch1=("${launch[@]}")
 refused 2 '--tune-budget ["1"] -> ["2"]' '-d a.shards --tune-folds 2 --tune-budget 1' \
   '-d a.shards --tune-folds 2 --tune-budget 2'
+launch1=()  # a search on rank 0, a run on rank 1
+refused 2 'rank 1 of 2 was given other options than rank 0' '-d a.shards' '-d a.shards'
 launch=()
 
 # Ranks given the same command one by one are a job like `-np 2`'s: the same model bytes.
