@@ -1282,6 +1282,21 @@ void report_search(const Search& search, const MethodSpec& method, const SearchO
              static_cast<unsigned long long>(folds.rows));
 }
 
+// The command line as its options' values ({"--epochs": ["2"]}; words before the first option
+// under ""): what every rank of an MPI job's search must be given alike.
+nlohmann::json options_given(const std::vector<std::string>& args) {
+  nlohmann::json options = nlohmann::json::object();
+  std::string option;
+  for (const std::string& arg : args) {
+    const bool is_option = arg.size() > 1 && arg[0] == '-' &&
+                           !std::isdigit(static_cast<unsigned char>(arg[1])) && arg[1] != '.';
+    if (is_option) option = arg;
+    if (!options.contains(option)) options[option] = nlohmann::json::array();
+    if (!is_option) options[option].push_back(arg);
+  }
+  return options;
+}
+
 // The search and the final run; `final_started` is set when the final run, which reports for
 // itself, begins.
 int tune_then_train(const std::vector<std::string>& args, const std::string& algo,
@@ -1294,6 +1309,11 @@ int tune_then_train(const std::vector<std::string>& args, const std::string& alg
   if (t.data.empty()) throw UsageError("train: no training data given (-d TRAIN)");
   if (std::find(t.data.begin(), t.data.end(), "-") != t.data.end())
     throw UsageError("train: --tune reads the data more than once: not from stdin (-)");
+  // The ranks of an MPI job share the cells out and take each other's results: before any cell,
+  // every rank must have been given the same search (the final run checks its data too).
+  if (const driver::MpiJob* mpi = driver::mpi_job())
+    driver::check_ranks_agree(mpi->peers(), nlohmann::json::object(), options_given(args),
+                              data_name(t.data));
   if (t.checkpoint.empty()) t.checkpoint = peek_option(args, "checkpoint", "");  // or --config's
   const std::string cache_dir = t.checkpoint.empty() ? "" : t.checkpoint + ".tune";
   const bool resume_final = resumes_final_run(t, cache_dir, algo);

@@ -333,14 +333,8 @@ void CpmRun::size() {
 
 void CpmRun::allocate() {
   const io::Manifest& manifest = opened.dataset->shards().manifest();
-  // U's pages are mapped as the trainer is built, by the --threads threads.
-  const Clock::time_point allocate_start = Clock::now();
-  tbb::task_arena(threads).execute([&] {
-    replicas.emplace(config, problem, parallel.workers, parallel.total(), parallel.first());
-  });
-  allocate_seconds = seconds_since(allocate_start);
-
-  // What decides the model besides the data: a resumed run must have exactly this.
+  // What decides the model besides the data: a resumed run must have exactly this, and every rank
+  // of an MPI job before U's pages are mapped.
   run_config = config.json();
   run_config["algorithm"] = "cpm";
   run_config["scale"] = scale;
@@ -349,7 +343,15 @@ void CpmRun::allocate() {
   run_config["window_blocks"] = window_blocks;
   parallel.plan(manifest, window_blocks, run_config, events);
   run_data = data_identity(manifest);
+  parallel.agree(run_config, run_data, job, output, data);
   report["config"] = run_config;
+
+  // U's pages are mapped as the trainer is built, by the --threads threads.
+  const Clock::time_point allocate_start = Clock::now();
+  tbb::task_arena(threads).execute([&] {
+    replicas.emplace(config, problem, parallel.workers, parallel.total(), parallel.first());
+  });
+  allocate_seconds = seconds_since(allocate_start);
   windows = io::window_count(manifest, window_blocks);
   if (!job.resume.empty()) {
     // U goes straight into the trainer's (the run holds it once, as an uninterrupted run does)

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cmath>
@@ -148,6 +149,66 @@ void DataParallel::plan(const io::Manifest& manifest, std::uint32_t window_block
   run_config["workers"] = workers;
   run_config["ranks"] = peers.count;
   run_config["sync_windows"] = sync_windows;
+}
+
+void DataParallel::agree(nlohmann::json config, const nlohmann::json& data, const JobOptions& job,
+                         const std::string& output, const std::string& data_name) const {
+  if (peers.alone()) return;
+  // Where the run writes, and when it stops or checkpoints (a checkpoint is a point every rank
+  // reaches together), as the run's record names them.
+  config["model_path"] = output;
+  config["checkpoint"] = job.checkpoint;
+  config["checkpoint_every"] = job.checkpoint_every;
+  config["resume"] = job.resume;
+  config["stop_after_rows"] = job.stop_after_rows;
+  config["metrics"] = job.metrics;
+  check_ranks_agree(peers, data, config, data_name);
+}
+
+void check_ranks_agree(const engine::Peers& peers, const nlohmann::json& data,
+                       const nlohmann::json& config, const std::string& data_name) {
+  if (peers.alone()) return;
+  const std::string text = nlohmann::json::array({data, config}).dump();
+  // A rank's digest as two exact doubles of 32 bits in its own place, the others' zeros: after the
+  // sum every rank holds every rank's.
+  const std::uint64_t digest = XXH3_64bits(text.data(), text.size());
+  const auto ranks = static_cast<std::size_t>(peers.count);
+  const auto rank = static_cast<std::size_t>(peers.index);
+  std::vector<double> digests(2 * ranks, 0.0);
+  digests[2 * rank] = static_cast<double>(digest >> 32);
+  digests[2 * rank + 1] = static_cast<double>(digest & 0xffffffffu);
+  peers.sum(digests);
+  std::size_t other = 1;
+  while (other < ranks && digests[2 * other] == digests[0] && digests[2 * other + 1] == digests[1])
+    ++other;
+  if (other == ranks) return;
+  // Rank 0's text and the first other rank's, to every rank: their lengths, then their bytes.
+  std::vector<double> lengths(2, 0.0);
+  if (rank == 0) lengths[0] = static_cast<double>(text.size());
+  if (rank == other) lengths[1] = static_cast<double>(text.size());
+  peers.sum(lengths);
+  const auto first = static_cast<std::size_t>(lengths[0]);
+  std::vector<double> bytes(first + static_cast<std::size_t>(lengths[1]), 0.0);
+  if (rank == 0 || rank == other)
+    for (std::size_t k = 0; k < text.size(); ++k)
+      bytes[(rank == 0 ? 0 : first) + k] = static_cast<unsigned char>(text[k]);
+  peers.sum(bytes);
+  std::string texts(bytes.size(), '\0');
+  for (std::size_t k = 0; k < bytes.size(); ++k) texts[k] = static_cast<char>(bytes[k]);
+  const nlohmann::json lead = nlohmann::json::parse(texts.substr(0, first));
+  const nlohmann::json differs = nlohmann::json::parse(texts.substr(first));
+  const std::string ranks_named = "rank " + std::to_string(other) + " of " +
+                                  std::to_string(ranks) + " was given other ";
+  const std::string rule =
+      ": every rank of an MPI job must run the same command on the same data; no model written";
+  // A --tune search compares no data identity (empty): a rank of one against a rank of a run has
+  // other options.
+  if (lead[0] != differs[0] && !lead[0].empty() && !differs[0].empty())
+    throw DataError(data_name, 0, 0,
+                    ranks_named + "data than rank 0 (rank 0 -> rank " + std::to_string(other) +
+                        ": " + differences(lead[0], differs[0]) + ")" + rule);
+  throw UsageError("train: " + ranks_named + "options than rank 0 (rank 0 -> rank " +
+                   std::to_string(other) + ": " + differences(lead[1], differs[1]) + ")" + rule);
 }
 
 bool trains_replicated(const std::string& algo) {

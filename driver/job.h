@@ -158,6 +158,11 @@ struct DataParallel {
   /// `run_config` (a resume with other counts is another run). Nothing for one replica in all.
   void plan(const io::Manifest& manifest, std::uint32_t window_blocks, nlohmann::json& run_config,
             Events& events);
+  /// check_ranks_agree over the ranks of a run, before its first averaging: `config` (the run's
+  /// config, as a resume checks it) with `job`'s and `output`'s paths, and `data` (data_identity).
+  /// Nothing for one rank, or a solo job.
+  void agree(nlohmann::json config, const nlohmann::json& data, const JobOptions& job,
+             const std::string& output, const std::string& data_name) const;
   /// Says how the replicas are spread and averaged (nothing for one in all); `pass` names the
   /// learner's pass ("epoch").
   void announce(std::uint64_t sync_bytes, const char* pass, Events& events) const;
@@ -175,6 +180,14 @@ struct DataParallel {
     ++syncs;
   }
 };
+
+/// Refuses, on every rank, a job whose ranks were given different jobs (mpirun's `-np 1 A : -np 1
+/// B`): each rank's `data` and `config` must be every rank's. One sum of a digest of both (16 bytes
+/// a rank); only when they differ, two more carry rank 0's and the first other rank's, so that every
+/// rank says the same: DataError naming `data_name` for other data (exit 3), else UsageError (exit
+/// 2), each with every differing key. Called by every rank at the same point; nothing alone.
+void check_ranks_agree(const engine::Peers& peers, const nlohmann::json& data,
+                       const nlohmann::json& config, const std::string& data_name);
 
 /// UsageError: the CPM takes no warm start (its state is more than its weights).
 [[noreturn]] void refuse_cpm_warm_start();

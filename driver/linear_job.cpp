@@ -307,6 +307,7 @@ void LinearRun::open() {
   // same data and this key give (absent: by id).
   if (!slot_of.empty()) run_config["feature_order"] = "frequency";
   run_data = data_identity(manifest);
+  parallel.agree(run_config, run_data, job, output, data);
   report["config"] = run_config;
   if (!job.resume.empty()) {
     const std::string& resume = job.resume;
