@@ -2,7 +2,7 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 
-.PHONY: all setup build run test bench test-asan test-tsan ci fuzz tidy clean
+.PHONY: all setup build run test install package bench test-asan test-tsan ci fuzz tidy clean
 
 all: build
 
@@ -19,6 +19,16 @@ run: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The binary, its man page and bash completion, the Python package, the C++ headers, library and
+# CMake package under PREFIX (DESTDIR=... stages them elsewhere). docs/install.md says where each goes.
+PREFIX ?= /usr/local
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+# The same as a .deb (CPack) in $(BUILD): dpkg -c lists it, apt install ./polymargin_*.deb installs it.
+package: build
+	@cd $(BUILD) && cpack --config CPackConfig.cmake
 
 bench: build
 	@./bench/run_all.sh $(BUILD)

@@ -10,6 +10,7 @@ packages=(
   liblinear-tools time jq
   libopenmpi-dev openmpi-bin
   python3-dev pybind11-dev python3-numpy python3-scipy python3-sklearn python3-pytest
+  python3-setuptools python3-wheel python3-venv python3-pip man-db groff-base dpkg-dev
   clang-14 libclang-rt-14-dev clang-tidy-14
 )
 missing=()

@@ -20,14 +20,16 @@ __version__ = "0.1.0"
 
 def _find_program():
     """The polymargin program (run('experiment', ...) starts it for its cells; fits and tune=True
-    need none): $POLYMARGIN_BINARY, the build tree's (this package is build/python/polymargin), or
-    the one on PATH."""
+    need none): $POLYMARGIN_BINARY, the build tree's (this package is build/python/polymargin),
+    the installed one beside it (PREFIX/lib/python3*/*-packages/polymargin: PREFIX/bin), or the
+    one on PATH."""
     import os
     import shutil
     from . import _core
     here = os.path.dirname(os.path.abspath(__file__))
     for path in (os.environ.get("POLYMARGIN_BINARY"),
                  os.path.join(here, os.pardir, os.pardir, "polymargin"),
+                 os.path.join(here, *[os.pardir] * 4, "bin", "polymargin"),
                  shutil.which("polymargin")):
         if path and os.path.isfile(path) and os.access(path, os.X_OK):
             _core.set_program(os.path.abspath(path))
