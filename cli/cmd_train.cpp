@@ -22,6 +22,26 @@
 namespace polymargin::cli {
 namespace {
 
+// Whether the epochs converged (driver::Convergence): the last epoch's gain on the best objective
+// of the epochs before, against --tol.
+void print_convergence(const nlohmann::ordered_json& c) {
+  if (c["converged"].is_null()) {
+    out_printf("convergence not judged: one epoch made (--tol compares an epoch with those "
+               "before)\n");
+    return;
+  }
+  const double gain = 100 * c["objective_gain"].get<double>();
+  const double tol = 100 * c["tol"].get<double>();
+  if (c["converged"].get<bool>())
+    out_printf("converged: no epoch since epoch %llu lowered the objective by more than --tol "
+               "%.3g %% of its best\n",
+               c["converged_since_pass"].get<unsigned long long>(), tol);
+  else
+    out_printf("not converged: the last epoch still lowered the objective by %.3g %% (--tol %.3g "
+               "%%): more --epochs, or another --eta0, may give a better model\n",
+               gain, tol);
+}
+
 // The run's summary on stdout (--json prints it as JSON instead).
 void print_summary(const nlohmann::ordered_json& s) {
   // A resumed run's times are its own part's, which the line says.
@@ -44,6 +64,7 @@ void print_summary(const nlohmann::ordered_json& s) {
   out_printf("objective %.6g, margin mean %.4g, margin variance %.4g, training accuracy %.4f\n",
              s["objective"].get<double>(), s["margin_mean"].get<double>(),
              s["margin_variance"].get<double>(), s["train_accuracy"].get<double>());
+  print_convergence(s["convergence"]);
   if (s.contains("validation")) {
     const nlohmann::ordered_json& v = s["validation"];
     out_printf("validation: %llu rows, accuracy %.4f, AUC %.4f\n",

@@ -433,6 +433,41 @@ ValidationData open_validation(const std::vector<std::string>& inputs, const io:
   return v;
 }
 
+std::optional<double> Convergence::pass_end(std::uint64_t pass, double now) {
+  change.reset();
+  gain.reset();
+  if (!std::isfinite(now)) {  // no progress to speak of; a later finite pass starts afresh
+    last_.reset();
+    return change;
+  }
+  const auto relative = [](double from, double to) {
+    return (to - from) / std::max(std::abs(from), 1e-300);
+  };
+  if (last_) change = relative(*last_, now);
+  if (best) gain = -relative(*best, now);
+  last_ = now;
+  if (!best || now < *best) best = now;
+  if (gain && *gain >= tol) since.reset();
+  if (gain && *gain < tol && !since) since = pass + 1;
+  return change;
+}
+
+std::optional<bool> Convergence::converged() const {
+  if (!gain) return std::nullopt;
+  return *gain < tol;
+}
+
+nlohmann::ordered_json Convergence::json() const {
+  const auto known = [](const auto& value) {
+    return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json();
+  };
+  return {{"tol", tol},
+          {"converged", known(converged())},
+          {"objective_change", known(change)},
+          {"objective_gain", known(gain)},
+          {"converged_since_pass", known(since)}};
+}
+
 Validation validate(const engine::Classifier& model, const ValidationData& data, int threads) {
   return score_validation(model, *data.data, data.inputs, threads);
 }

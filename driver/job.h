@@ -331,6 +331,33 @@ class JobLocks {
   std::optional<io::FileLock> metrics_, model_, checkpoint_;
 };
 
+/// Whether a streamed run converged, as scikit-learn's SGD judges it: a pass converged when it did
+/// not lower the (progressive) training objective below the best of the passes before by more than
+/// `tol` of it. The progressive objective (margins at the pre-step weights) moves by a few tenths of
+/// a percent from pass to pass once learning has settled, so a rise counts as no progress, not as
+/// a change to wait out. Reported, not acted on: the run makes its passes.
+struct Convergence {
+  double tol = 1e-3;
+  std::optional<double> best;                // the lowest objective of the passes so far
+  std::optional<double> change;              // (F_t − F_{t−1}) / |F_{t−1}| of the last pass
+  std::optional<double> gain;                // (best before − F_t) / |best before|, of the last
+  std::optional<std::uint64_t> since;  // the first pass (1-based) of the last run of passes
+                                       // that converged, to the last: where a run could stop
+
+  /// The objective at the end of pass `pass` (0-based); returns its relative change from the pass
+  /// before (negative when it fell), unknown for the first pass the run makes (a resumed run
+  /// judges the passes it makes).
+  std::optional<double> pass_end(std::uint64_t pass, double objective);
+  /// Whether the last pass converged; unknown (null) before two passes were made.
+  std::optional<bool> converged() const;
+  /// {tol, converged, objective_change, objective_gain, converged_since_pass} for --json and
+  /// --metrics-json.
+  nlohmann::ordered_json json() const;
+
+ private:
+  std::optional<double> last_;
+};
+
 /// Validation data scored with a finished model (in data order): accuracy, AUC and margins for a
 /// binary model (metrics_json), rows, accuracy and errors for a multiclass one. DataError for a
 /// label the model does not know.

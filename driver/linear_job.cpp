@@ -153,6 +153,7 @@ struct LinearRun {
   double feature_order_seconds = 0;
   bool warm_pending = false;
   engine::MarginStats margins;  // the last epoch's progressive margins, then the final pass's
+  Convergence convergence;      // of the epochs' progressive objectives
   LoopResult trained;
   engine::LinearModel model;
   double finish_seconds = 0, eval_seconds = 0, save_seconds = 0, objective = 0;
@@ -447,19 +448,23 @@ void LinearRun::train() {
   // every epoch up to 20, about 20 lines for a small set that the step floor passes over hundreds
   // of times.
   Twentieths logged;
+  convergence.tol = params.tol;
   learner.on_pass_end = [&](const Position& at, double seconds) {
     // Progressive estimate: each row's margin at its pre-step w, plus ‖w̄‖²; the exact F(w̄)
     // comes from the final pass.
     margins = replicas.take_progress();
+    const double progressive = trainer().objective(margins);
+    const std::optional<double> change = convergence.pass_end(at.pass, progressive);
     const bool due = logged.due(at.pass + 1, static_cast<std::uint64_t>(used.epochs));
     // The rows this run learnt in the pass: a resumed run's first pass lacks those learnt before
     // its checkpoint, and one resumed at a pass's end learnt none of it (no line then).
     const double learnt =
         rows - (at.pass == position.epoch ? static_cast<double>(position.rows) : 0.0);
     if ((at.pass > 0 && !due) || learnt <= 0) return;
-    events.note(strprintf("epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g, accuracy ≈ %.4f",
+    const std::string changed = change ? strprintf(" (%+.2f %%)", 100 * *change) : "";
+    events.note(strprintf("epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g%s, accuracy ≈ %.4f",
                           static_cast<int>(at.pass) + 1, used.epochs, seconds,
-                          learnt / 1e6 / std::max(seconds, 1e-9), trainer().objective(margins),
+                          learnt / 1e6 / std::max(seconds, 1e-9), progressive, changed.c_str(),
                           margins.accuracy()));
   };
   LoopOptions loop = loop_options(
@@ -626,6 +631,7 @@ TrainResult LinearRun::conclude() {
       {"sync_seconds", parallel.sync_seconds},
       {"model_path", output}};
   summary.update(reading_json(trained));
+  summary["convergence"] = report["convergence"] = convergence.json();
   if (validated) summary["validation"] = validated->metrics;
   // A resumed run's times and speed are its own part's: where that part began.
   if (!job.resume.empty())

@@ -1,6 +1,7 @@
 #include "driver/options.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "driver/train.h"
 #include "engine/errors.h"
@@ -299,6 +300,19 @@ std::vector<TrainOption> shared_options() {
        .help = "rows are shuffled (and, by the LDM, paired) within windows of this many blocks",
        .apply =
            [](TrainJob& j, const OptionValue& v) { j.window_blocks = std::get<std::uint32_t>(v); }},
+      {.key = "tol",
+       .learners = kLinear,
+       .type = T::kReal,
+       .default_text = "0.001",
+       .help = "the convergence test the summary reports: converged when the last epoch changed "
+               "the (progressive) training objective by less than this share of it (the run "
+               "still makes its epochs)",
+       .apply =
+           [](TrainJob& j, const OptionValue& v) {
+             if (!(real(v) >= 0) || !std::isfinite(real(v)))
+               throw UsageError("train: --tol must be a number ≥ 0 (got " + number(real(v)) + ")");
+             j.linear.tol = real(v);
+           }},
       {.key = "no-final-pass",
        .learners = kLinear,
        .type = T::kSwitch,

@@ -52,6 +52,7 @@ struct LinearParams {
   std::string feature_order = "given";             // given | frequency (io/feature_order.h)
   std::string warm_start;  // a model of the same learner and labels to start from
   bool final_pass = true;  // the exact pass over the training rows at the end
+  double tol = 1e-3;       // converged: the objective changes by less than this share a pass
 };
 
 /// The CPM's passes by default (T = this × a side's rows), with at least

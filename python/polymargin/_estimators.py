@@ -15,10 +15,12 @@ import json
 import numbers
 import os
 import tempfile
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
@@ -228,6 +230,19 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
                               else _commands.train(args))
         with open(model, "rb") as f:
             self._set_model(f.read(), model)
+        self._warn_unconverged()
+
+    def _warn_unconverged(self):
+        """ConvergenceWarning when the last epoch still lowered the objective by more than tol
+        (the summary's `convergence`, which the linear learners report), as scikit-learn's SGD
+        estimators warn when max_iter ends their run."""
+        convergence = self.train_report_.get("convergence") or {}
+        if convergence.get("converged") is False:
+            warnings.warn(
+                f"{type(self).__name__}: not converged: the last epoch still lowered the "
+                f"objective by {100 * convergence['objective_gain']:.3g} % (tol "
+                f"{100 * convergence['tol']:.3g} %); more epochs, or another eta0, may give a "
+                "better model", ConvergenceWarning)
 
     @classmethod
     def _switches(cls):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import make_classification
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MaxAbsScaler
@@ -228,6 +229,19 @@ def test_progress_is_logged(a9a, caplog):
         pm.LDMClassifier(epochs=3, avg_start_epochs=1).fit(X[:5000], y[:5000])
     lines = [r.getMessage() for r in caplog.records if r.name == "polymargin"]
     assert any(line.startswith("epoch 3/3") for line in lines), lines
+
+
+def test_an_unconverged_fit_warns_and_a_converged_one_does_not(a9a):
+    X, y, _, _ = a9a
+    with pytest.warns(ConvergenceWarning, match="not converged: the last epoch still lowered"):
+        est = pm.LDMClassifier(epochs=2).fit(X, y)
+    assert est.train_report_["convergence"]["converged"] is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = pm.LinearSVMClassifier(epochs=20).fit(X, y)
+        assert est.train_report_["convergence"]["converged"] is True
+        est = pm.LDMClassifier(epochs=2, tol=0.5).fit(X, y)
+        assert est.train_report_["convergence"]["converged"] is True
 
 
 # ---- bad input
