@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/output.h"
 #include "cli/train_jobs.h"
 #include "cli/tune.h"
 #include "engine/errors.h"
@@ -43,10 +44,19 @@ int run_train_algorithm(const TrainAlgorithm& a, const std::vector<std::string>&
     const std::optional<driver::TrainJob> job = parse_train_options(a, args, json);
     if (!job) return kHelpShown;
     return train_in_library(*job, metrics, [&](const nlohmann::ordered_json& summary) {
-      if (json)
+      if (json) {
         std::cout << summary.dump(2) << "\n";
-      else
-        a.print(summary);
+        return;
+      }
+      a.print(summary);
+      if (summary.contains("tune_check")) {
+        const nlohmann::ordered_json& c = summary["tune_check"];
+        out_printf("tuned: the chosen setting's %s accuracy %.4f, the final model's training "
+                   "accuracy %.4f%s\n",
+                   c["estimate"].get<std::string>().c_str(),
+                   c["validation_accuracy"].get<double>(), c["train_accuracy"].get<double>(),
+                   c["below"].get<bool>() ? " (more than 2 points below: see the warning)" : "");
+      }
     });
   });
 }

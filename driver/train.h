@@ -167,6 +167,18 @@ struct TrainResult {
   nlohmann::ordered_json summary;
 };
 
+/// How far below the chosen setting's estimate (cross-validation or holdout accuracy) a --tune
+/// search's final model may score on its own training rows before train() warns: a final run that
+/// learnt less than its cells did (too few epochs for the whole set, another step) ends up there.
+inline constexpr double kTunedModelGap = 0.02;
+
+/// For a job that a --tune search made (`tune`, its record, has validation_accuracy) and a summary
+/// with train_accuracy: {estimate (cross-validation | holdout), validation_accuracy,
+/// train_accuracy, below (by more than kTunedModelGap)}; none otherwise. train() adds it to the
+/// summary and the record as `tune_check`, and notes a warning when `below`.
+std::optional<nlohmann::ordered_json> check_tuned_model(const nlohmann::json& tune,
+                                                        const nlohmann::ordered_json& summary);
+
 /// Runs `job`: checks it (UsageError), takes its locks, opens the data, plans its memory
 /// (MemoryError), resumes, trains, writes the model and validates it. `record` (what
 /// --metrics-json writes) is filled as the run goes, so a failed run's says how far it got. A stop

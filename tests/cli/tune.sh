@@ -111,8 +111,14 @@ jq -e '.tune.chosen.bias == "1"' "$work/metrics.json" > /dev/null || fail "--met
 [ "$(jq .bias "$work/tune.json")" = 1 ] && [ "$(jq -r .normalize "$work/tune.json")" = none ] \
   || fail "the final model was not trained with the chosen setting"
 # Same seed, same choice, same model; a flag given on the command line is not searched.
-"$bin" train --algo svm -d "$work/threshold.svm" -o "$work/tuned2" --tune 2> /dev/null > /dev/null \
-  || fail "second --tune"
+"$bin" train --algo svm -d "$work/threshold.svm" -o "$work/tuned2" --tune 2> /dev/null \
+  > "$work/tuned2.out" || fail "second --tune"
+# The summary sets the final model beside the search's estimate (issue 45, item 4).
+grep -qE "^tuned: the chosen setting's cross-validation accuracy 0\.[0-9]{4}, the final model's training accuracy [01]\.[0-9]{4}$" \
+  "$work/tuned2.out" || fail "no 'tuned:' line: $(cat "$work/tuned2.out")"
+jq -e '.tune_check.estimate == "cross-validation" and .tune_check.below == false and
+  .tune_check.validation_accuracy == .tune.validation_accuracy' "$work/tune.json" > /dev/null \
+  || fail "--json tune_check: $(jq -c .tune_check "$work/tune.json")"
 cmp -s "$work/tuned" "$work/tuned2" || fail "--tune is not deterministic"
 "$bin" train --algo svm -d "$work/threshold.svm" -o "$work/fixed" --tune --normalize l2 -c 1 \
   --tune-folds 3 --json > "$work/fixed.json" 2> /dev/null || fail "--tune with fixed flags"

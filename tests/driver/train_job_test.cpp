@@ -111,6 +111,32 @@ TEST_F(Train, AJobWritesItsModelAndSaysWhatItDid) {
   EXPECT_GT(events.progress_calls, 0u);
 }
 
+TEST_F(Train, ATunedModelFarBelowItsSearchEstimateIsFlagged) {
+  // A search whose estimate the final model's training accuracy trails by more than 2 points.
+  TrainJob far = job("tuned-far.model", "svm");
+  far.linear.epochs = 1;
+  far.tune = {{"validation_accuracy", 0.9999}, {"holdout", false}};
+  Recorder events;
+  nlohmann::ordered_json record;
+  const TrainResult result = train(far, events, record);
+  ASSERT_TRUE(result.summary.contains("tune_check"));
+  EXPECT_EQ(result.summary["tune_check"]["estimate"], "cross-validation");
+  EXPECT_TRUE(result.summary["tune_check"]["below"].get<bool>());
+  EXPECT_EQ(record["tune_check"], result.summary["tune_check"]);
+  EXPECT_TRUE(events.noted("warning: the final model's training accuracy "));
+  // Within 2 points (or above): no warning; and an untuned job has no check.
+  TrainJob near = job("tuned-near.model", "svm");
+  near.tune = {{"validation_accuracy", result.summary["train_accuracy"].get<double>() + 0.01},
+               {"holdout", true}};
+  Recorder quiet;
+  const TrainResult fine = train(near, quiet, record);
+  EXPECT_EQ(fine.summary["tune_check"]["estimate"], "holdout");
+  EXPECT_FALSE(fine.summary["tune_check"]["below"].get<bool>());
+  EXPECT_FALSE(quiet.noted("warning: the final model"));
+  Events silent;
+  EXPECT_FALSE(train(job("untuned.model", "svm"), silent, record).summary.contains("tune_check"));
+}
+
 TEST_F(Train, TheSvmIsTheLdmWithoutItsMarginTerms) {
   Events quiet;
   nlohmann::ordered_json record;
