@@ -723,6 +723,13 @@ int Experiment::run() {
                  first_failure_.c_str());
     return failure_exit_ != 0 ? failure_exit_ : 1;
   }
+  // Every data set skipped (optional and absent) or every method unable to run (its program
+  // missing): the report says so, and a script must not take it for a result.
+  if (planned_ == 0) {
+    err_printf("experiment: nothing ran: no data set and method could run (the report says "
+               "why)\n");
+    return kExitIo;
+  }
   return kExitOk;
 }
 

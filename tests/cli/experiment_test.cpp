@@ -624,6 +624,20 @@ TEST(Experiment, AnOptionalMissingDataSetIsReportedAndSkipped) {
   EXPECT_NE(read(out / "report.html").find("absent</b> skipped"), std::string::npos);
 }
 
+TEST(Experiment, NothingToRunExitsNonZero) {
+  // Every data set optional and absent: the report is written, and the exit says nothing ran.
+  TempDir dir;
+  write(dir.path() / "none.conf",
+        "repeats = 1\nfolds = 2\n[dataset absent]\ndata = /nonexistent/absent.svm\n"
+        "optional = yes\n[method svm]\nalgo = svm\n");
+  const fs::path out = dir.path() / "out";
+  const Outcome r =
+      run("experiment '" + (dir.path() / "none.conf").string() + "' -o '" + out.string() + "'");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_NE(r.output.find("experiment: nothing ran"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(out / "report.html")) << r.output;
+}
+
 TEST(Experiment, AMissingLiblinearIsReportedNotReplaced) {
   TempDir dir;
   const fs::path config = small_config(dir.path());
