@@ -26,6 +26,7 @@
 #include "engine/kldm.h"
 #include "engine/ldm.h"
 #include "engine/normalize.h"
+#include "engine/setup.h"
 #include "engine/stop.h"
 #include "engine/tldm.h"
 #include "io/kernel_model_file.h"
@@ -397,8 +398,8 @@ nlohmann::ordered_json common_summary(const std::string& algo, const TrainingSet
 // The basis of the planes: the scaled rows as dense columns (linear, q features) or the kernel
 // matrix (rbf).
 Eigen::MatrixXd tldm_basis(const TrainingSet& t, bool linear, std::uint64_t q,
-                           const ResolvedKernel& kernel) {
-  if (!linear) return engine::gram_matrix(t.x, kernel.spec);
+                           const ResolvedKernel& kernel, const engine::Watch& watch) {
+  if (!linear) return engine::gram_matrix(t.x, kernel.spec, watch);
   Eigen::MatrixXd basis =
       Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(t.y.size()), static_cast<Eigen::Index>(q));
   const CsrView v = t.x.rows.view();
@@ -452,6 +453,84 @@ struct KernelJob {
 // The solvers' stop request: the caller's, polled once a sweep (they then throw engine::Stopped).
 engine::StopRequest stop_request(Events& events) {
   return [&events] { return events.stop_requested() != 0; };
+}
+
+// A set-up's progress as notes: none in its first 5 seconds (a short set-up says nothing), then
+// one every 10 seconds, naming the step and its share done. Its watch also carries the stop
+// request, polled between the set-up's pieces of work.
+class SetupNotes {
+ public:
+  explicit SetupNotes(Events& events) : events_(events), start_(Clock::now()) {}
+
+  engine::Watch watch() {
+    return {stop_request(events_),
+            [this](const char* step, double done) { report(step, done); }};
+  }
+  engine::SetupProgress progress() {
+    return [this](const char* step, double done) { report(step, done); };
+  }
+
+ private:
+  void report(const char* step, double done) {
+    const double elapsed = seconds_since(start_);
+    if (elapsed < 5 || elapsed < last_ + 10) return;
+    last_ = elapsed;
+    events_.note(strprintf("set-up: %s %.0f %% done (%.0f s so far)", step, 100 * done, elapsed));
+  }
+
+  Events& events_;
+  Clock::time_point start_;
+  double last_ = -10;  // seconds since start_ of the last note
+};
+
+// Seconds one floating-point operation of the set-up's dense work takes here (one thread),
+// measured on the factorisation of a 512 × 512 matrix (45 M operations, about 10 ms): the same
+// blocked code, at a size where its unblocked part weighs more, so a rate rather low than high.
+double dense_seconds_per_flop() {
+  constexpr Eigen::Index n = 512;
+  Eigen::MatrixXd a = Eigen::MatrixXd::Constant(n, n, 0.5);
+  a.diagonal().array() += n;
+  const Clock::time_point start = Clock::now();
+  engine::cholesky_in_place(a, {}, "");
+  return seconds_since(start) / (static_cast<double>(n) * n * n / 3);
+}
+
+// Seconds the kernel matrix of `x` will take, from the time of the kernel matrix of its first
+// 256 rows (scaled by the number of entries).
+double estimated_gram_seconds(const engine::RowSet& x, const engine::KernelSpec& kernel) {
+  const std::size_t m = x.size(), s = std::min<std::size_t>(m, 256);
+  engine::RowSet sample;
+  const CsrView all = x.rows.view();
+  for (std::size_t i = 0; i < s; ++i) sample.rows.append_row(all, i);
+  sample.rows.ensure_values();
+  sample.finish();
+  const Clock::time_point start = Clock::now();
+  engine::gram_matrix(sample, kernel);
+  const double scale = static_cast<double>(m) / static_cast<double>(s);
+  return seconds_since(start) * scale * scale;
+}
+
+// What a set-up does, for its estimate: the kernel matrix (if any), and its dense work in
+// floating-point operations, on one thread and spread over the job's threads.
+struct SetupWork {
+  const engine::KernelSpec* gram = nullptr;
+  double serial_flops = 0, parallel_flops = 0;
+  const char* steps = "";
+};
+
+// A note with the set-up's estimated length before it starts, when that is more than a few
+// seconds (a set-up worth waiting for: its progress follows every 10 s). Rough work counts
+// decide first whether to measure anything at all.
+void note_setup_estimate(const engine::RowSet& x, const SetupWork& work, Events& events) {
+  const double m = static_cast<double>(x.size());
+  const double gram_ops = work.gram ? m * static_cast<double>(x.rows.indices.size()) : 0;
+  if (gram_ops + work.serial_flops + work.parallel_flops < 5e9) return;
+  const double threads = std::max(1, tbb::this_task_arena::max_concurrency());
+  const double per_flop = dense_seconds_per_flop();
+  const double seconds = (work.gram ? estimated_gram_seconds(x, *work.gram) : 0) +
+                         per_flop * (work.serial_flops + work.parallel_flops / threads);
+  if (seconds < 3) return;
+  events.note(strprintf("set-up: %.0f rows, about %.0f s (%s)", m, seconds, work.steps));
 }
 
 // The record: the training data, once loaded.
@@ -576,12 +655,20 @@ TrainResult kldm_job(const TrainJob& given, Events& events, nlohmann::ordered_js
           : "",
       config.lambda1, config.lambda2, config.c, config.tolerance));
 
+  // The set-up: G (m²/2 kernel values), B's factor (m³/3) and the solves for A (4m³/3).
+  const double cube = m * m * m;
+  note_setup_estimate(t.x,
+                      {&kernel.spec, config.lambda1 > 0 ? cube / 3 : 0,
+                       config.lambda1 > 0 ? 4 * cube / 3 : 0,
+                       "the kernel matrix, its Cholesky factor, the solves"},
+                      events);
+  SetupNotes notes(events);
   Clock::time_point phase = Clock::now();
-  const Eigen::MatrixXd g = engine::gram_matrix(t.x, kernel.spec);
+  const Eigen::MatrixXd g = engine::gram_matrix(t.x, kernel.spec, notes.watch());
   const double gram_seconds = seconds_since(phase);
-  engine::poll(config.stop);
   phase = Clock::now();
-  const engine::LdmDualOperator op = engine::ldm_dual_operator(g, t.y, config.lambda1);
+  const engine::LdmDualOperator op =
+      engine::ldm_dual_operator(g, t.y, config.lambda1, notes.watch());
   const double setup_seconds = seconds_since(phase);
   phase = Clock::now();
   const engine::KldmResult result = engine::solve_kldm(g, t.y, config, op);
@@ -662,12 +749,24 @@ TrainResult tldm_job(const TrainJob& given, Events& events, nlohmann::ordered_js
                         linear ? "" : (" (gamma " + number(kernel.spec.gamma) + ")").c_str(),
                         config.c, config.lambda1, config.lambda2, config.epsilon, config.omega));
 
+  // The set-up: the basis (rbf: the kernel matrix), then dense products on one thread: MᵀM and,
+  // for each plane, the near rows' product, the factor of P (S), the solve for the far rows and
+  // their Hessian.
+  const double rows = static_cast<double>(l), cols = static_cast<double>(q) + 1;
+  const double positives = static_cast<double>((t.y.array() > 0).count());
+  const double far_squares = positives * positives + (rows - positives) * (rows - positives);
+  note_setup_estimate(t.x,
+                      {linear ? nullptr : &kernel.spec,
+                       4 * rows * cols * cols + 2 * cols * cols * cols / 3 +
+                           2 * cols * cols * rows + 2 * far_squares * cols,
+                       0, "the kernel matrix, the planes' products and Cholesky factors"},
+                      events);
+  SetupNotes notes(events);
   Clock::time_point phase = Clock::now();
-  const Eigen::MatrixXd basis = tldm_basis(t, linear, q, kernel);
+  const Eigen::MatrixXd basis = tldm_basis(t, linear, q, kernel, notes.watch());
   const double gram_seconds = seconds_since(phase);
-  engine::poll(config.stop);
   phase = Clock::now();
-  const engine::TldmResult result = engine::solve_tldm(basis, t.y, config);
+  const engine::TldmResult result = engine::solve_tldm(basis, t.y, config, notes.progress());
   const double solve_seconds = seconds_since(phase);
   for (int k = 0; k < 2; ++k)
     if (!result.plane[k].solver.converged)
@@ -780,10 +879,11 @@ TrainResult cmm_job(const TrainJob& given, Events& events, nlohmann::ordered_jso
                 engine::kernel_name(kernel.spec.type).c_str(), kernel.spec.gamma, kernel.spec.bias,
                 variant.c_str(), config.c1, config.c2, config.c3, config.epsilon, config.delta));
 
+  note_setup_estimate(t.x, {&kernel.spec, 0, 0, "the kernel matrix"}, events);
+  SetupNotes notes(events);
   Clock::time_point phase = Clock::now();
-  const Eigen::MatrixXd k = engine::gram_matrix(t.x, kernel.spec);
+  const Eigen::MatrixXd k = engine::gram_matrix(t.x, kernel.spec, notes.watch());
   const double gram_seconds = seconds_since(phase);
-  engine::poll(config.stop);
   phase = Clock::now();
   const engine::CmmResult result = engine::solve_cmm(k, t.y, config);
   const double solve_seconds = seconds_since(phase);

@@ -10,6 +10,7 @@
 
 #include "engine/errors.h"
 #include "engine/random.h"
+#include "engine/setup.h"
 
 namespace polymargin::engine {
 
@@ -156,7 +157,7 @@ double mean_pairwise_distance(const RowSet& x, std::uint64_t seed, std::uint64_t
   return total / static_cast<double>(exact ? pairs_all : per_chunk * chunks);
 }
 
-Eigen::MatrixXd gram_matrix(const RowSet& x, const KernelSpec& kernel) {
+Eigen::MatrixXd gram_matrix(const RowSet& x, const KernelSpec& kernel, const Watch& watch) {
   const std::size_t m = x.size();
   Eigen::MatrixXd g(m, m);
   const CsrView v = x.rows.view();
@@ -170,22 +171,27 @@ Eigen::MatrixXd gram_matrix(const RowSet& x, const KernelSpec& kernel) {
   std::vector<std::pair<std::size_t, std::size_t>> work;
   for (std::size_t ti = 0; ti < tiles; ++ti)
     for (std::size_t tj = 0; tj <= ti; ++tj) work.emplace_back(ti, tj);
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, work.size(), 1),
-                    [&](const tbb::blocked_range<std::size_t>& range) {
-                      std::vector<double>& d = dense.local();
-                      for (std::size_t w = range.begin(); w != range.end(); ++w) {
-                        const auto [ti, tj] = work[w];
-                        const std::size_t i_end = std::min(m, (ti + 1) * kTile);
-                        const std::size_t j_end = std::min(m, (tj + 1) * kTile);
-                        for (std::size_t i = ti * kTile; i < i_end; ++i) {
-                          scatter(v, i, d.data(), false);
-                          const std::size_t j_last = std::min(j_end, i + 1);
-                          for (std::size_t j = tj * kTile; j < j_last; ++j)
-                            g(i, j) = kernel(gather_dot(d.data(), v, j), x.norm2[i], x.norm2[j]);
-                          scatter(v, i, d.data(), true);
-                        }
-                      }
-                    });
+  // In batches of tiles, with the watch between them: each entry is computed alone, so the
+  // batching changes nothing of the result.
+  const double row_nnz =
+      static_cast<double>(x.rows.indices.size()) / static_cast<double>(std::max<std::size_t>(m, 1));
+  const double tile_cost = static_cast<double>(kTile * kTile) * (2 * row_nnz + 16);
+  parallel_batches(work.size(), batch_units(tile_cost), watch, "kernel matrix",
+                   [&](std::size_t begin, std::size_t end) {
+                     std::vector<double>& d = dense.local();
+                     for (std::size_t w = begin; w != end; ++w) {
+                       const auto [ti, tj] = work[w];
+                       const std::size_t i_end = std::min(m, (ti + 1) * kTile);
+                       const std::size_t j_end = std::min(m, (tj + 1) * kTile);
+                       for (std::size_t i = ti * kTile; i < i_end; ++i) {
+                         scatter(v, i, d.data(), false);
+                         const std::size_t j_last = std::min(j_end, i + 1);
+                         for (std::size_t j = tj * kTile; j < j_last; ++j)
+                           g(i, j) = kernel(gather_dot(d.data(), v, j), x.norm2[i], x.norm2[j]);
+                         scatter(v, i, d.data(), true);
+                       }
+                     }
+                   });
   // Mirror: exact symmetry. Column-major, so column j's lower part is read contiguously.
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, m, 64),
                     [&](const tbb::blocked_range<std::size_t>& range) {

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/csr.h"
+#include "engine/stop.h"
 
 namespace polymargin::engine {
 
@@ -70,8 +71,9 @@ double mean_pairwise_distance(const RowSet& x, std::uint64_t seed,
                               std::uint64_t max_pairs = 2'000'000);
 
 /// The m × m Gram matrix G_ij = k(x_i, x_j), in parallel over 128 × 128 tiles of the lower
-/// triangle (oneTBB); bit-identical whatever the thread count.
-Eigen::MatrixXd gram_matrix(const RowSet& x, const KernelSpec& kernel);
+/// triangle (oneTBB); bit-identical whatever the thread count. `watch` is called between batches of
+/// tiles (step "kernel matrix").
+Eigen::MatrixXd gram_matrix(const RowSet& x, const KernelSpec& kernel, const Watch& watch = {});
 
 /// Row j of `rows` dotted with a dense copy of another row, its non-zeros gathered in index order
 /// with two accumulators: the one dot product every kernel value is made of, in training and in

@@ -13,6 +13,7 @@
 #include "engine/errors.h"
 #include "engine/limits.h"
 #include "engine/random.h"
+#include "engine/setup.h"
 
 namespace polymargin::engine {
 
@@ -21,6 +22,18 @@ namespace {
 // Right-hand-side columns per parallel triangular solve: fixed, so the result does not depend
 // on the thread count.
 constexpr Eigen::Index kSolveBlock = 64;
+
+// Columns c0… of Z = B⁻¹Y (at most kSolveBlock of them) from B's factor, in place in `z`, which
+// holds Y's columns there.
+void solve_block(const Eigen::MatrixXd& factor, Eigen::Index c0, Eigen::MatrixXd& z) {
+  const Eigen::Index m = factor.rows();
+  const Eigen::Index n = std::min(kSolveBlock, m - c0);
+  auto lower = factor.bottomRightCorner(m - c0, m - c0).triangularView<Eigen::Lower>();
+  auto rhs = z.block(c0, c0, m - c0, n);
+  lower.solveInPlace(rhs);
+  auto all = z.middleCols(c0, n);
+  factor.triangularView<Eigen::Lower>().transpose().solveInPlace(all);
+}
 
 }  // namespace
 
@@ -43,7 +56,7 @@ double kldm_peak_bytes(std::uint64_t m) {
 }
 
 LdmDualOperator ldm_dual_operator(const Eigen::MatrixXd& g, const Eigen::VectorXd& y,
-                                  double lambda1) {
+                                  double lambda1, const Watch& watch) {
   const Eigen::Index m = g.rows();
   LdmDualOperator op;
   op.a = Eigen::MatrixXd::Zero(m, m);
@@ -53,30 +66,24 @@ LdmDualOperator ldm_dual_operator(const Eigen::MatrixXd& g, const Eigen::VectorX
     // B = I + (4λ1/m)G, factored in place: B = LLᵀ.
     Eigen::MatrixXd b = (4 * lambda1 / md) * g;
     b.diagonal().array() += 1.0;
-    Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> llt(b);
-    if (llt.info() != Eigen::Success)
+    if (!cholesky_in_place(b, watch, "Cholesky factor"))
       throw NumericalError(
           "kernel LDM: the Cholesky factorisation of I + (4·lambda1/m)·G failed; the kernel "
           "matrix is not positive semi-definite (a polynomial kernel with negative coef0?)");
     // Z = B⁻¹Y in blocks of columns. Column j of Y is y_j e_j, so the forward solve L X = Y of a
-    // block starting at column c0 only involves rows c0…m−1 (the rows above stay zero).
-    const Eigen::Index blocks = (m + kSolveBlock - 1) / kSolveBlock;
-    tbb::parallel_for(tbb::blocked_range<Eigen::Index>(0, blocks, 1),
-                      [&](const tbb::blocked_range<Eigen::Index>& range) {
-                        for (Eigen::Index k = range.begin(); k != range.end(); ++k) {
-                          const Eigen::Index c0 = k * kSolveBlock;
-                          const Eigen::Index n = std::min(kSolveBlock, m - c0);
-                          auto lower = b.bottomRightCorner(m - c0, m - c0)
-                                           .triangularView<Eigen::Lower>();
-                          auto rhs = op.a.block(c0, c0, m - c0, n);
-                          lower.solveInPlace(rhs);
-                          auto all = op.a.middleCols(c0, n);
-                          b.triangularView<Eigen::Lower>().transpose().solveInPlace(all);
-                        }
-                      });
+    // block starting at column c0 only involves rows c0…m−1 (the rows above stay zero). The
+    // blocks are independent: run in batches, with the watch between them.
+    const auto blocks = static_cast<std::size_t>((m + kSolveBlock - 1) / kSolveBlock);
+    const double block_cost = 2.0 * md * md * static_cast<double>(kSolveBlock);
+    parallel_batches(blocks, batch_units(block_cost, 5e8), watch, "solves",
+                     [&](std::size_t begin, std::size_t end) {
+                       for (auto k = static_cast<Eigen::Index>(begin);
+                            k != static_cast<Eigen::Index>(end); ++k)
+                         solve_block(b, k * kSolveBlock, op.a);
+                     });
     // Sherman–Morrison: A = Z + z_u (vᵀZ) / (1 − vᵀz_u), z_u = B⁻¹u, u = (4λ1/m²)y, v = Gy.
-    const Eigen::VectorXd u = (4 * lambda1 / (md * md)) * y;
-    const Eigen::VectorXd zu = llt.solve(u);
+    Eigen::VectorXd zu = (4 * lambda1 / (md * md)) * y;
+    cholesky_solve_in_place(b, zu);
     const Eigen::VectorXd v = g * y;
     const double denominator = 1.0 - v.dot(zu);
     if (!(denominator > 0) || !std::isfinite(denominator))
@@ -117,7 +124,7 @@ double ldm_primal_objective(const Eigen::VectorXd& scores, const Eigen::VectorXd
 }
 
 KldmResult solve_kldm(const Eigen::MatrixXd& g, const Eigen::VectorXd& y, const KldmConfig& config) {
-  return solve_kldm(g, y, config, ldm_dual_operator(g, y, config.lambda1));
+  return solve_kldm(g, y, config, ldm_dual_operator(g, y, config.lambda1, {config.stop, {}}));
 }
 
 KldmResult solve_kldm(const Eigen::MatrixXd& g, const Eigen::VectorXd& y, const KldmConfig& config,

@@ -54,9 +54,11 @@ struct LdmDualOperator {
 
 /// Builds A and diag(H) from G, y (±1) and λ1 by Cholesky of B plus the Sherman–Morrison
 /// correction. Allocates two m × m matrices besides G (one is freed before returning).
-/// Deterministic: the triangular solves run over fixed 64-column blocks in parallel.
+/// Deterministic: the triangular solves run over fixed 64-column blocks in parallel. `watch` is
+/// called between the factorisation's blocks ("Cholesky factor") and batches of solves
+/// ("solves"): a stop request ends the set-up within about a second of work.
 LdmDualOperator ldm_dual_operator(const Eigen::MatrixXd& g, const Eigen::VectorXd& y,
-                                  double lambda1);
+                                  double lambda1, const Watch& watch = {});
 
 /// Bytes kernel LDM holds at its peak for m rows (G, the factor, A, plus vectors).
 double kldm_peak_bytes(std::uint64_t m);

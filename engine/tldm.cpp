@@ -7,6 +7,7 @@
 
 #include "engine/errors.h"
 #include "engine/limits.h"
+#include "engine/setup.h"
 
 namespace polymargin::engine {
 
@@ -18,12 +19,10 @@ Eigen::MatrixXd select_rows(const Eigen::MatrixXd& m, const std::vector<Eigen::I
   return out;
 }
 
-// Factors m in place (its lower triangle becomes L): no second (q+1)² matrix.
-using InPlaceLlt = Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>>;
-// A failure names the likely cause: ε too small for the matrix, or λ1 so large that its term
-// swamps ε in floating point.
-void check_factored(const InPlaceLlt& llt, const char* name, const TldmConfig& config) {
-  if (llt.info() != Eigen::Success)
+// A failure of the in-place factorisation (no second (q+1)² matrix) names the likely cause: ε too
+// small for the matrix, or λ1 so large that its term swamps ε in floating point.
+void check_factored(bool factored, const char* name, const TldmConfig& config) {
+  if (!factored)
     throw NumericalError(
         std::string("Twin LDM: the Cholesky factorisation of ") + name +
         " failed (not positive definite): raise --epsilon (ε = " + message_number(config.epsilon) +
@@ -113,8 +112,11 @@ double tldm_peak_bytes(std::uint64_t l, std::uint64_t q) {
 }
 
 TldmResult solve_tldm(const Eigen::MatrixXd& basis, const Eigen::VectorXd& y,
-                      const TldmConfig& config) {
+                      const TldmConfig& config, const SetupProgress& progress) {
   config.validate();
+  // The set-up's dense products are single calls; the watch sits between them, and inside the
+  // factorisations.
+  const Watch watch{config.stop, progress};
   const Eigen::Index l = basis.rows(), q = basis.cols();
   std::vector<Eigen::Index> positives, negatives;
   for (Eigen::Index i = 0; i < l; ++i) (y(i) > 0 ? positives : negatives).push_back(i);
@@ -130,8 +132,10 @@ TldmResult solve_tldm(const Eigen::MatrixXd& basis, const Eigen::VectorXd& y,
   // (λ1/l²)·DM = (λ1/l²)(l·MᵀM − (MᵀY)(MᵀY)ᵀ) and Q = (λ2/l)·MᵀY.
   const double ld = static_cast<double>(l);
   const Eigen::VectorXd mty = m.transpose() * y;
+  watch.at("products", 0);
   Eigen::MatrixXd distribution = m.transpose() * m;
   m.resize(0, 0);
+  watch.at("products", 1.0 / 7);
   distribution = (config.lambda1 / (ld * ld)) * (ld * distribution - mty * mty.transpose());
   const Eigen::VectorXd qv = (config.lambda2 / ld) * mty;
 
@@ -142,12 +146,17 @@ TldmResult solve_tldm(const Eigen::MatrixXd& basis, const Eigen::VectorXd& y,
     const Eigen::MatrixXd& far = k == 0 ? gm : hm;
     Eigen::MatrixXd p = distribution + near.transpose() * near;
     p.diagonal().array() += config.epsilon;
-    const InPlaceLlt llt(p);
-    check_factored(llt, k == 0 ? "P" : "S", config);
-    const Eigen::MatrixXd solved_far = llt.solve(far.transpose());  // P⁻¹Gᵀ or S⁻¹Hᵀ
-    const Eigen::VectorXd solved_q = llt.solve(qv);
+    watch.at("products", (1 + 3.0 * k + 1) / 7);
+    check_factored(cholesky_in_place(p, watch, k == 0 ? "Cholesky factor of P" : "Cholesky factor of S"),
+                   k == 0 ? "P" : "S", config);
+    Eigen::MatrixXd solved_far = far.transpose();  // P⁻¹Gᵀ or S⁻¹Hᵀ
+    cholesky_solve_in_place(p, solved_far);
+    watch.at("products", (1 + 3.0 * k + 2) / 7);
+    Eigen::VectorXd solved_q = qv;
+    cholesky_solve_in_place(p, solved_q);
     Eigen::MatrixXd hessian = far * solved_far;
     symmetrise(hessian);
+    watch.at("products", (1 + 3.0 * k + 3) / 7);
     // (11): f = e + GP⁻¹Q, v1 = P⁻¹Q − P⁻¹Gᵀα;  (12): f = e − HS⁻¹Q, v2 = S⁻¹Q + S⁻¹Hᵀγ.
     const double sign = k == 0 ? 1.0 : -1.0;
     const Eigen::VectorXd f =

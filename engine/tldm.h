@@ -68,9 +68,11 @@ struct TldmResult {
 };
 
 /// basis: l × q (the data rows for the linear TLDM, the kernel matrix K(X, Xᵀ) for the kernel
-/// one); y: ±1. Both classes must be present.
+/// one); y: ±1. Both classes must be present. The set-up (the dense products, the factorisations
+/// of P and S) polls config.stop between its steps and the factorisations' blocks, and reports to
+/// `progress` there.
 TldmResult solve_tldm(const Eigen::MatrixXd& basis, const Eigen::VectorXd& y,
-                      const TldmConfig& config);
+                      const TldmConfig& config, const SetupProgress& progress = {});
 
 /// The primal objective of plane k (eq. 9 for k = 0, eq. 10 for k = 1) at v = [w; b], with the
 /// optimal slacks and the ε/2·‖v‖² of the regularised P, S: ½‖near·v‖² + (λ1/2)μ̂ − λ2μ̄ + cΣξ.

@@ -477,6 +477,14 @@ def test_ctrl_c_stops_the_kernel_learners_at_their_next_sweep(a9a):
         assert fit_interrupted(est, X, labels) < 15, type(est).__name__
 
 
+def test_ctrl_c_stops_kernel_ldm_in_its_set_up(a9a):
+    # On 5,000 rows the set-up (the kernel matrix, the Cholesky factor of a 5,000 × 5,000 matrix,
+    # the solves) takes 10-40 s; it polls the stop between pieces of about a second of work
+    # (issue 46, item 4: Ctrl-C at 4 s raised KeyboardInterrupt 19-30 s later).
+    X, y, _, _ = a9a
+    assert fit_interrupted(pm.KernelLDMClassifier(), X[:5000], y[:5000]) < 5
+
+
 def test_ctrl_c_stops_a_tuning_search_at_once(a9a):
     # 375 cells (15 settings, 5 folds, 5 repeats) would take tens of seconds: Ctrl-C stops the
     # running cells and starts no other.
