@@ -92,6 +92,7 @@ struct CpmRun {
   void size();             // precision, or a refusal: memory
   void allocate();         // the trainer, its config, a resume
   void announce();         // what is trained
+  void note_step_floor();  // whether the step floor raised a side's steps
   void train();            // the passes: run_passes
   void save();             // the model, from U, a side at a time
   TrainResult conclude();  // validation, report, summary
@@ -136,6 +137,7 @@ struct CpmRun {
   std::vector<int> outers;  // of every side, in order, for the summary
   std::vector<std::pair<double, double>> machine_labels;
   std::size_t machines = 0;
+  nlohmann::ordered_json step_floor;  // set when the step floor raised a side's steps
 };
 
 CpmRun::CpmRun(const TrainJob& given, Events& events, nlohmann::ordered_json& report)
@@ -231,6 +233,9 @@ void CpmRun::open() {
             "label " + number(label) + " (" + std::to_string(count) + " rows) is not in --classes");
   }
   if (parallel.leader) validation = open_validation(job.validation, manifest, threads);
+  // The step floor, bounded by the non-zeros its steps read (engine::floor_steps).
+  if (config.min_iterations > 0)
+    config.min_iterations = engine::floor_steps(config.min_iterations, manifest.rows, manifest.nnz);
   if (cost_text == "auto") {
     config.c = engine::cpm_default_c(manifest.rows);
     config.lambda_of_epochs = config.min_iterations > 0;  // the floor's steps keep its λ
@@ -392,6 +397,35 @@ void CpmRun::allocate() {
   }
 }
 
+// The default epochs' steps, raised by the step floor for a small set, are said, since a run of
+// 50,000 steps a side on a few hundred rows makes hundreds of passes.
+void CpmRun::note_step_floor() {
+  if (config.min_iterations == 0) return;
+  bool raised = false;
+  std::uint64_t most = 0;  // the most steps the default epochs give a raised side
+  for (const auto& s : replicas->status()) {
+    const auto epoch_steps = static_cast<std::uint64_t>(std::ceil(config.epochs * double(s.rows)));
+    if (s.iterations <= epoch_steps) continue;
+    raised = true;
+    most = std::max(most, epoch_steps);
+  }
+  if (!raised) return;
+  const bool bounded = config.min_iterations < engine::kCpmDefaultMinSteps;
+  step_floor = {{"default_epochs", config.epochs},
+                {"min_steps", engine::kCpmDefaultMinSteps},
+                {"steps", config.min_iterations},
+                {"bounded_by_nnz", bounded}};
+  events.note(strprintf(
+      "steps raised from %g epochs (%llu a side) to %llu a side %s %llu SGD steps%s (--epochs or "
+      "--iterations sets them)",
+      config.epochs, static_cast<unsigned long long>(most),
+      static_cast<unsigned long long>(config.min_iterations),
+      bounded ? "by the step floor of" : "so that each side makes at least",
+      static_cast<unsigned long long>(engine::kCpmDefaultMinSteps),
+      bounded ? (", bounded at " + number(engine::kFloorMaxNonZeros) + " non-zeros read").c_str()
+              : ""));
+}
+
 void CpmRun::announce() {
   const io::Manifest& manifest = opened.dataset->shards().manifest();
   const bool multi = trainer().multiclass();
@@ -414,6 +448,7 @@ void CpmRun::announce() {
       config.precision == engine::CpmPrecision::kDouble ? "double" : "float",
       gib(need - scale_bytes - kRunOverheadBytes).c_str(), scale_bytes ? " + max |x| table " : "",
       scale_bytes ? gib(scale_bytes).c_str() : "", available ? gib(available).c_str() : "unknown"));
+  note_step_floor();
   parallel.announce(replicas->sync_bytes(), "pass", events);
   if (report.contains("resumed_from"))
     events.note(strprintf("resuming from %s: pass %llu, %llu of its %llu windows done, %llu rows",
@@ -616,6 +651,7 @@ TrainResult CpmRun::conclude() {
       {"model_path", output}};
   summary.update(reading_json(trained));
   if (validated) summary["validation"] = validated->metrics;
+  if (!step_floor.is_null()) summary["step_floor"] = report["step_floor"] = step_floor;
   report["reading"] = reading_json(trained);
   if (!tune.is_null()) summary["tune"] = report["tune"] = tune;
   report["passes"] = passes;

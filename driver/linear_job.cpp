@@ -138,6 +138,8 @@ struct LinearRun {
   ValidationData validation;  // opened before training
   engine::LabelMap labels;
   double rows = 0;
+  // Set when the step floor raised the default epochs: what it did, for the note and the summary.
+  nlohmann::ordered_json step_floor;
   std::optional<WarmStart> warm;
   std::uint32_t max_index = 0;
   std::optional<engine::LdmReplicas> replicas;  // one in all: exactly a single LdmTrainer
@@ -232,7 +234,16 @@ void LinearRun::open() {
   labels = binary_labels(manifest, data);
   if (parallel.leader) validation = open_validation(job.validation, manifest, threads);
   rows = static_cast<double>(manifest.rows);
-  if (!params.epochs) config.epochs = engine::ldm_default_epochs(manifest.rows);
+  if (!params.epochs) {
+    config.epochs = engine::ldm_default_epochs(manifest.rows, manifest.nnz);
+    if (config.epochs > engine::kLdmDefaultEpochs)
+      step_floor = {{"default_epochs", engine::kLdmDefaultEpochs},
+                    {"epochs", config.epochs},
+                    {"min_steps", engine::kLdmDefaultMinSteps},
+                    {"bounded_by_nnz", engine::floor_steps(engine::kLdmDefaultMinSteps,
+                                                           manifest.rows, manifest.nnz) <
+                                           engine::kLdmDefaultMinSteps}};
+  }
   if (algo == "svm") {
     config.lambda1 = config.lambda2 = 0;
   } else {
@@ -391,6 +402,15 @@ void LinearRun::announce() {
                 "normalize %s",
                 *used.lambda1, *used.lambda2, used.c, used.epochs, used.avg_start_epochs, used.bias,
                 scale.c_str(), normalize.c_str()));
+  if (!step_floor.is_null())
+    events.note(strprintf(
+        "epochs raised from %d to %d %s %llu SGD steps%s (--epochs sets them)",
+        engine::kLdmDefaultEpochs, used.epochs,
+        step_floor["bounded_by_nnz"].get<bool>() ? "by the step floor of" : "so that the run makes at least",
+        static_cast<unsigned long long>(engine::kLdmDefaultMinSteps),
+        step_floor["bounded_by_nnz"].get<bool>()
+            ? (", bounded at " + number(engine::kFloorMaxNonZeros) + " non-zeros read").c_str()
+            : ""));
   if (!slot_of.empty())
     events.note(strprintf("feature order: weights laid out most frequent first (sampled in %.2f s)",
                           feature_order_seconds));
@@ -636,6 +656,7 @@ TrainResult LinearRun::conclude() {
   // A resumed run's times and speed are its own part's: where that part began.
   if (!job.resume.empty())
     summary["resumed_from"] = {{"epoch", position.epoch}, {"rows", position.rows}};
+  if (!step_floor.is_null()) summary["step_floor"] = report["step_floor"] = step_floor;
   report["reading"] = reading_json(trained);
   if (!tune.is_null()) summary["tune"] = report["tune"] = tune;
 
