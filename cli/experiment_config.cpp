@@ -170,16 +170,22 @@ void check_sections(ExperimentConfig& config, const std::string& path, int line_
                        "--test-rows, not test =");
   }
   for (MethodSpec& m : config.methods) {
+    // A message about one key names that key's line; one about the section as a whole its header.
+    const auto line_of = [&](const std::string& key) {
+      const auto it = m.key_lines.find(key);
+      return it == m.key_lines.end() ? m.line : it->second;
+    };
     if (m.external.empty() && m.algo.empty())
       fail(m.line, "method " + m.name +
                        " needs algo = NAME (a `train --algo` learner) or "
                        "external = liblinear");
     if (!m.external.empty() && !m.algo.empty())
-      fail(m.line, "method " + m.name + ": algo and external exclude each other");
+      fail(std::max(line_of("algo"), line_of("external")),
+           "method " + m.name + ": algo and external exclude each other");
     std::set<std::string> grid_keys;
     for (const GridKey& g : m.grid) grid_keys.insert(g.key);
     if (!m.coordinate && !m.groups.empty())
-      fail(m.line, "method " + m.name + ": order is for search = coordinate");
+      fail(line_of("order"), "method " + m.name + ": order is for search = coordinate");
     if (m.coordinate) {
       if (m.groups.empty())  // default: one key at a time, in the order written
         for (const GridKey& g : m.grid) m.groups.push_back({g.key});
@@ -187,14 +193,14 @@ void check_sections(ExperimentConfig& config, const std::string& path, int line_
       for (const auto& group : m.groups)
         for (const std::string& k : group) {
           if (!grid_keys.count(k))
-            fail(m.line, "method " + m.name + ": order names '" + k +
+            fail(line_of("order"), "method " + m.name + ": order names '" + k +
                              "', which is not a key with a list of values");
           if (!covered.insert(k).second)
-            fail(m.line, "method " + m.name + ": order names '" + k + "' twice");
+            fail(line_of("order"), "method " + m.name + ": order names '" + k + "' twice");
         }
       for (const std::string& k : grid_keys)
         if (!covered.count(k))
-          fail(m.line, "method " + m.name + ": order leaves out the grid key '" + k + "'");
+          fail(line_of("order"), "method " + m.name + ": order leaves out the grid key '" + k + "'");
     }
   }
   const auto has_method = [&](const std::string& name) {

@@ -177,9 +177,20 @@ TEST(ExperimentConfig, ErrorsNameFileAndLine) {
             std::string::npos);
   EXPECT_NE(message("repeats = x\n").find("bad.conf:1: repeats"), std::string::npos);
   EXPECT_NE(message("colour = red\n").find("unknown experiment key"), std::string::npos);
+  // A misused key of a [method] section is named at its own line (8, 6), not at the header's (3).
   EXPECT_NE(message("[dataset a]\ndata = x\n[method m]\nalgo = ldm\ncost = 1, 2\nc = 3, 4\n"
                     "search = coordinate\norder = cost\n")
-                .find("leaves out the grid key 'c'"),
+                .find("bad.conf:8: method m: order leaves out the grid key 'c'"),
+            std::string::npos);
+  EXPECT_NE(message("[dataset a]\ndata = x\n[method m]\nalgo = ldm\ncost = 1, 2\norder = cost\n")
+                .find("bad.conf:6: method m: order is for search = coordinate"),
+            std::string::npos);
+  EXPECT_NE(message("[dataset a]\ndata = x\n[method m]\nalgo = ldm\ncost = 1, 2\n"
+                    "search = coordinate\norder = cost, gamma\n")
+                .find("bad.conf:7: method m: order names 'gamma'"),
+            std::string::npos);
+  EXPECT_NE(message("[dataset a]\ndata = x\n[method m]\nalgo = ldm\n\nexternal = liblinear\n")
+                .find("bad.conf:6: method m: algo and external exclude each other"),
             std::string::npos);
   EXPECT_NE(message("[dataset a]\ndata = x\n[method m]\nalgo = ldm\ncost = 1, 1\n").find("twice"),
             std::string::npos);
