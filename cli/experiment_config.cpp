@@ -194,13 +194,14 @@ void check_sections(ExperimentConfig& config, const std::string& path, int line_
         for (const std::string& k : group) {
           if (!grid_keys.count(k))
             fail(line_of("order"), "method " + m.name + ": order names '" + k +
-                             "', which is not a key with a list of values");
+                                       "', which is not a key with a list of values");
           if (!covered.insert(k).second)
             fail(line_of("order"), "method " + m.name + ": order names '" + k + "' twice");
         }
       for (const std::string& k : grid_keys)
         if (!covered.count(k))
-          fail(line_of("order"), "method " + m.name + ": order leaves out the grid key '" + k + "'");
+          fail(line_of("order"),
+               "method " + m.name + ": order leaves out the grid key '" + k + "'");
     }
   }
   const auto has_method = [&](const std::string& name) {

@@ -463,8 +463,7 @@ class SetupNotes {
   explicit SetupNotes(Events& events) : events_(events), start_(Clock::now()) {}
 
   engine::Watch watch() {
-    return {stop_request(events_),
-            [this](const char* step, double done) { report(step, done); }};
+    return {stop_request(events_), [this](const char* step, double done) { report(step, done); }};
   }
   engine::SetupProgress progress() {
     return [this](const char* step, double done) { report(step, done); };
@@ -657,11 +656,11 @@ TrainResult kldm_job(const TrainJob& given, Events& events, nlohmann::ordered_js
 
   // The set-up: G (m²/2 kernel values), B's factor (m³/3) and the solves for A (4m³/3).
   const double cube = m * m * m;
-  note_setup_estimate(t.x,
-                      {&kernel.spec, config.lambda1 > 0 ? cube / 3 : 0,
-                       config.lambda1 > 0 ? 4 * cube / 3 : 0,
-                       "the kernel matrix, its Cholesky factor, the solves"},
-                      events);
+  note_setup_estimate(
+      t.x,
+      {&kernel.spec, config.lambda1 > 0 ? cube / 3 : 0, config.lambda1 > 0 ? 4 * cube / 3 : 0,
+       "the kernel matrix, its Cholesky factor, the solves"},
+      events);
   SetupNotes notes(events);
   Clock::time_point phase = Clock::now();
   const Eigen::MatrixXd g = engine::gram_matrix(t.x, kernel.spec, notes.watch());
@@ -759,7 +758,9 @@ TrainResult tldm_job(const TrainJob& given, Events& events, nlohmann::ordered_js
                       {linear ? nullptr : &kernel.spec,
                        4 * rows * cols * cols + 2 * cols * cols * cols / 3 +
                            2 * cols * cols * rows + 2 * far_squares * cols,
-                       0, "the kernel matrix, the planes' products and Cholesky factors"},
+                       0,
+                       linear ? "the planes' products and Cholesky factors"
+                              : "the kernel matrix, the planes' products and Cholesky factors"},
                       events);
   SetupNotes notes(events);
   Clock::time_point phase = Clock::now();

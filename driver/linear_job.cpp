@@ -237,12 +237,12 @@ void LinearRun::open() {
   if (!params.epochs) {
     config.epochs = engine::ldm_default_epochs(manifest.rows, manifest.nnz);
     if (config.epochs > engine::kLdmDefaultEpochs)
-      step_floor = {{"default_epochs", engine::kLdmDefaultEpochs},
-                    {"epochs", config.epochs},
-                    {"min_steps", engine::kLdmDefaultMinSteps},
-                    {"bounded_by_nnz", engine::floor_steps(engine::kLdmDefaultMinSteps,
-                                                           manifest.rows, manifest.nnz) <
-                                           engine::kLdmDefaultMinSteps}};
+      step_floor = {
+          {"default_epochs", engine::kLdmDefaultEpochs},
+          {"epochs", config.epochs},
+          {"min_steps", engine::kLdmDefaultMinSteps},
+          {"bounded_by_nnz", engine::floor_steps(engine::kLdmDefaultMinSteps, manifest.rows,
+                                                 manifest.nnz) < engine::kLdmDefaultMinSteps}};
   }
   if (algo == "svm") {
     config.lambda1 = config.lambda2 = 0;
@@ -406,7 +406,8 @@ void LinearRun::announce() {
     events.note(strprintf(
         "epochs raised from %d to %d %s %llu SGD steps%s (--epochs sets them)",
         engine::kLdmDefaultEpochs, used.epochs,
-        step_floor["bounded_by_nnz"].get<bool>() ? "by the step floor of" : "so that the run makes at least",
+        step_floor["bounded_by_nnz"].get<bool>() ? "by the step floor of"
+                                                 : "so that the run makes at least",
         static_cast<unsigned long long>(engine::kLdmDefaultMinSteps),
         step_floor["bounded_by_nnz"].get<bool>()
             ? (", bounded at " + number(engine::kFloorMaxNonZeros) + " non-zeros read").c_str()

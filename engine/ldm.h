@@ -93,7 +93,8 @@ inline constexpr double kFloorMaxNonZeros = 1e9;
 /// or as many rows as kFloorMaxNonZeros non-zeros make (at least 1) when that is fewer.
 inline std::uint64_t floor_steps(std::uint64_t min_steps, std::uint64_t rows, std::uint64_t nnz) {
   if (rows == 0 || nnz == 0) return min_steps;
-  const double affordable = kFloorMaxNonZeros * static_cast<double>(rows) / static_cast<double>(nnz);
+  const double affordable =
+      kFloorMaxNonZeros * static_cast<double>(rows) / static_cast<double>(nnz);
   if (affordable >= static_cast<double>(min_steps)) return min_steps;
   return std::max<std::uint64_t>(1, static_cast<std::uint64_t>(affordable));
 }
@@ -101,8 +102,7 @@ inline std::uint64_t floor_steps(std::uint64_t min_steps, std::uint64_t rows, st
 inline int ldm_default_epochs(std::uint64_t rows, std::uint64_t nnz = 0) {
   const std::uint64_t m = rows > 0 ? rows : 1;
   const std::uint64_t steps = floor_steps(kLdmDefaultMinSteps, rows, nnz);
-  return static_cast<int>(
-      std::max<std::uint64_t>(kLdmDefaultEpochs, (steps + m - 1) / m));
+  return static_cast<int>(std::max<std::uint64_t>(kLdmDefaultEpochs, (steps + m - 1) / m));
 }
 
 /// How step k of a window picks its second row j (x_j enters only through its score s_j, §1.2).

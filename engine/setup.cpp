@@ -21,7 +21,8 @@ void parallel_batches(std::size_t n, std::size_t batch, const Watch& watch, cons
 }
 
 std::size_t batch_units(double unit_cost, double target) {
-  const auto threads = static_cast<std::size_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
+  const auto threads =
+      static_cast<std::size_t>(std::max(1, tbb::this_task_arena::max_concurrency()));
   const double per_thread = unit_cost > 0 ? std::floor(target / unit_cost) : 16.0;
   return threads * static_cast<std::size_t>(std::clamp(per_thread, 1.0, 16.0));
 }

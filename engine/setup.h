@@ -1,8 +1,8 @@
-// The pieces of the kernel learners' O(m³) set-ups that a caller can stop and follow (engine/stop.h):
-// a parallel loop run in batches, and the Cholesky factorisation and solve, each checking its
-// Watch between pieces of work. The results are bit-identical to the single calls they replace
-// (a parallel_for over the whole range, Eigen::LLT): the batches only cut the work where its
-// parts are independent, and the factorisation is Eigen's own blocked algorithm, step by step.
+// The pieces of the kernel learners' O(m³) set-ups that a caller can stop and follow
+// (engine/stop.h): a parallel loop run in batches, and the Cholesky factorisation and solve, each
+// checking its Watch between pieces of work. The results are bit-identical to the single calls they
+// replace (a parallel_for over the whole range, Eigen::LLT): the batches only cut the work where
+// its parts are independent, and the factorisation is Eigen's own blocked algorithm, step by step.
 #pragma once
 
 #include <Eigen/Dense>

@@ -147,8 +147,9 @@ TldmResult solve_tldm(const Eigen::MatrixXd& basis, const Eigen::VectorXd& y,
     Eigen::MatrixXd p = distribution + near.transpose() * near;
     p.diagonal().array() += config.epsilon;
     watch.at("products", (1 + 3.0 * k + 1) / 7);
-    check_factored(cholesky_in_place(p, watch, k == 0 ? "Cholesky factor of P" : "Cholesky factor of S"),
-                   k == 0 ? "P" : "S", config);
+    check_factored(
+        cholesky_in_place(p, watch, k == 0 ? "Cholesky factor of P" : "Cholesky factor of S"),
+        k == 0 ? "P" : "S", config);
     Eigen::MatrixXd solved_far = far.transpose();  // P⁻¹Gᵀ or S⁻¹Hᵀ
     cholesky_solve_in_place(p, solved_far);
     watch.at("products", (1 + 3.0 * k + 2) / 7);

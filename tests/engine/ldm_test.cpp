@@ -727,15 +727,15 @@ namespace {
 // read; a set of ordinary rows keeps the whole floor, as before.
 TEST(StepFloor, BoundedByTheNonZerosItsStepsRead) {
   EXPECT_EQ(ldm_default_epochs(90), 556);
-  EXPECT_EQ(ldm_default_epochs(90, 90 * 60), 556);          // sonar-like: 60 non-zeros a row
-  EXPECT_EQ(ldm_default_epochs(2000, 2000 * 500), 25);      // 500 a row
-  EXPECT_EQ(ldm_default_epochs(100, 100 * 20000), 500);     // 20,000 a row: the bound's edge
-  EXPECT_EQ(ldm_default_epochs(20000, 20000 * 14), 5);      // past 10,000 rows: no floor
+  EXPECT_EQ(ldm_default_epochs(90, 90 * 60), 556);       // sonar-like: 60 non-zeros a row
+  EXPECT_EQ(ldm_default_epochs(2000, 2000 * 500), 25);   // 500 a row
+  EXPECT_EQ(ldm_default_epochs(100, 100 * 20000), 500);  // 20,000 a row: the bound's edge
+  EXPECT_EQ(ldm_default_epochs(20000, 20000 * 14), 5);   // past 10,000 rows: no floor
   // 4 rows, one of 5.8 M non-zeros: 12,500 epochs (72 G non-zero operations) before, 173 now.
   EXPECT_EQ(ldm_default_epochs(4), 12500);
   EXPECT_EQ(ldm_default_epochs(4, 5'800'003), 173);
   EXPECT_LE(173.0 * 5'800'003, 1.01 * kFloorMaxNonZeros);
-  EXPECT_EQ(ldm_default_epochs(1, 4'000'000'000), 5);       // never below the default 5
+  EXPECT_EQ(ldm_default_epochs(1, 4'000'000'000), 5);  // never below the default 5
   EXPECT_EQ(floor_steps(50000, 100, 100 * 100), 50000u);
   EXPECT_EQ(floor_steps(50000, 4, 5'800'003), 689u);
   EXPECT_EQ(floor_steps(50000, 1, 1ull << 40), 1u);
