@@ -482,16 +482,28 @@ class SetupNotes {
   double last_ = -10;  // seconds since start_ of the last note
 };
 
-// Seconds one floating-point operation of the set-up's dense work takes here (one thread),
-// measured on the factorisation of a 512 × 512 matrix (45 M operations, about 10 ms): the same
-// blocked code, at a size where its unblocked part weighs more, so a rate rather low than high.
-double dense_seconds_per_flop() {
-  constexpr Eigen::Index n = 512;
+// Seconds one floating-point operation of the set-up's dense work takes here (one thread):
+// measured on a Cholesky factorisation of 512 × 512 (45 M operations, the same blocked code, whose
+// rate the triangular solves share) and on a product of two 256 × 256 matrices (34 M operations:
+// Eigen's products run several times faster), each in about 10 ms.
+struct DenseRates {
+  double factor = 0, product = 0;  // seconds an operation
+};
+
+DenseRates measure_dense_rates() {
+  constexpr Eigen::Index n = 512, p = 256;
   Eigen::MatrixXd a = Eigen::MatrixXd::Constant(n, n, 0.5);
   a.diagonal().array() += n;
-  const Clock::time_point start = Clock::now();
+  DenseRates rates;
+  Clock::time_point start = Clock::now();
   engine::cholesky_in_place(a, {}, "");
-  return seconds_since(start) / (static_cast<double>(n) * n * n / 3);
+  rates.factor = seconds_since(start) / (static_cast<double>(n) * n * n / 3);
+  const Eigen::MatrixXd b = a.topLeftCorner(p, p);
+  Eigen::MatrixXd c(p, p);
+  start = Clock::now();
+  c.noalias() = b * b;
+  rates.product = seconds_since(start) / (2.0 * p * p * p);
+  return rates;
 }
 
 // Seconds the kernel matrix of `x` will take, from the time of the kernel matrix of its first
@@ -510,10 +522,11 @@ double estimated_gram_seconds(const engine::RowSet& x, const engine::KernelSpec&
 }
 
 // What a set-up does, for its estimate: the kernel matrix (if any), and its dense work in
-// floating-point operations, on one thread and spread over the job's threads.
+// floating-point operations: factorisations and triangular solves on one thread and spread over
+// the job's threads, and products (one thread).
 struct SetupWork {
   const engine::KernelSpec* gram = nullptr;
-  double serial_flops = 0, parallel_flops = 0;
+  double factor_flops = 0, parallel_factor_flops = 0, product_flops = 0;
   const char* steps = "";
 };
 
@@ -523,11 +536,12 @@ struct SetupWork {
 void note_setup_estimate(const engine::RowSet& x, const SetupWork& work, Events& events) {
   const double m = static_cast<double>(x.size());
   const double gram_ops = work.gram ? m * static_cast<double>(x.rows.indices.size()) : 0;
-  if (gram_ops + work.serial_flops + work.parallel_flops < 5e9) return;
+  if (gram_ops + work.factor_flops + work.parallel_factor_flops + work.product_flops < 5e9) return;
   const double threads = std::max(1, tbb::this_task_arena::max_concurrency());
-  const double per_flop = dense_seconds_per_flop();
+  const DenseRates rates = measure_dense_rates();
   const double seconds = (work.gram ? estimated_gram_seconds(x, *work.gram) : 0) +
-                         per_flop * (work.serial_flops + work.parallel_flops / threads);
+                         rates.factor * (work.factor_flops + work.parallel_factor_flops / threads) +
+                         rates.product * work.product_flops;
   if (seconds < 3) return;
   events.note(strprintf("set-up: %.0f rows, about %.0f s (%s)", m, seconds, work.steps));
 }
@@ -658,7 +672,7 @@ TrainResult kldm_job(const TrainJob& given, Events& events, nlohmann::ordered_js
   const double cube = m * m * m;
   note_setup_estimate(
       t.x,
-      {&kernel.spec, config.lambda1 > 0 ? cube / 3 : 0, config.lambda1 > 0 ? 4 * cube / 3 : 0,
+      {&kernel.spec, config.lambda1 > 0 ? cube / 3 : 0, config.lambda1 > 0 ? 4 * cube / 3 : 0, 0,
        "the kernel matrix, its Cholesky factor, the solves"},
       events);
   SetupNotes notes(events);
@@ -748,20 +762,18 @@ TrainResult tldm_job(const TrainJob& given, Events& events, nlohmann::ordered_js
                         linear ? "" : (" (gamma " + number(kernel.spec.gamma) + ")").c_str(),
                         config.c, config.lambda1, config.lambda2, config.epsilon, config.omega));
 
-  // The set-up: the basis (rbf: the kernel matrix), then dense products on one thread: MᵀM and,
-  // for each plane, the near rows' product, the factor of P (S), the solve for the far rows and
-  // their Hessian.
+  // The set-up: the basis (rbf: the kernel matrix), then on one thread MᵀM and, for each plane,
+  // the near rows' product, the factor of P (S), the solve for the far rows and their Hessian.
   const double rows = static_cast<double>(l), cols = static_cast<double>(q) + 1;
   const double positives = static_cast<double>((t.y.array() > 0).count());
   const double far_squares = positives * positives + (rows - positives) * (rows - positives);
-  note_setup_estimate(t.x,
-                      {linear ? nullptr : &kernel.spec,
-                       4 * rows * cols * cols + 2 * cols * cols * cols / 3 +
-                           2 * cols * cols * rows + 2 * far_squares * cols,
-                       0,
-                       linear ? "the planes' products and Cholesky factors"
-                              : "the kernel matrix, the planes' products and Cholesky factors"},
-                      events);
+  note_setup_estimate(
+      t.x,
+      {linear ? nullptr : &kernel.spec, 2 * cols * cols * cols / 3 + 2 * cols * cols * rows, 0,
+       4 * rows * cols * cols + 2 * far_squares * cols,
+       linear ? "the planes' products and Cholesky factors"
+              : "the kernel matrix, the planes' products and Cholesky factors"},
+      events);
   SetupNotes notes(events);
   Clock::time_point phase = Clock::now();
   const Eigen::MatrixXd basis = tldm_basis(t, linear, q, kernel, notes.watch());
@@ -880,7 +892,7 @@ TrainResult cmm_job(const TrainJob& given, Events& events, nlohmann::ordered_jso
                 engine::kernel_name(kernel.spec.type).c_str(), kernel.spec.gamma, kernel.spec.bias,
                 variant.c_str(), config.c1, config.c2, config.c3, config.epsilon, config.delta));
 
-  note_setup_estimate(t.x, {&kernel.spec, 0, 0, "the kernel matrix"}, events);
+  note_setup_estimate(t.x, {&kernel.spec, 0, 0, 0, "the kernel matrix"}, events);
   SetupNotes notes(events);
   Clock::time_point phase = Clock::now();
   const Eigen::MatrixXd k = engine::gram_matrix(t.x, kernel.spec, notes.watch());
