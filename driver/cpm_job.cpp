@@ -105,6 +105,7 @@ struct CpmRun {
   nlohmann::ordered_json& report;
   // The job's options.
   std::vector<std::string> inputs;
+  std::shared_ptr<const io::ShardSet> shards;  // or the rows in memory
   std::string output;
   JobOptions job;
   int threads = 0;
@@ -145,6 +146,7 @@ CpmRun::CpmRun(const TrainJob& given, Events& events, nlohmann::ordered_json& re
       events(events),
       report(report),
       inputs(given.inputs),
+      shards(given.shards),
       output(given.output),
       job(given.job),
       threads(given.threads),
@@ -159,7 +161,7 @@ CpmRun::CpmRun(const TrainJob& given, Events& events, nlohmann::ordered_json& re
       other_inputs(given.other_inputs) {}
 
 void CpmRun::check() {
-  if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
+  check_has_data(inputs, shards);
   if (!params.warm_start.empty()) refuse_cpm_warm_start();
   check_scaling(scale, normalize);
   if (precision != "auto" && precision != "double" && precision != "float")
@@ -213,7 +215,7 @@ void CpmRun::check() {
 }
 
 void CpmRun::open() {
-  opened = open_job_data("cpm", inputs, output, job, threads, report);
+  opened = open_job_data("cpm", inputs, shards, output, job, threads, report);
   threads = opened.threads;
   data = opened.data;
   const io::Manifest& manifest = opened.dataset->shards().manifest();

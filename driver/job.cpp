@@ -478,14 +478,17 @@ std::string data_name(const std::vector<std::string>& inputs) {
   return name;
 }
 
-io::Dataset open_training_data(const std::vector<std::string>& inputs, io::ConvertOptions convert,
-                               const std::string& base, int threads, const std::string& data) {
+io::Dataset open_training_data(const std::vector<std::string>& inputs,
+                               const std::shared_ptr<const io::ShardSet>& shards,
+                               io::ConvertOptions convert, const std::string& base, int threads,
+                               const std::string& data) {
   try {
     convert.text.index_base = io::parse_index_base(base);
   } catch (const UsageError&) {
     throw UsageError("train: --index-base must be auto, 0 or 1 (got '" + base + "')");
   }
-  io::Dataset dataset = io::Dataset::open(inputs, convert, threads);
+  io::Dataset dataset =
+      shards ? io::Dataset::held(shards) : io::Dataset::open(inputs, convert, threads);
   const int converted = dataset.shards().manifest().index_base;
   if (convert.text.index_base != io::IndexBase::kAuto &&
       io::index_base_value(convert.text.index_base) != converted)
@@ -695,7 +698,13 @@ void start_record(nlohmann::ordered_json& report, const std::string& algorithm,
   report["model_path"] = output;
 }
 
+void check_has_data(const std::vector<std::string>& inputs,
+                    const std::shared_ptr<const io::ShardSet>& shards) {
+  if (inputs.empty() && !shards) throw UsageError("train: no training data given (-d TRAIN)");
+}
+
 OpenedData open_job_data(const std::string& algorithm, const std::vector<std::string>& inputs,
+                         const std::shared_ptr<const io::ShardSet>& shards,
                          const std::string& output, const JobOptions& job, int threads,
                          nlohmann::ordered_json& report) {
   OpenedData opened;
@@ -711,7 +720,8 @@ OpenedData open_job_data(const std::string& algorithm, const std::vector<std::st
   convert.text.threads = threads;
   // No task_arena around the reader: it runs its own of `threads`, and a learner's parallel work
   // (the CPM's sides) runs in it; a second, nested arena got no worker thread on two cores.
-  opened.dataset.emplace(open_training_data(inputs, convert, job.index_base, threads, data));
+  opened.dataset.emplace(
+      open_training_data(inputs, shards, convert, job.index_base, threads, data));
   opened.open_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - opened.start).count();
   const io::Manifest& m = opened.dataset->shards().manifest();

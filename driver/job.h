@@ -210,9 +210,12 @@ std::vector<std::string> data_record(const std::vector<std::string>& inputs,
 std::string number(double x);
 
 /// The training data, their text read with index base `base` (auto, 0, 1: UsageError for another
-/// value, and for an explicit base that a shard directory's disagrees with; `data` names them).
-io::Dataset open_training_data(const std::vector<std::string>& inputs, io::ConvertOptions convert,
-                               const std::string& base, int threads, const std::string& data);
+/// value, and for an explicit base that a shard directory's disagrees with; `data` names them);
+/// or `shards` (TrainJob::shards) when set, whose base `base` must not contradict either.
+io::Dataset open_training_data(const std::vector<std::string>& inputs,
+                               const std::shared_ptr<const io::ShardSet>& shards,
+                               io::ConvertOptions convert, const std::string& base, int threads,
+                               const std::string& data);
 
 /// λ from `paper` (the paper's units) or `rel` (λ/(mC)), for m = `rows` and C = `c`; neither:
 /// nullopt (the engine's default ratio). UsageError naming --NAME or --NAME-rel when both are
@@ -393,10 +396,15 @@ void start_record(nlohmann::ordered_json& record, const std::string& algorithm,
                   const std::vector<std::string>& inputs, const JobOptions& job,
                   const std::string& output);
 /// Resolves `threads`, starts `record` (command, algorithm, data, model path), opens the data
-/// (text is converted on the fly), records its identity and refuses an empty set.
+/// (text is converted on the fly; `shards`, when set, is the data instead of `inputs`), records
+/// its identity and refuses an empty set.
 OpenedData open_job_data(const std::string& algorithm, const std::vector<std::string>& inputs,
+                         const std::shared_ptr<const io::ShardSet>& shards,
                          const std::string& output, const JobOptions& job, int threads,
                          nlohmann::ordered_json& record);
+/// UsageError unless a job has training data: `inputs` or `shards`.
+void check_has_data(const std::vector<std::string>& inputs,
+                    const std::shared_ptr<const io::ShardSet>& shards);
 
 /// The reader's options of every streamed run: its seed, the threads, read-ahead and window, the
 /// scaling and normalisation, and this rank's part of each window.

@@ -55,6 +55,7 @@ struct TrainingSet {
 // the learner's defaults.
 struct CommonOptions {
   std::vector<std::string> inputs, validation;
+  std::shared_ptr<const io::ShardSet> shards;  // or the rows in memory
   std::string output, scale, normalize, kernel, max_memory_text, data_name, index_base;
   double rbf_width = 1, gamma = 0, coef0 = 0, bias = 0;
   int degree = 3, threads = 0;
@@ -70,6 +71,7 @@ CommonOptions common_options(const TrainJob& job, const KernelOptions& k, double
                              double default_bias) {
   CommonOptions o{.inputs = job.inputs,
                   .validation = job.job.validation,
+                  .shards = job.shards,
                   .output = job.output,
                   .scale = k.scale,
                   .normalize = k.normalize,
@@ -170,7 +172,7 @@ void warn_unused(bool given, const char* name, const char* why, Events& events) 
 // The common options checked before the data are read; a kernel option given that the chosen
 // kernel does not use is named in a warning.
 void check_common(const CommonOptions& o, Events& events) {
-  if (o.inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
+  check_has_data(o.inputs, o.shards);
   check_scaling(o.scale, o.normalize);
   if (!(o.rbf_width > 0) || !std::isfinite(o.rbf_width))
     throw UsageError("train: --rbf-width must be > 0 (got " + number(o.rbf_width) + ")");
@@ -211,7 +213,8 @@ TrainingSet load_training_set(const CommonOptions& o, bool allow_unlabelled,
   io::ConvertOptions convert;
   convert.text.threads = threads;
   const std::string data = o.data_name.empty() ? data_name(o.inputs) : o.data_name;
-  const io::Dataset dataset = open_training_data(o.inputs, convert, o.index_base, threads, data);
+  const io::Dataset dataset =
+      open_training_data(o.inputs, o.shards, convert, o.index_base, threads, data);
   const io::Manifest& manifest = dataset.shards().manifest();
   if (manifest.rows == 0) throw DataError(data, 0, 0, "no training rows");
   std::optional<io::Dataset> extra;

@@ -116,6 +116,7 @@ struct LinearRun {
   // The job's options.
   std::string algo;
   std::vector<std::string> inputs;
+  std::shared_ptr<const io::ShardSet> shards;  // or the rows in memory
   std::string output;
   JobOptions job;
   int threads = 0;
@@ -169,6 +170,7 @@ LinearRun::LinearRun(const TrainJob& given, Events& events, nlohmann::ordered_js
       report(report),
       algo(given.algo),
       inputs(given.inputs),
+      shards(given.shards),
       output(given.output),
       job(given.job),
       threads(given.threads),
@@ -185,7 +187,7 @@ LinearRun::LinearRun(const TrainJob& given, Events& events, nlohmann::ordered_js
       other_inputs(given.other_inputs) {}
 
 void LinearRun::check() {
-  if (inputs.empty()) throw UsageError("train: no training data given (-d TRAIN)");
+  check_has_data(inputs, shards);
   check_scaling(scale, normalize);
   if (window_blocks == 0) throw UsageError("train: --window-blocks must be at least 1");
   if (feature_order != "frequency" && feature_order != "given")
@@ -226,7 +228,7 @@ void LinearRun::check() {
 }
 
 void LinearRun::open() {
-  opened = open_job_data(algo, inputs, output, job, threads, report);
+  opened = open_job_data(algo, inputs, shards, output, job, threads, report);
   threads = opened.threads;
   data = opened.data;
   const io::ShardSet& shards = opened.dataset->shards();

@@ -10,7 +10,15 @@ namespace polymargin::driver {
 
 namespace {
 
-TrainResult train_learner(const TrainJob& job, Events& events, nlohmann::ordered_json& record) {
+TrainResult train_learner(const TrainJob& given, Events& events, nlohmann::ordered_json& record) {
+  if (given.shards && !given.inputs.empty())
+    throw UsageError("train: the job's rows are held in memory and given as files (-d) at once");
+  TrainJob named;  // rows in memory without a name: "<memory>"
+  if (given.shards && given.job.data_name.empty()) {
+    named = given;
+    named.job.data_name = "<memory>";
+  }
+  const TrainJob& job = named.shards ? named : given;
   if (job.algo == "ldm" || job.algo == "svm") return train_linear(job, events, record);
   if (job.algo == "cpm") return train_cpm(job, events, record);
   if (job.algo == "kldm" || job.algo == "tldm" || job.algo == "cmm")

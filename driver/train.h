@@ -17,6 +17,14 @@
 //   nlohmann::ordered_json record;           // what the run did, also when it fails
 //   driver::TrainResult result = driver::train(job, quiet, record);
 //   double accuracy = result.summary["train_accuracy"];
+//
+// Rows in memory instead of files (what Python's fit does with a matrix):
+//
+//   io::ShardWriter writer(io::ConvertOptions{.codec = io::Codec::kRaw}, 0, "X");
+//   writer.append(rows);                     // CsrViews, as many as it takes
+//   job.inputs = {};
+//   job.shards = std::make_shared<const io::ShardSet>(writer.finish_in_memory(1));
+//   job.job.data_name = "X";
 #pragma once
 
 #include <cstdint>
@@ -138,6 +146,11 @@ struct CmmParams {
 struct TrainJob {
   std::string algo = "ldm";         // ldm | svm | cpm | kldm | tldm | cmm
   std::vector<std::string> inputs;  // text files (plain, gz, bz2, zstd; "-" stdin) or shards
+  /// Or training rows already open, instead of `inputs` (then empty): a shard set in memory
+  /// (io::ShardWriter's: a Python matrix), shared with its other holders; its rows, their order
+  /// and so the model are those of the directory the same writer options make. job.data_name
+  /// names it in the model, the reports and messages ("<memory>" when empty).
+  std::shared_ptr<const io::ShardSet> shards;
   std::string output;               // the model file
   int threads = 0;                  // reading and converting; 0: all cores
   std::uint32_t window_blocks = 8;  // rows are shuffled within windows of this many blocks

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "engine/errors.h"
@@ -130,7 +131,7 @@ Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptio
   if (inputs.empty()) throw UsageError("no input data given");
   Dataset data;
   if (one_shard_dir(inputs)) {
-    data.shards_ = std::make_unique<ShardSet>(ShardSet::open(inputs[0]));
+    data.shards_ = std::make_shared<const ShardSet>(ShardSet::open(inputs[0]));
     return data;
   }
   const char* tmp = std::getenv("TMPDIR");
@@ -150,7 +151,14 @@ Dataset Dataset::open(const std::vector<std::string>& inputs, const ConvertOptio
   temporary.codec = temporary_codec(inputs);
   temporary.durable = false;
   convert_text(inputs, dir, temporary, threads);
-  data.shards_ = std::make_unique<ShardSet>(ShardSet::open(dir));
+  data.shards_ = std::make_shared<const ShardSet>(ShardSet::open(dir));
+  return data;
+}
+
+Dataset Dataset::held(std::shared_ptr<const ShardSet> shards) {
+  if (!shards) throw std::invalid_argument("Dataset::held: no shard set");
+  Dataset data;
+  data.shards_ = std::move(shards);
   return data;
 }
 

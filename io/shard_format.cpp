@@ -535,29 +535,44 @@ MappedFile::MappedFile(const std::string& path, bool map) {
   fd_ = fd;
 }
 
-MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+MappedFile::MappedFile(std::vector<std::uint8_t> bytes)
+    : data_(bytes.data()), size_(bytes.size()), held_(std::move(bytes)) {}
+
+void MappedFile::release() {
+  if (data_ && fd_ >= 0) ::munmap(const_cast<std::uint8_t*>(data_), size_);
   if (fd_ >= 0) ::close(fd_);
+  held_ = {};
 }
 
+MappedFile::~MappedFile() { release(); }
+
+// A vector's move keeps its buffer where it is, so data_ stays valid in the new owner.
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      fd_(std::exchange(other.fd_, -1)) {}
+      fd_(std::exchange(other.fd_, -1)),
+      held_(std::move(other.held_)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
-    if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
-    if (fd_ >= 0) ::close(fd_);
+    release();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     fd_ = std::exchange(other.fd_, -1);
+    held_ = std::move(other.held_);
   }
   return *this;
 }
 
 void MappedFile::read(std::size_t offset, std::size_t size, void* into,
                       const std::string& path) const {
+  if (fd_ < 0) {  // in memory
+    if (offset > size_ || size > size_ - offset)
+      throw IoError("cannot read " + path + " at byte " + std::to_string(offset) +
+                    ": past its end");
+    if (size > 0) std::memcpy(into, data_ + offset, size);
+    return;
+  }
   auto* out = static_cast<std::uint8_t*>(into);
   while (size > 0) {
     const ssize_t got = ::pread(fd_, out, size, static_cast<off_t>(offset));

@@ -218,12 +218,16 @@ void decode_block_append(BlockDecoder& decoder, const std::uint8_t* data, Codec 
                          const BlockName& name, CsrBuffer& out);
 
 /// A read-only memory map of a whole file (its header and block index are parsed in place), and
-/// its descriptor, through which a scan reads the blocks and advises the page cache.
+/// its descriptor, through which a scan reads the blocks and advises the page cache; or the bytes
+/// of a file that was never written, held in memory (a shard set in memory: ShardWriter's), which
+/// read() copies and the page cache advice leaves alone.
 class MappedFile {
  public:
   MappedFile() = default;
   /// Maps `path` (`map` false: only opens it, for read(); data() is then null); throws IoError.
   explicit MappedFile(const std::string& path, bool map = true);
+  /// The file whose bytes are `bytes`, held by this object.
+  explicit MappedFile(std::vector<std::uint8_t> bytes);
   ~MappedFile();
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;
@@ -242,9 +246,12 @@ class MappedFile {
   void drop_cached(std::size_t offset, std::size_t size) const;
 
  private:
+  void release();
+
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
-  int fd_ = -1;  // kept open for the page cache advice above
+  int fd_ = -1;                     // kept open for the page cache advice above; -1 in memory
+  std::vector<std::uint8_t> held_;  // in memory: the bytes data_ points at
 };
 
 }  // namespace polymargin::io::shard

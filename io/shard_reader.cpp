@@ -302,7 +302,8 @@ struct ShardSet::Impl {
     shard::IndexEntry entry;
   };
 
-  std::string dir;
+  std::string dir;         // in memory: the rows' name
+  bool in_memory = false;  // the shard files' bytes held in `files`, the scaling table in maxabs
   Manifest manifest;
   std::vector<std::string> missing_sources;
   std::vector<std::string> paths;  // per shard
@@ -401,6 +402,9 @@ struct ShardSet::Impl {
   std::unique_ptr<ReadAhead> read_ahead(const ReadOptions& o,
                                         const std::vector<std::uint32_t>& order,
                                         std::uint64_t end) const {
+    // Nothing to ask of a disk (and no thread to start) for shards in memory.
+    if (in_memory)
+      return std::make_unique<ReadAhead>(WindowExtents(), o.first_window, end, 0, false);
     std::uint64_t data_bytes = 0;
     for (const ShardInfo& s : manifest.shards) data_bytes += s.bytes;
     const std::uint64_t memory = available_memory();
@@ -466,14 +470,21 @@ struct ShardSet::Impl {
   // Opens shard s and checks its header and block index against the manifest (the block count
   // included, which the file's size bounds); returns the index's trailer.
   shard::IndexTrailer open_shard(std::uint32_t s) {
+    const std::string path = dir + "/" + manifest.shards[s].file;
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+      throw DataError(path, 0, 0, "shard file missing (re-run convert)");
+    return check_shard(s, shard::MappedFile(path), path);
+  }
+
+  // Checks shard s, whose file `path` is `file` (mapped, or its bytes in memory), against the
+  // manifest and enters it in `files`; returns the index's trailer.
+  shard::IndexTrailer check_shard(std::uint32_t s, shard::MappedFile file,
+                                  const std::string& path) {
     const ShardInfo& info = manifest.shards[s];
-    const std::string path = dir + "/" + info.file;
     const auto fail = [&](const std::string& message) -> void {
       throw DataError(path, 0, 0, message + " (re-run convert)");
     };
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) fail("shard file missing");
-    shard::MappedFile file(path);
     if (file.size() != info.bytes)
       fail("size " + std::to_string(file.size()) + " bytes, the manifest says " +
            std::to_string(info.bytes) + ": truncated or modified");
@@ -541,6 +552,27 @@ struct ShardSet::Impl {
       blocks[global] = {s, i, e};
     }
     if (expect != t.index_offset || rows != info.rows) fail("block index does not add up");
+  }
+
+  // The table of every block, from the shards' trailers (open_shard's, check_shard's).
+  void index_blocks(const std::vector<shard::IndexTrailer>& trailers) {
+    blocks.resize(manifest.total_blocks);
+    for (std::uint32_t s = 0; s < manifest.shards.size(); ++s) index_shard(s, trailers[s]);
+    first_read = std::make_unique<std::atomic<std::uint64_t>[]>(blocks.size());
+  }
+
+  // Shard s must hold exactly the blocks b with b % shards == s (a gap shows up as an empty
+  // entry), and the blocks the manifest's non-zeros.
+  void check_blocks() const {
+    std::uint64_t nnz = 0;
+    for (const auto& b : blocks) {
+      if (b.entry.bytes == 0)
+        throw DataError(dir, 0, 0, "the block indexes do not cover every block (re-run convert)");
+      nnz += b.entry.nnz;
+    }
+    if (nnz != manifest.nnz)
+      throw DataError(dir, 0, 0,
+                      "non-zeros of the block indexes do not match the manifest (re-run convert)");
   }
 
   // Decodes blocks [0, count) of `w` back to back into `out` (sized beforehand).
@@ -964,7 +996,9 @@ struct ShardSet::Impl {
     VerifyReport report;
     report.blocks_checked = blocks.size();
     for (const auto& b : blocks) report.bytes_checked += b.entry.bytes;
-    // The scaling table is data too: its checksum checked as it is read, a piece at a time.
+    // The scaling table is data too: its checksum checked as it is read, a piece at a time (one
+    // in memory was never written: it is the one computed).
+    if (in_memory) return report;
     const std::uint64_t entries = manifest.nnz > 0 ? std::uint64_t{manifest.max_index} + 1 : 0;
     shard::check_maxabs(mapped_maxabs(), maxabs_path(), entries);
     report.bytes_checked += entries * sizeof(float);
@@ -1031,9 +1065,7 @@ ShardSet ShardSet::open_once(const std::string& dir, bool check_sources) {
   std::vector<shard::IndexTrailer> trailers;
   for (std::uint32_t s = 0; s < impl.manifest.shards.size(); ++s)
     trailers.push_back(impl.open_shard(s));
-  impl.blocks.resize(impl.manifest.total_blocks);
-  for (std::uint32_t s = 0; s < impl.manifest.shards.size(); ++s) impl.index_shard(s, trailers[s]);
-  impl.first_read = std::make_unique<std::atomic<std::uint64_t>[]>(impl.blocks.size());
+  impl.index_blocks(trailers);
   std::error_code ec;
   if (fs::exists(impl.maxabs_path(), ec)) {
     impl.maxabs_file = shard::open_maxabs(impl.maxabs_path());
@@ -1049,18 +1081,34 @@ ShardSet ShardSet::open_once(const std::string& dir, bool check_sources) {
                     "max_index " + std::to_string(impl.manifest.max_index) +
                         " of the manifest does not match " + shard::kMaxabsFile +
                         " (re-run convert)");
-  std::uint64_t nnz = 0;
-  for (const auto& b : impl.blocks) {
-    // Shard s must hold exactly the blocks b with b % shards == s; a gap shows up as an empty
-    // entry.
-    if (b.entry.bytes == 0)
-      throw DataError(impl.dir, 0, 0,
-                      "the block indexes do not cover every block (re-run convert)");
-    nnz += b.entry.nnz;
-  }
-  if (nnz != impl.manifest.nnz)
-    throw DataError(impl.dir, 0, 0,
-                    "non-zeros of the block indexes do not match the manifest (re-run convert)");
+  impl.check_blocks();
+  return set;
+}
+
+ShardSet ShardSet::in_memory(Manifest manifest, std::vector<std::vector<std::uint8_t>> files,
+                             std::vector<float> maxabs, const std::string& name) {
+  ShardSet set;
+  Impl& impl = *set.impl_;
+  impl.dir = name;
+  impl.in_memory = true;
+  impl.manifest = std::move(manifest);
+  if (files.size() != impl.manifest.shards.size())
+    throw std::invalid_argument("ShardSet::in_memory: one file a shard of the manifest");
+  std::vector<shard::IndexTrailer> trailers;
+  for (std::uint32_t s = 0; s < impl.manifest.shards.size(); ++s)
+    trailers.push_back(impl.check_shard(s, shard::MappedFile(std::move(files[s])),
+                                        name + "/" + impl.manifest.shards[s].file));
+  impl.index_blocks(trailers);
+  impl.check_blocks();
+  // The table feature_maxabs() reads from a directory: max_index + 1 entries (none without a
+  // non-zero).
+  if (impl.manifest.nnz == 0) maxabs.clear();
+  if (maxabs.size() != (impl.manifest.nnz > 0 ? std::uint64_t{impl.manifest.max_index} + 1 : 0))
+    throw std::invalid_argument("ShardSet::in_memory: the scaling table has max_index + 1 entries");
+  std::call_once(impl.maxabs_once, [&] {
+    impl.maxabs = std::move(maxabs);
+    engine::sparse::collapse_to_huge_pages(impl.maxabs.data(), impl.maxabs.size() * sizeof(float));
+  });
   return set;
 }
 

@@ -96,12 +96,20 @@ struct ConvertOptions {
   bool durable = true;
 };
 
+class ShardSet;
+
 /// Appends rows and writes a shard directory: blocks are encoded and compressed in parallel, written
 /// in order, memory bounded by a fixed number of blocks in flight. Everything goes to a temporary
 /// directory that finish() renames into place; destroying an unfinished writer removes it.
+/// Made without a directory, it keeps the shards in memory instead: finish_in_memory() hands them
+/// over as a ShardSet whose blocks, block index, scaling table and data checksum are those of
+/// the directory the same rows and options make, so that it reads the same rows in that order.
 class ShardWriter {
  public:
   ShardWriter(const std::string& dir, const ConvertOptions& options, int threads = 0);
+  /// A writer that keeps the shards in memory (options.durable is moot); `name` names the rows in
+  /// messages (and the set's files: NAME/shard-00000.pms).
+  ShardWriter(const ConvertOptions& options, int threads, const std::string& name);
   ~ShardWriter();
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
@@ -116,6 +124,8 @@ class ShardWriter {
   /// Flushes, writes feature_maxabs.bin and manifest.json, renames into place.
   Manifest finish(int index_base, const std::vector<SourceInfo>& sources,
                   std::uint64_t bad_lines_skipped, std::vector<std::string> bad_lines = {});
+  /// finish() of a writer in memory: the shards as a set (no sources), held by the set alone.
+  ShardSet finish_in_memory(int index_base);
 
  private:
   struct Impl;
@@ -198,7 +208,8 @@ struct VerifyReport {
   std::uint64_t bytes_checked = 0;
 };
 
-/// An opened, validated shard directory.
+/// An opened, validated shard directory, or a set of shards held in memory (ShardWriter's:
+/// dir() names the rows, nothing is on disk, and the scaling table is held as computed).
 class ShardSet {
  public:
   /// Validates the manifest, format version, every shard file's size and block index, and (when
@@ -231,8 +242,13 @@ class ShardSet {
   ~ShardSet();
 
  private:
+  friend class ShardWriter;
   ShardSet();
   static ShardSet open_once(const std::string& dir, bool check_sources);
+  /// The set whose shard files' bytes are `files` (in shard order) and scaling table `maxabs`,
+  /// checked as open() checks a directory's; `name` stands for the directory.
+  static ShardSet in_memory(Manifest manifest, std::vector<std::vector<std::uint8_t>> files,
+                            std::vector<float> maxabs, const std::string& name);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -260,10 +276,13 @@ Codec temporary_codec(const std::vector<std::string>& inputs);
 /// removed when the returned handle dies or the process is stopped by a signal, and swept by a
 /// later run once its process is gone; its codec is temporary_codec's choice, whatever
 /// options.codec says). A shard directory comes alone: with other inputs it is a UsageError.
+/// Or a set already open (held()), such as rows in memory, shared with its other holders.
 class Dataset {
  public:
   static Dataset open(const std::vector<std::string>& inputs, const ConvertOptions& options,
                       int threads = 0);
+  /// The set `shards` (not null), held as long as this dataset too.
+  static Dataset held(std::shared_ptr<const ShardSet> shards);
   /// What open() would refuse for want of the inputs themselves, without reading their rows: a
   /// missing or unreadable file (IoError), a shard directory open() refuses, a directory among
   /// several inputs. For data a command reads only at its end (train's --validation); a stream
@@ -277,7 +296,7 @@ class Dataset {
 
  private:
   Dataset() = default;
-  std::unique_ptr<ShardSet> shards_;
+  std::shared_ptr<const ShardSet> shards_;
   std::string temp_dir_;
   TemporaryPath temporary_;  // temp_dir_, registered for removal on a signal
 };

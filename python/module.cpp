@@ -4,7 +4,11 @@
 //   driver::TrainJob and trained by the training library (driver/train.h) in this process: the
 //   GIL released, nothing of the process swapped or locked, so that several fits run at once in
 //   threads; its notes go to a Python callable, SIGINT stops it at its next window and then
-//   raises KeyboardInterrupt, and its summary comes back as JSON text.
+//   raises KeyboardInterrupt, and its summary comes back as JSON text. Its rows are files named
+//   in the arguments, or a matrix's rows in memory (Rows).
+// - Rows: the rows of an in-memory CSR matrix as a shard set held in memory (the blocks, scaling
+//   table and data checksum write_shards would write into a directory), for train(): no
+//   temporary files.
 // - run(): a command of the polymargin CLI (train, convert, eval, ...) run in this process with the
 //   arguments the command line would have: the same options, the same epoch loop, the same model
 //   files byte for byte. The GIL is released while it runs; its stderr lines go to a Python
@@ -228,46 +232,6 @@ std::mutex g_command_mutex;
   throw py::error_already_set();
 }
 
-// ---------------------------------------------------------------------------------------------
-// Training jobs
-
-// A job's notes to `log` (under the GIL, from the job's thread), its stop on SIGINT.
-class PythonEvents final : public driver::Events {
- public:
-  PythonEvents(py::object log, const SigintWatch& sigint) : log_(std::move(log)), sigint_(sigint) {}
-  void note(const std::string& line) override { send_to_log(log_, line); }
-  int stop_requested() override { return sigint_.received() ? SIGINT : 0; }
-
- private:
-  py::object log_;
-  const SigintWatch& sigint_;
-};
-
-std::string train(const std::vector<std::string>& args, py::object log) {
-  std::optional<cli::Failure> failure;
-  std::string summary;
-  bool interrupted = false;
-  {
-    py::gil_scoped_release release;
-    const SigintWatch sigint;
-    PythonEvents events(log, sigint);
-    try {
-      const std::optional<driver::TrainJob> job = cli::parse_train_job(args);
-      if (!job) throw UsageError("train: --help is not a training job");
-      nlohmann::ordered_json record;
-      summary = driver::train(*job, events, record).summary.dump();
-    } catch (const driver::Interrupted&) {
-      interrupted = true;
-    } catch (...) {
-      failure = cli::describe_failure(std::current_exception());
-    }
-  }
-  if (interrupted)
-    raise(PyExc_KeyboardInterrupt, "polymargin train stopped by SIGINT; no model was written");
-  if (failure) raise(*failure);
-  return summary;
-}
-
 py::tuple run(const std::string& name, const std::vector<std::string>& args, py::object log) {
   const cli::Command* command = nullptr;
   for (const cli::Command& c : cli::commands())
@@ -411,9 +375,38 @@ class CsrRows {
   CsrBuffer buffer_;
 };
 
-// write_shards: the matrix's rows (labels as given) as a raw shard directory at `dir`, in row
-// order, its feature ids up to `columns` (the matrix's width, of which no column id may be past;
-// 0: the largest present); returns the manifest's rows, features and non-zeros.
+// How a matrix's rows are written: raw blocks of `block_rows` rows (as `train` converts a9a-size
+// text), without fsync (a temporary directory, removed after the fit, or memory).
+io::ConvertOptions matrix_options(std::uint32_t block_rows) {
+  io::ConvertOptions options;
+  options.codec = io::Codec::kRaw;
+  options.block_rows = block_rows;
+  options.durable = false;
+  return options;
+}
+
+// The matrix's rows appended to `writer` in row order, its feature ids up to `columns` (the
+// matrix's width, of which no column id may be past; 0: the largest present).
+void append_matrix(io::ShardWriter& writer, CsrRows& rows, std::uint64_t columns) {
+  // The matrix's width, whatever its last columns hold: column j is id j + 1.
+  // Ids end at 2^32 - 2 (the rows' check says so of any column beyond).
+  if (columns > 0)
+    writer.declare_max_index(static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(columns, std::numeric_limits<std::uint32_t>::max() - 1)));
+  for (std::size_t begin = 0; begin < rows.rows(); begin += CsrRows::kBatchRows)
+    writer.append(rows.batch(begin, std::min(rows.rows(), begin + CsrRows::kBatchRows)));
+}
+
+py::dict manifest_counts(const io::Manifest& manifest) {
+  py::dict d;
+  d["rows"] = manifest.rows;
+  d["features"] = manifest.features;
+  d["nnz"] = manifest.nnz;
+  return d;
+}
+
+// write_shards: the matrix's rows (labels as given) as a raw shard directory at `dir`; returns the
+// manifest's rows, features and non-zeros.
 py::dict write_shards(const std::string& dir, const py::array& indptr, const py::array& indices,
                       const py::array& data, const py::array& labels, std::uint32_t block_rows,
                       int threads, std::uint64_t columns) {
@@ -421,25 +414,72 @@ py::dict write_shards(const std::string& dir, const py::array& indptr, const py:
   io::Manifest manifest;
   {
     py::gil_scoped_release release;
-    io::ConvertOptions options;
-    options.codec = io::Codec::kRaw;
-    options.block_rows = block_rows;
-    options.durable = false;  // a temporary directory, removed after the fit
-    io::ShardWriter writer(dir, options, threads);
-    // The matrix's width, whatever its last columns hold: column j is id j + 1.
-    // Ids end at 2^32 - 2 (the rows' check says so of any column beyond).
-    if (columns > 0)
-      writer.declare_max_index(static_cast<std::uint32_t>(
-          std::min<std::uint64_t>(columns, std::numeric_limits<std::uint32_t>::max() - 1)));
-    for (std::size_t begin = 0; begin < rows.rows(); begin += CsrRows::kBatchRows)
-      writer.append(rows.batch(begin, std::min(rows.rows(), begin + CsrRows::kBatchRows)));
+    io::ShardWriter writer(dir, matrix_options(block_rows), threads);
+    append_matrix(writer, rows, columns);
     manifest = writer.finish(1, {}, 0);
   }
-  py::dict d;
-  d["rows"] = manifest.rows;
-  d["features"] = manifest.features;
-  d["nnz"] = manifest.nnz;
-  return d;
+  return manifest_counts(manifest);
+}
+
+// The rows of a matrix held in memory as the shard set write_shards would write for them (the
+// same blocks, so the same rows in the same order and the same model), for train().
+class Rows {
+ public:
+  Rows(const py::array& indptr, const py::array& indices, const py::array& data,
+       const py::array& labels, std::uint32_t block_rows, int threads, std::uint64_t columns,
+       const std::string& name) {
+    CsrRows rows(indptr, indices, data, labels, 1, columns);
+    py::gil_scoped_release release;
+    io::ShardWriter writer(matrix_options(block_rows), threads, name);
+    append_matrix(writer, rows, columns);
+    shards_ = std::make_shared<const io::ShardSet>(writer.finish_in_memory(1));
+  }
+  const std::shared_ptr<const io::ShardSet>& shards() const { return shards_; }
+  py::dict counts() const { return manifest_counts(shards_->manifest()); }
+
+ private:
+  std::shared_ptr<const io::ShardSet> shards_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Training jobs
+
+// A job's notes to `log` (under the GIL, from the job's thread), its stop on SIGINT.
+class PythonEvents final : public driver::Events {
+ public:
+  PythonEvents(py::object log, const SigintWatch& sigint) : log_(std::move(log)), sigint_(sigint) {}
+  void note(const std::string& line) override { send_to_log(log_, line); }
+  int stop_requested() override { return sigint_.received() ? SIGINT : 0; }
+
+ private:
+  py::object log_;
+  const SigintWatch& sigint_;
+};
+
+std::string train(const std::vector<std::string>& args, py::object log, const Rows* rows) {
+  std::optional<cli::Failure> failure;
+  std::string summary;
+  bool interrupted = false;
+  {
+    py::gil_scoped_release release;
+    const SigintWatch sigint;
+    PythonEvents events(log, sigint);
+    try {
+      std::optional<driver::TrainJob> job = cli::parse_train_job(args);
+      if (!job) throw UsageError("train: --help is not a training job");
+      if (rows) job->shards = rows->shards();
+      nlohmann::ordered_json record;
+      summary = driver::train(*job, events, record).summary.dump();
+    } catch (const driver::Interrupted&) {
+      interrupted = true;
+    } catch (...) {
+      failure = cli::describe_failure(std::current_exception());
+    }
+  }
+  if (interrupted)
+    raise(PyExc_KeyboardInterrupt, "polymargin train stopped by SIGINT; no model was written");
+  if (failure) raise(*failure);
+  return summary;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -542,8 +582,9 @@ PYBIND11_MODULE(_core, m) {
   cli::g_terminal_progress.store(false);
   py::register_exception_translator(translate);
   m.def("train", &train, py::arg("args"), py::arg("log") = py::none(),
-        "Trains the job of `polymargin train ARGS` (no --tune) in this process, the GIL released; "
-        "returns its summary as JSON text.");
+        py::arg("rows") = nullptr,
+        "Trains the job of `polymargin train ARGS` (no --tune) in this process, the GIL released, "
+        "on the data files it names or on `rows` (a Rows); returns its summary as JSON text.");
   m.def("train_options", &train_options,
         "The options of `polymargin train` as JSON: key, learners, switch, several, default, "
         "help, estimator (a parameter of the Python estimators).");
@@ -558,6 +599,15 @@ PYBIND11_MODULE(_core, m) {
   m.def("write_shards", &write_shards, py::arg("dir"), py::arg("indptr"), py::arg("indices"),
         py::arg("data"), py::arg("labels"), py::arg("block_rows") = 4096, py::arg("threads") = 0,
         py::arg("columns") = 0);
+  py::class_<Rows>(m, "Rows",
+                   "A CSR matrix's rows (labels as given) held in memory as the shards "
+                   "write_shards would write, for train(rows=...).")
+      .def(py::init<const py::array&, const py::array&, const py::array&, const py::array&,
+                    std::uint32_t, int, std::uint64_t, const std::string&>(),
+           py::arg("indptr"), py::arg("indices"), py::arg("data"), py::arg("labels"),
+           py::arg("block_rows") = 4096, py::arg("threads") = 0, py::arg("columns") = 0,
+           py::arg("name") = "<memory>")
+      .def("counts", &Rows::counts, "The rows, features and non-zeros, as write_shards returns them.");
   py::class_<Model>(m, "Model")
       .def(py::init<const std::string&>(), py::arg("path"))
       .def("info", &Model::info)

@@ -77,12 +77,13 @@ def run(command, args):
     return out.decode()
 
 
-def train(args):
+def train(args, rows=None):
     """The job of `polymargin train ARGS` (without --tune) trained in this process by the training
-    library, with the GIL released: several may run at once in threads. Returns its summary (what
-    `train --json` prints) as a dict. Errors raise as run() says.
+    library, with the GIL released: several may run at once in threads. Its data are the files
+    ARGS names, or `rows` (a _core.Rows: a matrix's rows held in memory). Returns its summary
+    (what `train --json` prints) as a dict. Errors raise as run() says.
     """
-    return json.loads(_core.train([_arg(a) for a in args], _log))
+    return json.loads(_core.train([_arg(a) for a in args], _log, rows))
 
 
 def run_json(command, args):

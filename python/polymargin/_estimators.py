@@ -3,11 +3,12 @@
 Each estimator's parameters are the long flags of `polymargin train --algo NAME` (dashes become
 underscores), taken from the options' one table (driver/options.h, through _core.train_options());
 None leaves a flag at the command's default, so an estimator built with no arguments trains what
-`polymargin train` trains. fit() runs that command in this process (the same
-options parser, epoch loop and model file); an in-memory matrix is first written, a batch at a
-time, into a temporary raw shard directory, as `train` does with LIBSVM text. Column j of a
-matrix is feature j + 1 of LIBSVM's 1-based ids, as sklearn.datasets.load_svmlight_file reads
-them, so models trained in Python and by the command line score the same files.
+`polymargin train` trains. fit() trains that command's job in this process (the same options
+parser, training library and model file); an in-memory matrix is handed to it as rows held in
+memory (_core.Rows: the raw shards `train` would convert LIBSVM text into, a batch at a time, but
+never written), so the model is the command line's on the same rows. Column j of a matrix is
+feature j + 1 of LIBSVM's 1-based ids, as sklearn.datasets.load_svmlight_file reads them, so
+models trained in Python and by the command line score the same files.
 """
 
 import inspect
@@ -93,19 +94,34 @@ def _engine_labels(classes):
     return np.arange(len(classes), dtype=np.float32)
 
 
-def _write_shards(directory, X, labels, threads):
-    if threads is not None and (isinstance(threads, (bool, np.bool_))
-                                or not isinstance(threads, numbers.Integral)):
-        raise TypeError(f"threads takes a whole number of threads (0: all cores), not {threads!r}")
-    # A count train refuses is refused by train, with its message: the writer uses every core.
-    usable = threads is not None and 0 <= threads <= 1024
-    indptr, indices, data = _csr_parts(X)
-    # The model's features are the matrix's columns, zero last columns included: a model saved
-    # and loaded takes the same X (n_features_in_).
-    _core.write_shards(directory, indptr, indices, data,
-                       np.ascontiguousarray(labels, dtype=np.float64),
-                       threads=int(threads) if usable else 0,
-                       columns=X.shape[1])
+class _Matrix:
+    """A matrix to train on: X, the label of each row and the threads of the fit."""
+
+    def __init__(self, X, labels, threads, name):
+        if threads is not None and (isinstance(threads, (bool, np.bool_))
+                                    or not isinstance(threads, numbers.Integral)):
+            raise TypeError(f"threads takes a whole number of threads (0: all cores), not "
+                            f"{threads!r}")
+        # A count train refuses is refused by train, with its message: the writer uses every
+        # core.
+        usable = threads is not None and 0 <= threads <= 1024
+        self._threads = int(threads) if usable else 0
+        self._parts = _csr_parts(X)
+        self._labels = np.ascontiguousarray(labels, dtype=np.float64)
+        # The model's features are the matrix's columns, zero last columns included: a model
+        # saved and loaded takes the same X (n_features_in_).
+        self._columns = X.shape[1]
+        self._name = name
+
+    def rows(self):
+        """The rows held in memory, for _core.train(rows=...)."""
+        return _core.Rows(*self._parts, self._labels, threads=self._threads,
+                          columns=self._columns, name=self._name)
+
+    def write_shards(self, directory):
+        """The same rows as a shard directory (for a --tune search, which reads files)."""
+        _core.write_shards(directory, *self._parts, self._labels, threads=self._threads,
+                           columns=self._columns)
 
 
 def _stored_label(value):
@@ -202,17 +218,17 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         # reads it.
         row_labels = np.zeros(len(y), dtype=np.float64)
         row_labels[labelled] = labels[encoded]
+        matrix = _Matrix(X, row_labels, threads, name)
         with tempfile.TemporaryDirectory(prefix="polymargin-py-") as tmp:
-            train = os.path.join(tmp, "train.shards")
-            _write_shards(train, X, row_labels, threads)
-            self._train([train], name, tmp)
+            self._train([], name, tmp, matrix)
         self.classes_ = classes
         self._labels = labels
         return self
 
-    def _train(self, paths, data_name, tmp):
+    def _train(self, paths, data_name, tmp, matrix=None):
+        """Trains on the files `paths`, or on `matrix` (a _Matrix) held in memory."""
         model = os.path.join(tmp, _MODEL_FILE)
-        args = ["--algo", self._algo] + list(paths) + ["-o", model]
+        args = ["-o", model]
         if data_name:
             args += ["--data-name", data_name]
         params = self.get_params(deep=False)
@@ -225,9 +241,19 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
                 f.write(self.model_)
             args += ["--warm-start", start]
         args += _commands.flag_args(params, self._switches() - {"warm_start"})
-        # A search (tune=True) is the command's; a plain fit is a job of the training library.
-        self.train_report_ = (_commands.run_json("train", args) if "--tune" in args
-                              else _commands.train(args))
+        # A search (tune=True) is the command's, which reads files: a matrix is written into a
+        # temporary shard directory for it. A plain fit is a job of the training library, on the
+        # matrix's rows in memory.
+        tune = "--tune" in args
+        rows = None
+        if matrix is not None and tune:
+            paths = [os.path.join(tmp, "train.shards")]
+            matrix.write_shards(paths[0])
+        elif matrix is not None:
+            rows = matrix.rows()
+        args = ["--algo", self._algo] + list(paths) + args
+        self.train_report_ = (_commands.run_json("train", args) if tune
+                              else _commands.train(args, rows))
         with open(model, "rb") as f:
             self._set_model(f.read(), model)
         self._warn_unconverged()

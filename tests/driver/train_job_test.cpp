@@ -3,7 +3,8 @@
 // does; a stop request of the caller's events or the row budget ends it with a checkpoint from
 // which a resumed job (ldm, svm, cpm) writes the uninterrupted job's model byte for byte (one
 // worker and two), and a kernel solver with nothing written; refusals come before any work; and
-// two jobs run at once in two threads give the models of two jobs run one after the other.
+// two jobs run at once in two threads give the models of two jobs run one after the other; rows
+// held in memory train the model of the directory the same writer makes of them.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -64,6 +65,8 @@ class Train : public ::testing::Test {
     const CsrView all = rows.view();
     for (std::size_t r = 0; r < 300; ++r) small.append_row(all, r);
     io::testing::write_shards(small, (dir_ / "small.shards").string(), io::Codec::kRaw, 100, 1);
+    rows_ = std::move(rows);
+    small_ = std::move(small);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
@@ -82,8 +85,10 @@ class Train : public ::testing::Test {
   static std::string path(const std::string& name) { return (dir_ / name).string(); }
 
   static fs::path dir_;
+  static CsrBuffer rows_, small_;  // the rows of d.shards and small.shards
 };
 fs::path Train::dir_;
+CsrBuffer Train::rows_, Train::small_;
 
 TEST_F(Train, AJobWritesItsModelAndSaysWhatItDid) {
   Recorder events;
@@ -300,6 +305,47 @@ TEST_F(Train, AStopRequestEndsAKernelSolverWithNothingWritten) {
     EXPECT_EQ(stop.checkpoint, "");
   }
   EXPECT_FALSE(fs::exists(path("stopped.model")));
+}
+
+// Rows held in memory (as Python's fit hands a matrix over): the model of the same job on the
+// directory the same writer options make of them, byte for byte, for every kind of learner.
+TEST_F(Train, RowsInMemoryTrainTheModelOfTheirDirectory) {
+  const auto in_memory = [](const CsrBuffer& rows, std::uint32_t shards) {
+    return std::make_shared<const io::ShardSet>(
+        io::testing::shards_in_memory(rows, io::Codec::kRaw, 100, shards));
+  };
+  const std::shared_ptr<const io::ShardSet> all = in_memory(rows_, 2), small = in_memory(small_, 1);
+  for (const std::string algo : {"ldm", "svm", "cpm", "kldm", "cmm"}) {
+    const bool kernel = algo == "kldm" || algo == "cmm";
+    TrainJob from_dir = job(algo + "-dir.model", algo);
+    if (kernel) from_dir.inputs = {path("small.shards")};
+    from_dir.parallel.workers = algo == "svm" ? 2 : 1;
+    from_dir.job.data_name = "rows";
+    TrainJob from_memory = from_dir;
+    from_memory.inputs.clear();
+    from_memory.shards = kernel ? small : all;
+    from_memory.output = path(algo + "-memory.model");
+    Events quiet;
+    nlohmann::ordered_json dir_record, memory_record;
+    train(from_dir, quiet, dir_record);
+    const TrainResult result = train(from_memory, quiet, memory_record);
+    EXPECT_EQ(slurp(from_memory.output), slurp(from_dir.output)) << algo;
+    EXPECT_EQ(memory_record["data_checksum"], dir_record["data_checksum"]) << algo;
+    EXPECT_EQ(result.summary["rows"], kernel ? 300 : 3000) << algo;
+  }
+  // Without a name, the model says "<memory>"; rows in memory and files at once are refused.
+  TrainJob unnamed = job("unnamed.model");
+  unnamed.inputs.clear();
+  unnamed.shards = all;
+  Events quiet;
+  nlohmann::ordered_json record;
+  train(unnamed, quiet, record);
+  EXPECT_EQ(io::load_model(unnamed.output).config["data"], nlohmann::json::array({"<memory>"}));
+  EXPECT_EQ(record["data"], nlohmann::json::array({"<memory>"}));
+  TrainJob both = job("both.model");
+  both.shards = all;
+  EXPECT_THROW(train(both, quiet, record), UsageError);
+  EXPECT_FALSE(fs::exists(path("both.model")));
 }
 
 TEST_F(Train, ASecondJobOnTheSameModelIsRefusedWhileTheFirstHoldsIt) {

@@ -105,16 +105,8 @@ inline fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-/// Writes `rows` into a shard directory `dir` with the given layout.
-inline Manifest write_shards(const CsrBuffer& rows, const std::string& dir, Codec codec,
-                             std::uint32_t block_rows, std::uint32_t shards, int threads = 2,
-                             const std::vector<SourceInfo>& sources = {}) {
-  ConvertOptions options;
-  options.codec = codec;
-  options.block_rows = block_rows;
-  options.shards = shards;
-  ShardWriter writer(dir, options, threads);
-  // Appended in uneven batches, as a parser would deliver them.
+/// Appends `rows` to `writer` in uneven batches, as a parser would deliver them.
+inline void append_unevenly(ShardWriter& writer, const CsrBuffer& rows) {
   const CsrView all = rows.view();
   std::size_t r = 0, step = 1;
   while (r < all.rows) {
@@ -126,7 +118,31 @@ inline Manifest write_shards(const CsrBuffer& rows, const std::string& dir, Code
     r += part.rows;
     step = step * 3 % 1000 + 1;
   }
+}
+
+inline ConvertOptions layout_options(Codec codec, std::uint32_t block_rows, std::uint32_t shards) {
+  ConvertOptions options;
+  options.codec = codec;
+  options.block_rows = block_rows;
+  options.shards = shards;
+  return options;
+}
+
+/// Writes `rows` into a shard directory `dir` with the given layout.
+inline Manifest write_shards(const CsrBuffer& rows, const std::string& dir, Codec codec,
+                             std::uint32_t block_rows, std::uint32_t shards, int threads = 2,
+                             const std::vector<SourceInfo>& sources = {}) {
+  ShardWriter writer(dir, layout_options(codec, block_rows, shards), threads);
+  append_unevenly(writer, rows);
   return writer.finish(/*index_base=*/0, sources, 0);  // random_rows may use index 0
+}
+
+/// `rows` as a shard set in memory with the given layout.
+inline ShardSet shards_in_memory(const CsrBuffer& rows, Codec codec, std::uint32_t block_rows,
+                                 std::uint32_t shards, int threads = 2) {
+  ShardWriter writer(layout_options(codec, block_rows, shards), threads, "<rows>");
+  append_unevenly(writer, rows);
+  return writer.finish_in_memory(/*index_base=*/0);
 }
 
 }  // namespace polymargin::io::testing

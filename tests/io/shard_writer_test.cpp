@@ -63,6 +63,56 @@ TEST_P(ShardWriterRoundTrip, ScanWithoutShuffleGivesTheInputRowsInOrder) {
   fs::remove_all(root);
 }
 
+// The same rows in memory: the directory's manifest, blocks (so data checksum), scaling table and
+// rows in the same order for every way of reading them, so that a model trained from either is
+// the same.
+TEST_P(ShardWriterRoundTrip, InMemoryTheSetIsTheDirectorysAndReadsTheSameRows) {
+  const Layout layout = GetParam();
+  const fs::path root = fresh_dir("in_memory");
+  const CsrBuffer rows = random_rows(12, 777, 40, 2'000'000, layout.values);
+  const Manifest written = write_shards(rows, (root / "d.shards").string(), layout.codec,
+                                        layout.block_rows, layout.shards);
+  const ShardSet dir = ShardSet::open((root / "d.shards").string());
+  const ShardSet memory =
+      testing::shards_in_memory(rows, layout.codec, layout.block_rows, layout.shards);
+  const Manifest& m = memory.manifest();
+  EXPECT_EQ(memory.dir(), "<rows>");
+  EXPECT_EQ(m.rows, written.rows);
+  EXPECT_EQ(m.nnz, written.nnz);
+  EXPECT_EQ(m.max_index, written.max_index);
+  EXPECT_EQ(m.features, written.features);
+  EXPECT_EQ(m.label_counts, written.label_counts);
+  EXPECT_EQ(m.has_values, written.has_values);
+  EXPECT_EQ(m.total_blocks, written.total_blocks);
+  ASSERT_EQ(m.shards.size(), written.shards.size());
+  for (std::size_t s = 0; s < m.shards.size(); ++s) {
+    EXPECT_EQ(m.shards[s].bytes, written.shards[s].bytes);
+    EXPECT_EQ(m.shards[s].content_checksum, written.shards[s].content_checksum);
+  }
+  EXPECT_EQ(data_checksum(m), data_checksum(dir.manifest()));
+  EXPECT_EQ(memory.feature_maxabs(), dir.feature_maxabs());
+  for (const std::uint32_t window : {1u, 3u, 8u})
+    for (const bool shuffle : {false, true})
+      for (const bool lockstep : {false, true})
+        for (const std::uint32_t parts : {1u, 2u}) {
+          ReadOptions read;
+          read.shuffle = shuffle;
+          read.lockstep = lockstep;
+          read.seed = 5;
+          read.epoch = 2;
+          read.window_blocks = window;
+          read.threads = 2;
+          read.scale_maxabs = true;
+          read.normalize_l2 = window == 3;
+          read.parts = parts;
+          EXPECT_EQ(scan_rows(memory, read), scan_rows(dir, read))
+              << "window " << window << " shuffle " << shuffle << " lockstep " << lockstep
+              << " parts " << parts;
+        }
+  EXPECT_EQ(memory.verify(2).blocks_checked, written.total_blocks);
+  fs::remove_all(root);
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, ShardWriterRoundTrip,
                          ::testing::Values(Layout{Codec::kRaw, 64, 1, Values::kNone},
                                            Layout{Codec::kRaw, 7, 3, Values::kSomeRows},

@@ -40,6 +40,38 @@ def test_model_bytes_equal_the_cli(algo, a9a, a9a_files, tmp_path):
     assert from_file.model_ == cli_model.read_bytes()
 
 
+@pytest.mark.parametrize("algo", ["ldm", "svm", "cpm", "kldm"])
+def test_a_matrix_fits_in_memory_the_model_of_the_cli_on_its_shards(algo, a9a, tmp_path):
+    # fit(X, y) hands the matrix's rows to the training library in memory, with no temporary
+    # shard directory: the model is `polymargin train`'s on the shards written from the same
+    # matrix, byte for byte.
+    X, y, _, _ = a9a
+    if algo == "kldm":  # the kernel learners hold m² doubles
+        X, y = X[:1500], y[:1500]
+    cls = pm.KernelLDMClassifier if algo == "kldm" else STREAMED[algo]
+    tmp = os.environ.get("TMPDIR", "/tmp")
+
+    def ours():
+        return {p for p in os.listdir(tmp) if p.startswith("polymargin")}
+
+    before = ours()
+    written = []
+    real_write = pm._core.write_shards
+    pm._core.write_shards = lambda *a, **k: written.append(a) or real_write(*a, **k)
+    try:
+        est = cls(seed=5).fit(X, y, data_name="matrix")
+    finally:
+        pm._core.write_shards = real_write
+    assert not written  # no shard directory was written
+    assert ours() <= before
+    indptr, indices, data = (np.asarray(a) for a in (X.indptr, X.indices, X.data))
+    real_write(str(tmp_path / "X.shards"), indptr.astype(np.int64), indices, data,
+               np.asarray(y, dtype=np.float64), columns=X.shape[1])
+    cli("train", "--algo", algo, tmp_path / "X.shards", "-o", tmp_path / "cli.model", "--seed", 5,
+        "--data-name", "matrix")
+    assert est.model_ == (tmp_path / "cli.model").read_bytes()
+
+
 def test_options_reach_the_command(a9a, a9a_files, tmp_path):
     X, y, _, _ = a9a
     cli_model = tmp_path / "cli.model"
