@@ -107,6 +107,7 @@ struct CpmRun {
   std::vector<std::string> inputs;
   std::shared_ptr<const io::ShardSet> shards;  // or the rows in memory
   std::string output;
+  bool durable_output = true;
   JobOptions job;
   int threads = 0;
   std::uint32_t window_blocks = 0;
@@ -148,6 +149,7 @@ CpmRun::CpmRun(const TrainJob& given, Events& events, nlohmann::ordered_json& re
       inputs(given.inputs),
       shards(given.shards),
       output(given.output),
+      durable_output(given.durable_output),
       job(given.job),
       threads(given.threads),
       window_blocks(given.window_blocks),
@@ -556,12 +558,13 @@ void CpmRun::save() {
   std::vector<std::uint64_t> side_floats;
   for (const auto& m : model.machines)
     for (const auto& f : m.sides) side_floats.push_back(f.slots * std::uint64_t(f.faces));
-  io::save_cpm_model(std::move(model), output,
-                     [&](std::size_t side, std::uint64_t first, std::span<float> out) {
-                       trainer.export_weights(side, first, out);
-                       if (first + out.size() == side_floats.at(side))
-                         trainer.release_weights(side);
-                     });
+  io::save_cpm_model(
+      std::move(model), output,
+      [&](std::size_t side, std::uint64_t first, std::span<float> out) {
+        trainer.export_weights(side, first, out);
+        if (first + out.size() == side_floats.at(side)) trainer.release_weights(side);
+      },
+      durable_output);
   save_seconds = seconds_since(save_start);  // the model built, written and synced
   remove_finished_checkpoint(job.checkpoint, events);
   report["model_checksum"] = model_file_checksum(output);

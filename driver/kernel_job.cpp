@@ -56,6 +56,7 @@ struct TrainingSet {
 struct CommonOptions {
   std::vector<std::string> inputs, validation;
   std::shared_ptr<const io::ShardSet> shards;  // or the rows in memory
+  bool durable_output = true;
   std::string output, scale, normalize, kernel, max_memory_text, data_name, index_base;
   double rbf_width = 1, gamma = 0, coef0 = 0, bias = 0;
   int degree = 3, threads = 0;
@@ -72,6 +73,7 @@ CommonOptions common_options(const TrainJob& job, const KernelOptions& k, double
   CommonOptions o{.inputs = job.inputs,
                   .validation = job.job.validation,
                   .shards = job.shards,
+                  .durable_output = job.durable_output,
                   .output = job.output,
                   .scale = k.scale,
                   .normalize = k.normalize,
@@ -575,7 +577,7 @@ TrainResult save_and_report(engine::KernelModel model, nlohmann::ordered_json su
   check_trained_model(summary["objective"].get<double>(), training_margins(scores, y),
                       "a setting is far beyond the data's scale (C, the λs, the kernel's width)");
   Clock::time_point phase = Clock::now();
-  io::save_kernel_model(model, o.output);
+  io::save_kernel_model(model, o.output, o.durable_output);
   const double save_seconds = seconds_since(phase);
   report["config"] = model.config;
   report["model_checksum"] = model_file_checksum(o.output);

@@ -118,6 +118,7 @@ struct LinearRun {
   std::vector<std::string> inputs;
   std::shared_ptr<const io::ShardSet> shards;  // or the rows in memory
   std::string output;
+  bool durable_output = true;
   JobOptions job;
   int threads = 0;
   std::uint32_t window_blocks = 0;
@@ -172,6 +173,7 @@ LinearRun::LinearRun(const TrainJob& given, Events& events, nlohmann::ordered_js
       inputs(given.inputs),
       shards(given.shards),
       output(given.output),
+      durable_output(given.durable_output),
       job(given.job),
       threads(given.threads),
       window_blocks(given.window_blocks),
@@ -547,7 +549,7 @@ void LinearRun::finish() {
   // rename.
   std::future<std::unique_ptr<io::AtomicFile>> staged = std::async(std::launch::async, [&] {
     const Clock::time_point save_start = Clock::now();
-    std::unique_ptr<io::AtomicFile> file = io::stage_model(model, output);
+    std::unique_ptr<io::AtomicFile> file = io::stage_model(model, output, durable_output);
     save_seconds = seconds_since(save_start);
     return file;
   });

@@ -162,6 +162,10 @@ struct TrainJob {
   KldmParams kldm;                  // of kldm
   TldmParams tldm;                  // of tldm
   CmmParams cmm;                    // of cmm
+  /// Whether the model file is fsync'ed (with its directory) before the job returns, to outlive a
+  /// crash. false for a model its caller reads back at once and removes (Python's fit writes it
+  /// into a temporary directory): the same bytes, without waiting for the disk.
+  bool durable_output = true;
   /// The search that chose these parameters (--tune), recorded in the model and the summary.
   nlohmann::json tune;
   /// Further files the caller read to make the job (a --config file): never written.

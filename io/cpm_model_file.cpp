@@ -21,8 +21,8 @@ void save_cpm_model(engine::CpmModel model, const std::string& path) {
   save_cpm_model(std::move(model), path, nullptr);
 }
 
-void save_cpm_model(engine::CpmModel model, const std::string& path,
-                    const CpmWeightSource& weights) {
+void save_cpm_model(engine::CpmModel model, const std::string& path, const CpmWeightSource& weights,
+                    bool durable) {
   nlohmann::json header = model_header("cpm", model);
   header["hash_bits"] = model.hash.bits;
   header["vote_seed"] = model.vote_seed;
@@ -67,7 +67,7 @@ void save_cpm_model(engine::CpmModel model, const std::string& path,
   header["machines"] = machines;
   if (!model.maxabs.empty())
     arrays.push_back({"maxabs", "f32", {model.maxabs.size()}, bytes(model.maxabs)});
-  write_model_container(path, header, arrays);
+  write_model_container(path, header, arrays, durable);
 }
 
 engine::CpmModel cpm_from(ModelContainer&& file, const std::string& path) {

@@ -24,8 +24,9 @@ using CpmWeightSource =
 /// The same file for a model whose sides carry no weights (CpmTrainer::model_without_weights):
 /// each side's weights array is produced by `weights` a chunk at a time as it is written, so a
 /// model of gigabytes is saved without a second copy of its weights in memory.
-void save_cpm_model(engine::CpmModel model, const std::string& path,
-                    const CpmWeightSource& weights);
+/// Not `durable`: no fsync (AtomicFile's).
+void save_cpm_model(engine::CpmModel model, const std::string& path, const CpmWeightSource& weights,
+                    bool durable = true);
 engine::CpmModel load_cpm_model(const std::string& path);
 /// The model in an already read container (load_classifier's dispatch), whose arrays it takes
 /// (their bytes freed as each is converted); DataError naming `path` when a field or array is

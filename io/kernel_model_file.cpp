@@ -32,7 +32,7 @@ engine::KernelSpec kernel_from(const nlohmann::json& j) {
 
 }  // namespace
 
-void save_kernel_model(const engine::KernelModel& model, const std::string& path) {
+void save_kernel_model(const engine::KernelModel& model, const std::string& path, bool durable) {
   ModelContainer file;
   file.header = model_header("kernel", model);
   file.header["kernel"] = model.kernel.json();
@@ -57,7 +57,7 @@ void save_kernel_model(const engine::KernelModel& model, const std::string& path
   coef.shape = {model.coefficients.size(), v.rows};
   file.arrays.push_back(std::move(coef));
   if (!model.maxabs.empty()) file.arrays.push_back(ModelArray::of("maxabs", model.maxabs));
-  write_model_container(path, file);
+  write_model_container(path, file, durable);
 }
 
 engine::KernelModel kernel_model_from(const ModelContainer& file, const std::string& path) {

@@ -13,7 +13,9 @@
 
 namespace polymargin::io {
 
-void save_kernel_model(const engine::KernelModel& model, const std::string& path);
+/// Not `durable`: no fsync (AtomicFile's).
+void save_kernel_model(const engine::KernelModel& model, const std::string& path,
+                       bool durable = true);
 /// From an already read container (load_classifier's dispatch); DataError naming `path` when a
 /// field or array is missing, malformed or inconsistent.
 engine::KernelModel kernel_model_from(const ModelContainer& file, const std::string& path);

@@ -61,8 +61,9 @@ T get(const std::string& in, std::size_t offset) {
 // Writes through an AtomicFile while hashing, so nothing is assembled twice in memory.
 class HashedWriter {
  public:
-  explicit HashedWriter(const std::string& path)
-      : file_(std::make_unique<AtomicFile>(path)), state_(XXH64_createState(), &XXH64_freeState) {
+  HashedWriter(const std::string& path, bool durable)
+      : file_(std::make_unique<AtomicFile>(path, durable)),
+        state_(XXH64_createState(), &XXH64_freeState) {
     XXH64_reset(state_.get(), 0);
   }
   void write(std::string_view bytes) {
@@ -105,20 +106,21 @@ ModelArray& ModelContainer::array(const std::string& name, const std::string& fi
   return const_cast<ModelArray&>(std::as_const(*this).array(name, file));
 }
 
-void write_model_container(const std::string& path, const ModelContainer& model) {
+void write_model_container(const std::string& path, const ModelContainer& model, bool durable) {
   std::vector<ModelArrayView> views;
   for (const ModelArray& a : model.arrays) views.push_back({a.name, a.dtype, a.shape, a.data});
-  write_model_container(path, model.header, views);
+  write_model_container(path, model.header, views, durable);
 }
 
 void write_model_container(const std::string& path, const nlohmann::json& header,
-                           const std::vector<ModelArrayView>& arrays) {
-  stage_model_container(path, header, arrays)->commit();
+                           const std::vector<ModelArrayView>& arrays, bool durable) {
+  stage_model_container(path, header, arrays, durable)->commit();
 }
 
 std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
                                                   const nlohmann::json& header_fields,
-                                                  const std::vector<ModelArrayView>& model_arrays) {
+                                                  const std::vector<ModelArrayView>& model_arrays,
+                                                  bool durable) {
   // The header lists every array's place, so it is laid out first: the offsets depend on its
   // padded length and its length on the offsets' digits; iterate to the fixed point (≤ 3 rounds).
   nlohmann::json header = header_fields;
@@ -142,7 +144,7 @@ std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
   for (const ModelArrayView& a : model_arrays) file_bytes += padded(a.size());
   file_bytes += kChecksumBytes;
 
-  HashedWriter out(path);
+  HashedWriter out(path, durable);
   std::string preamble(kMagic, sizeof kMagic);
   put(preamble, kModelFormatVersion);
   put(preamble, std::uint32_t{0});
@@ -513,14 +515,15 @@ void save_model(const engine::LinearModel& model, const std::string& path) {
   stage_model(model, path)->commit();
 }
 
-std::unique_ptr<AtomicFile> stage_model(const engine::LinearModel& model, const std::string& path) {
+std::unique_ptr<AtomicFile> stage_model(const engine::LinearModel& model, const std::string& path,
+                                        bool durable) {
   nlohmann::json header = model_header("linear", model);
   header["bias"] = {{"value", model.bias_value}, {"weight", model.bias_weight}};
   if (model.normalize_l2) header["normalize"] = "l2";  // absent: none (files before it too)
   // Views, not copies: the weights are hundreds of MB at KDD size.
   std::vector<ModelArrayView> arrays{view_of("weights", model.weights)};
   if (!model.scale.empty()) arrays.push_back(view_of("scale", model.scale));
-  return stage_model_container(path, header, arrays);
+  return stage_model_container(path, header, arrays, durable);
 }
 
 namespace {

@@ -108,7 +108,8 @@ struct ModelContainer {
 };
 
 /// Writes atomically; throws IoError.
-void write_model_container(const std::string& path, const ModelContainer& model);
+void write_model_container(const std::string& path, const ModelContainer& model,
+                           bool durable = true);
 
 /// An array written straight from memory, without a copy (a checkpoint's weights), or, when `fill`
 /// is set, produced a chunk at a time as it is written (a CPM's float weights from its training
@@ -142,14 +143,16 @@ ModelArrayView view_of(std::string name, const std::vector<T, Alloc>& values) {
   return {std::move(name), ModelArray::dtype_of<T>(), {values.size()},
           std::string_view(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T))};
 }
-/// write_model_container from views: same file.
+/// write_model_container from views: same file. Not `durable`: no fsync (AtomicFile's), for a
+/// file its writer reads back at once and removes.
 void write_model_container(const std::string& path, const nlohmann::json& header,
-                           const std::vector<ModelArrayView>& arrays);
+                           const std::vector<ModelArrayView>& arrays, bool durable = true);
 /// The same file, written and synced under its temporary name: it appears at `path` when the
 /// returned file is committed, and is removed if it is dropped instead. Throws IoError.
 std::unique_ptr<AtomicFile> stage_model_container(const std::string& path,
                                                   const nlohmann::json& header,
-                                                  const std::vector<ModelArrayView>& arrays);
+                                                  const std::vector<ModelArrayView>& arrays,
+                                                  bool durable = true);
 /// Where an array's bytes go as a file is read, asked once the header is parsed and checked: a
 /// loader that keeps an array in a buffer of its own (a linear model's weights, hundreds of MB)
 /// sizes that buffer to `bytes` and returns it, so that the array is held once; an empty span
@@ -208,7 +211,8 @@ void read_model_info(const ModelContainer& file, const std::string& path, engine
 /// the model scales its input, "scale" (f32).
 void save_model(const engine::LinearModel& model, const std::string& path);
 /// save_model staged as stage_model_container does (train writes it while its final pass runs).
-std::unique_ptr<AtomicFile> stage_model(const engine::LinearModel& model, const std::string& path);
+std::unique_ptr<AtomicFile> stage_model(const engine::LinearModel& model, const std::string& path,
+                                        bool durable = true);
 engine::LinearModel load_model(const std::string& path);
 
 /// Any model file, whatever its kind; throws DataError for a corrupt file or an unknown kind.

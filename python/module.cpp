@@ -456,7 +456,8 @@ class PythonEvents final : public driver::Events {
   const SigintWatch& sigint_;
 };
 
-std::string train(const std::vector<std::string>& args, py::object log, const Rows* rows) {
+std::string train(const std::vector<std::string>& args, py::object log, const Rows* rows,
+                  bool durable) {
   std::optional<cli::Failure> failure;
   std::string summary;
   bool interrupted = false;
@@ -468,6 +469,7 @@ std::string train(const std::vector<std::string>& args, py::object log, const Ro
       std::optional<driver::TrainJob> job = cli::parse_train_job(args);
       if (!job) throw UsageError("train: --help is not a training job");
       if (rows) job->shards = rows->shards();
+      job->durable_output = durable;
       nlohmann::ordered_json record;
       summary = driver::train(*job, events, record).summary.dump();
     } catch (const driver::Interrupted&) {
@@ -582,9 +584,10 @@ PYBIND11_MODULE(_core, m) {
   cli::g_terminal_progress.store(false);
   py::register_exception_translator(translate);
   m.def("train", &train, py::arg("args"), py::arg("log") = py::none(),
-        py::arg("rows") = nullptr,
+        py::arg("rows") = nullptr, py::arg("durable") = true,
         "Trains the job of `polymargin train ARGS` (no --tune) in this process, the GIL released, "
-        "on the data files it names or on `rows` (a Rows); returns its summary as JSON text.");
+        "on the data files it names or on `rows` (a Rows); `durable` false: the model file is not "
+        "fsync'ed (a temporary file). Returns its summary as JSON text.");
   m.def("train_options", &train_options,
         "The options of `polymargin train` as JSON: key, learners, switch, several, default, "
         "help, estimator (a parameter of the Python estimators).");

@@ -77,13 +77,14 @@ def run(command, args):
     return out.decode()
 
 
-def train(args, rows=None):
+def train(args, rows=None, durable=True):
     """The job of `polymargin train ARGS` (without --tune) trained in this process by the training
     library, with the GIL released: several may run at once in threads. Its data are the files
-    ARGS names, or `rows` (a _core.Rows: a matrix's rows held in memory). Returns its summary
-    (what `train --json` prints) as a dict. Errors raise as run() says.
+    ARGS names, or `rows` (a _core.Rows: a matrix's rows held in memory); durable=False writes
+    the model without fsync (a temporary file, read back at once). Returns its summary (what
+    `train --json` prints) as a dict. Errors raise as run() says.
     """
-    return json.loads(_core.train([_arg(a) for a in args], _log, rows))
+    return json.loads(_core.train([_arg(a) for a in args], _log, rows, durable))
 
 
 def run_json(command, args):

@@ -252,8 +252,10 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         elif matrix is not None:
             rows = matrix.rows()
         args = ["--algo", self._algo] + list(paths) + args
+        # The model file lies in the temporary directory `tmp`, read back below and removed with
+        # it: written without fsync.
         self.train_report_ = (_commands.run_json("train", args) if tune
-                              else _commands.train(args, rows))
+                              else _commands.train(args, rows, durable=False))
         with open(model, "rb") as f:
             self._set_model(f.read(), model)
         self._warn_unconverged()
