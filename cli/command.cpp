@@ -84,10 +84,8 @@ bool takes_several(const po::option_description& option) {
 // `train --tune`'s own keys: read from the config file by train's dispatcher (cli/tune.h) before a
 // learner runs, and no learner's options.
 bool tune_key(const std::string& command, const std::string& key) {
-  if (command != "train") return false;
-  for (const driver::TrainOption& o : driver::train_options())
-    if (o.key == key && (o.role & driver::kSearchParam)) return true;
-  return false;
+  const driver::TrainOption* o = command == "train" ? driver::find_train_option(key) : nullptr;
+  return o && (o->role & driver::kSearchParam);
 }
 
 // The config file: its lines checked first, so an unknown key, a key given twice, an empty value

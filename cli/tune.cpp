@@ -107,20 +107,13 @@ const Grid* grid_of(const std::string& algo) {
   return nullptr;
 }
 
-// The option table's entry of `train`'s option `name` (of some learner), or null.
-const driver::TrainOption* option_named(const std::string& name) {
-  for (const driver::TrainOption& o : driver::train_options())
-    if (o.key == name) return &o;
-  return nullptr;
-}
-
 // Flags of `train` that take no value, and those that take several.
 bool is_switch(const std::string& name) {
-  const driver::TrainOption* o = option_named(name);
+  const driver::TrainOption* o = driver::find_train_option(name);
   return name == "json" || name == "help" || (o && o->type == driver::OptionType::kSwitch);
 }
 bool is_multitoken(const std::string& name) {
-  const driver::TrainOption* o = option_named(name);
+  const driver::TrainOption* o = driver::find_train_option(name);
   return o && o->type == driver::OptionType::kTexts;
 }
 std::string long_name(const std::string& flag) {
@@ -154,7 +147,7 @@ struct TuneArgs {
 // a cell is one learner on one thread (the cells run side by side). Those the table does not know
 // are passed on, for the cell's parse to refuse.
 bool job_option(const std::string& name) {
-  const driver::TrainOption* o = option_named(name);
+  const driver::TrainOption* o = driver::find_train_option(name);
   return name == "json" || name == "help" || (o && !(o->role & driver::kCellParam));
 }
 

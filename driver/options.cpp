@@ -736,6 +736,12 @@ const TrainOption* find_train_option(const std::string& algo, const std::string&
   return nullptr;
 }
 
+const TrainOption* find_train_option(const std::string& key) {
+  for (const TrainOption& o : train_options())
+    if (o.key == key) return &o;
+  return nullptr;
+}
+
 const std::vector<SearchPlan>& search_plans() {
   static const std::vector<SearchPlan> plans = {
       {"ldm", {{"cost", "normalize"}, {"lambda1-rel"}, {"lambda2-rel"}, {"bias"}}},

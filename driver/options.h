@@ -79,6 +79,9 @@ struct TrainOption {
 const std::vector<TrainOption>& train_options();
 /// The option `key` of `algo` (listed or hidden), or null.
 const TrainOption* find_train_option(const std::string& algo, const std::string& key);
+/// The first option `key` of any learner (its type and roles are the key's for every learner that
+/// takes it), or null.
+const TrainOption* find_train_option(const std::string& key);
 
 /// A learner's --tune search: its grid's keys in the groups the coordinate search takes in turn,
 /// each group's best kept (the values are the options' grids).
