@@ -475,8 +475,10 @@ void CpmRun::train() {
   // The epoch loop is the driver's; what the CPM does with a window, a checkpoint, a stop and the
   // end of a pass is said here. Its position: {pass, windows of it learnt, rows in all passes}.
   JobLearner learner;
-  learner.on_learn = [&](const CsrView& window, const io::SpareWork& spare, const Position&) {
+  std::uint64_t passes = 0;  // the passes the run will make (below), for the live progress line
+  learner.on_learn = [&](const CsrView& window, const io::SpareWork& spare, const Position& at) {
     replicas.learn(window, spare);
+    events.progress(at.pass, passes, at.pass_rows + window.rows, shards.manifest().rows);
   };
   learner.on_done = [&] { return replicas.done(); };
   // A replicated run saves at averagings only (all replicas then agree), rank 0 alone.
@@ -521,6 +523,7 @@ void CpmRun::train() {
   for (const auto& s : replicas.status())
     if (s.rows > 0)
       loop.expected_passes = std::max(loop.expected_passes, (s.iterations + s.rows - 1) / s.rows);
+  passes = std::max<std::uint64_t>(loop.expected_passes, 1);
   trained = run_passes(shards, learner, loop, {position.pass, position.batches, 0, position.rows},
                        job.resume);
 }
