@@ -67,6 +67,9 @@ struct TrainOption {
   std::vector<std::string> grid{};
   bool required = false;        // the command refuses to run without it (--output)
   unsigned role = kModelParam;  // OptionRole bits
+  /// The Python estimators' other name for it, scikit-learn's (C, n_jobs, random_state, tol,
+  /// max_iter): a parameter beside the key's, either given; "" when none.
+  std::string estimator_alias{};
   /// Puts a value given by the user into the job (whose algo is set); UsageError for a value the
   /// option refuses. Null for the --tune search's own options.
   std::function<void(TrainJob& job, const OptionValue& value)> apply{};

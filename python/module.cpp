@@ -544,6 +544,55 @@ class Model {
   std::unique_ptr<engine::Classifier> model_;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Reading data
+
+// The rows of `inputs` (LIBSVM text, plain or compressed, or a shard directory), in the order of
+// the data, as polymargin's reader reads them (values and labels float32): (indptr int64, column
+// ids int32, values float32, labels float32, features, index_base), a row's ids made columns by
+// subtracting the index base. The GIL is released while reading.
+py::tuple read_rows(const std::vector<std::string>& inputs, int threads) {
+  std::vector<std::int64_t> indptr{0};
+  std::vector<std::int32_t> columns;
+  std::vector<float> values, labels;
+  io::Manifest manifest;
+  {
+    py::gil_scoped_release release;
+    const io::Dataset data = io::Dataset::open(inputs, io::ConvertOptions{}, threads);
+    manifest = data.shards().manifest();
+    if (manifest.features > static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max()))
+      throw DataError(inputs.front(), 0, 0,
+                      std::to_string(manifest.features) +
+                          " features do not fit a scipy matrix's int32 column ids");
+    labels.reserve(manifest.rows);
+    indptr.reserve(manifest.rows + 1);
+    columns.reserve(manifest.nnz);
+    values.reserve(manifest.nnz);
+    const auto base = static_cast<std::uint32_t>(manifest.index_base);
+    io::ReadOptions read;
+    read.shuffle = false;
+    read.threads = threads;
+    data.shards().scan(read, [&](const CsrView& rows) {
+      for (std::size_t r = 0; r < rows.rows; ++r) {
+        labels.push_back(rows.labels[r]);
+        for (std::uint32_t k = rows.offsets[r]; k < rows.offsets[r + 1]; ++k) {
+          columns.push_back(static_cast<std::int32_t>(rows.indices[k] - base));
+          values.push_back(rows.value(k));
+        }
+        indptr.push_back(static_cast<std::int64_t>(columns.size()));
+      }
+    });
+  }
+  const auto array = [](auto& v) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    auto* held = new std::vector<T>(std::move(v));
+    py::capsule owner(held, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+    return py::array_t<T>(static_cast<py::ssize_t>(held->size()), held->data(), owner);
+  };
+  return py::make_tuple(array(indptr), array(columns), array(values), array(labels),
+                        manifest.features, manifest.index_base);
+}
+
 // Errors of the library outside run(), and running out of memory: the same mapping (pybind11's
 // own exceptions pass on).
 void translate(std::exception_ptr p) {
@@ -571,7 +620,8 @@ std::string train_options() {
                    {"several", o.type == driver::OptionType::kTexts},
                    {"default", o.default_text},
                    {"help", o.help},
-                   {"estimator", (o.role & driver::kEstimatorParam) != 0}});
+                   {"estimator", (o.role & driver::kEstimatorParam) != 0},
+                   {"alias", o.estimator_alias}});
   }
   return all.dump();
 }
@@ -588,9 +638,14 @@ PYBIND11_MODULE(_core, m) {
         "Trains the job of `polymargin train ARGS` (no --tune) in this process, the GIL released, "
         "on the data files it names or on `rows` (a Rows); `durable` false: the model file is not "
         "fsync'ed (a temporary file). Returns its summary as JSON text.");
+  m.def("read_rows", &read_rows, py::arg("inputs"), py::arg("threads") = 0,
+        "The rows of LIBSVM text files (plain, gzip, bzip2, zstd) or a shard directory, in data "
+        "order, as polymargin reads them: (indptr, columns, values, labels, features, "
+        "index_base).");
   m.def("train_options", &train_options,
         "The options of `polymargin train` as JSON: key, learners, switch, several, default, "
-        "help, estimator (a parameter of the Python estimators).");
+        "help, estimator (a parameter of the Python estimators), alias (its scikit-learn name, "
+        "or empty).");
   m.def("run", &run, py::arg("command"), py::arg("args"), py::arg("log") = py::none(),
         "Runs a polymargin command in this process; returns (exit code, stdout bytes).");
   m.def("set_program", &cli::experiment::set_self_executable, py::arg("path"),

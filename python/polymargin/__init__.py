@@ -5,13 +5,14 @@ scikit-learn estimators over the C++ engine of the `polymargin` command:
     LDMClassifier, LinearSVMClassifier, CPMClassifier      streamed (fit on a matrix or on shards)
     KernelLDMClassifier, TwinLDMClassifier, CMMClassifier  regular-scale data, held in memory
 
-and the command line's model files and shard directories: load(), Estimator.save(), convert().
+and the command line's model files and shard directories: load(), Estimator.save(), convert(),
+load_svmlight() (LIBSVM text, compressed too, or shards, as a scipy matrix).
 Progress is logged to the "polymargin" logger (INFO); errors raise ValueError (bad data or
 settings), OSError (I/O), MemoryError, FloatingPointError (a numerical failure), and Ctrl-C while
 training raises KeyboardInterrupt with nothing written.
 """
 
-from ._commands import convert, run
+from ._commands import convert, load_svmlight, run
 from ._estimators import (CMMClassifier, CPMClassifier, KernelLDMClassifier, LDMClassifier,
                           LinearSVMClassifier, TwinLDMClassifier, load)
 
@@ -39,4 +40,4 @@ def _find_program():
 _find_program()
 
 __all__ = ["LDMClassifier", "LinearSVMClassifier", "CPMClassifier", "KernelLDMClassifier",
-           "TwinLDMClassifier", "CMMClassifier", "load", "convert", "run"]
+           "TwinLDMClassifier", "CMMClassifier", "load", "load_svmlight", "convert", "run"]

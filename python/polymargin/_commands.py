@@ -91,6 +91,27 @@ def run_json(command, args):
     return json.loads(run(command, list(args) + ["--json"]))
 
 
+def load_svmlight(paths, n_features=None, *, dtype=np.float64, threads=0):
+    """(X, y) of LIBSVM/SVMlight text (plain, gzip, bzip2 or zstd) or of a shard directory, read
+    by polymargin's reader, in the data's order: X a scipy CSR matrix whose column j is feature
+    j + 1 of 1-based ids (feature j of 0-based ones), y the labels. Values and labels are what
+    polymargin trains on (float32, here as `dtype`), so a fit on X, y trains the model of
+    `polymargin train` on the same file. n_features: at least this many columns (a test set's
+    width to match its training set's); fewer than the data has is a ValueError."""
+    import scipy.sparse as sp
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    indptr, columns, values, labels, features, _ = _core.read_rows(
+        [os.fspath(p) for p in paths], threads)
+    width = int(features)
+    if n_features is not None:
+        if n_features < width:
+            raise ValueError(f"n_features={n_features}: the data has {width} features")
+        width = int(n_features)
+    X = sp.csr_matrix((values.astype(dtype), columns, indptr), shape=(len(labels), width))
+    return X, labels.astype(np.float64)
+
+
 def convert(inputs, output, *, codec=None, block_rows=None, shards=None, index_base=None,
             max_bad_lines=None, threads=None, zstd_level=None):
     """`polymargin convert`: LIBSVM text (plain, gzip, bzip2, zstd) into a shard directory.

@@ -20,10 +20,13 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _commands, _core
@@ -94,6 +97,69 @@ def _engine_labels(classes):
     return np.arange(len(classes), dtype=np.float32)
 
 
+def _platt(scores, positive):
+    """A and B of Platt's sigmoid P(positive | f) = 1 / (1 + exp(A f + B)) for decision values
+    `scores` of rows whose class is `positive` (booleans): the maximum likelihood of Platt's
+    smoothed targets ((N+ + 1)/(N+ + 2) for a positive row, 1/(N- + 2) for a negative one), by
+    Newton's method with a backtracking line search, as Lin, Lin and Weng give it for LIBSVM."""
+    f = np.asarray(scores, dtype=np.float64)
+    n_pos = int(np.count_nonzero(positive))
+    n_neg = len(f) - n_pos
+    t = np.where(positive, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
+
+    def loss(a, b):  # -log likelihood: sum of log(1 + e^z) - (1 - t) z, z = A f + B
+        z = a * f + b
+        return float(np.sum(np.logaddexp(0.0, z) - (1.0 - t) * z))
+
+    a, b = 0.0, float(np.log((n_neg + 1.0) / (n_pos + 1.0)))
+    value = loss(a, b)
+    for _ in range(100):
+        p = expit(-(a * f + b))  # P(positive)
+        gap = t - p  # d loss / dz
+        grad_a, grad_b = float(np.dot(f, gap)), float(np.sum(gap))
+        if abs(grad_a) < 1e-5 and abs(grad_b) < 1e-5:
+            break
+        w = p * (1.0 - p)
+        h11, h22, h21 = float(np.dot(f * f, w)) + 1e-12, float(np.sum(w)) + 1e-12, float(
+            np.dot(f, w))
+        det = h11 * h22 - h21 * h21
+        step_a = -(h22 * grad_a - h21 * grad_b) / det
+        step_b = -(-h21 * grad_a + h11 * grad_b) / det
+        slope = grad_a * step_a + grad_b * step_b
+        size = 1.0
+        while size >= 1e-10:
+            trial = loss(a + size * step_a, b + size * step_b)
+            if trial < value + 1e-4 * size * slope:
+                a, b, value = a + size * step_a, b + size * step_b, trial
+                break
+            size /= 2
+        else:
+            break  # no step lowers the loss: at its minimum within rounding
+    return a, b
+
+
+def _labelled_rows(y):
+    """The rows of a semi-supervised fit that have a class: y = -1 marks an unlabelled row, as in
+    scikit-learn's semi-supervised estimators, where the other rows have two classes; y of two
+    values, -1 among them, is two classes (a fit needs two classes besides the unlabelled rows,
+    so -1 then cannot mean unlabelled)."""
+    if y.dtype.kind not in "iuf":
+        return np.ones(len(y), dtype=bool)
+    unlabelled = y == -1
+    if len(np.unique(y[~unlabelled])) < 2:
+        return np.ones(len(y), dtype=bool)
+    return ~unlabelled
+
+
+def _check_calibration(classes, counts):
+    """probability=True: a binary model, and rows enough of each class for two folds."""
+    if classes != 2:
+        raise ValueError(f"probability=True calibrates binary models; got {classes} classes")
+    if counts.min() < 2:
+        raise ValueError("probability=True needs at least 2 rows of each class (held-out "
+                         "folds calibrate the probabilities)")
+
+
 class _Matrix:
     """A matrix to train on: X, the label of each row and the threads of the fit."""
 
@@ -133,13 +199,42 @@ def _stored_label(value):
 def _parameters(algo):
     """The estimator parameters of `algo`'s options in the option table, each with its default
     here: False for a switch (and warm_start, a switch here: start from the fitted model), else
-    None (the command's default)."""
+    None (the command's default). An option with a scikit-learn name (C, n_jobs, random_state,
+    tol) has it as a second parameter, also None, and probability (predict_proba) is the
+    estimators' own."""
     params = {}
     for option in _commands.train_options():
         if option["estimator"] and algo in option["learners"]:
             name = option["key"].replace("-", "_")
             params[name] = False if option["switch"] or name == "warm_start" else None
+            if option["alias"]:
+                params[option["alias"]] = None
+    params["probability"] = False
     return params
+
+
+def _aliases(algo):
+    """{scikit-learn's name: the option's parameter name} of `algo`'s options."""
+    return {o["alias"]: o["key"].replace("-", "_") for o in _commands.train_options()
+            if o["estimator"] and o["alias"] and algo in o["learners"]}
+
+
+def _alias_value(alias, value):
+    """A scikit-learn parameter's value as its option takes it: random_state an int (a
+    RandomState or Generator draws one: the seed of the fit), n_jobs a thread count (None: the
+    option's default; -1: all cores, -2: all but one, as joblib counts them)."""
+    if alias == "random_state":
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"random_state takes an int, a RandomState or None, not {value!r}")
+        if isinstance(value, numbers.Integral):
+            return int(value)
+        if isinstance(value, np.random.Generator):
+            return int(value.integers(2**31))
+        return int(check_random_state(value).randint(2**31))
+    if alias == "n_jobs" and isinstance(value, numbers.Integral) and not isinstance(
+            value, (bool, np.bool_)) and value < 0:
+        return 0 if value == -1 else max(1, (os.cpu_count() or 1) + 1 + int(value))
+    return value
 
 
 def _takes_options(cls):
@@ -181,9 +276,17 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         data_name: what the model records as its training data (default: the paths given, or
         "<csr ROWSxCOLS>" for a matrix).
         """
+        if not isinstance(self.probability, (bool, np.bool_)):
+            raise TypeError(f"probability is True or False, not {self.probability!r}")
+        for fitted in ("probA_", "probB_"):  # of an earlier fit with probability=True
+            self.__dict__.pop(fitted, None)
         if _is_path(X):
             if y is not None:
                 raise ValueError("y is given with data files: their labels are in the files")
+            if self.probability:
+                raise ValueError("probability=True calibrates on held-out folds of a matrix: "
+                                 "fit on X and y (sklearn.datasets.load_svmlight_file reads a "
+                                 "file)")
             paths = ([os.fspath(X)] if isinstance(X, (str, os.PathLike))
                      else [os.fspath(p) for p in X])
             with tempfile.TemporaryDirectory(prefix="polymargin-py-") as tmp:
@@ -195,7 +298,7 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         X, y = self._validate_data(X, y, accept_sparse="csr", dtype=[np.float64, np.float32])
         labelled = np.ones(len(y), dtype=bool)
         if self._semi_supervised:
-            labelled = ~((y == -1) if y.dtype.kind in "iuf" else np.zeros(len(y), dtype=bool))
+            labelled = _labelled_rows(y)
         check_classification_targets(y)
         classes, encoded = np.unique(y[labelled], return_inverse=True)
         if len(classes) < 2:
@@ -213,17 +316,38 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
             labels = np.array([-1.0, 1.0], dtype=np.float32)
         kind = "csr" if sp.issparse(X) else "dense"
         name = data_name or f"<{kind} {X.shape[0]}x{X.shape[1]}>"
-        threads = getattr(self, "threads", None)
+        threads = self._option_params().get("threads")
         # Semi-supervised: an unlabelled row is labelled 0 in the shards, as `train --algo cmm`
         # reads it.
         row_labels = np.zeros(len(y), dtype=np.float64)
         row_labels[labelled] = labels[encoded]
         matrix = _Matrix(X, row_labels, threads, name)
+        if self.probability:  # refused before any training
+            _check_calibration(len(classes), np.unique(encoded, return_counts=True)[1])
         with tempfile.TemporaryDirectory(prefix="polymargin-py-") as tmp:
             self._train([], name, tmp, matrix)
         self.classes_ = classes
         self._labels = labels
+        if self.probability:
+            self._calibrate(X, y, labelled, data_name)
         return self
+
+    def _calibrate(self, X, y, labelled, data_name):
+        """probA_ and probB_ of predict_proba: Platt's sigmoid fitted to decision_function's
+        values on held-out rows, as SVC(probability=True) does: 5 stratified folds (fewer when a
+        class has fewer rows), each scored by the estimator fitted on the others."""
+        counts = np.unique(y[labelled], return_counts=True)[1]
+        folds = int(min(5, counts.min()))
+        scores = np.zeros(len(y))
+        fold_params = dict(probability=False)
+        if "warm_start" in self.get_params(deep=False):
+            fold_params["warm_start"] = False
+        for train, held in StratifiedKFold(folds).split(np.zeros(len(y)), y):
+            part = clone(self).set_params(**fold_params)
+            part.fit(X[train], y[train], data_name=data_name)
+            scores[held] = part.decision_function(X[held])
+        positive = y[labelled] == self.classes_[1]
+        self.probA_, self.probB_ = _platt(scores[labelled], positive)
 
     def _train(self, paths, data_name, tmp, matrix=None):
         """Trains on the files `paths`, or on `matrix` (a _Matrix) held in memory."""
@@ -231,7 +355,7 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         args = ["-o", model]
         if data_name:
             args += ["--data-name", data_name]
-        params = self.get_params(deep=False)
+        params = self._option_params()
         warm = params.pop("warm_start", False)
         if not isinstance(warm, (bool, np.bool_)):
             raise TypeError(f"warm_start is a switch: True or False (got {warm!r})")
@@ -272,11 +396,28 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
                 f"{100 * convergence['tol']:.3g} %); more epochs, or another eta0, may give a "
                 "better model", ConvergenceWarning)
 
+    def _option_params(self):
+        """The parameters that are options of `train`, scikit-learn's names (C, n_jobs,
+        random_state, tol) given as their options' (cost, threads, seed, tolerance); both names
+        given different values is a ValueError."""
+        params = self.get_params(deep=False)
+        params.pop("probability")
+        for alias, name in _aliases(self._algo).items():
+            value = params.pop(alias)
+            if value is None:
+                continue
+            value = _alias_value(alias, value)
+            if params[name] is not None and params[name] != value:
+                raise ValueError(f"{alias}={value!r} and {name}={params[name]!r} name one "
+                                 f"parameter: give one of them")
+            params[name] = value
+        return params
+
     @classmethod
     def _switches(cls):
         """The parameters that are switches of `train` (False by default)."""
         return {name for name, p in inspect.signature(cls.__init__).parameters.items()
-                if p.default is False}
+                if p.default is False} - {"probability"}
 
     def _describe_from_model(self):
         """n_features_in_ and classes_ as the model file has them (a model trained on files)."""
@@ -327,8 +468,13 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         return self.classes_[np.clip(index, 0, len(self.classes_) - 1)]
 
     def _binary(self):
-        check_is_fitted(self, "model_")  # NotFittedError, which is also an AttributeError
-        return len(self.classes_) == 2
+        """Whether the fitted model is binary (decision_function's scores are its own); an
+        estimator not fitted yet has decision_function, as scikit-learn's have (a meta-estimator
+        asks before it fits), and calling it raises NotFittedError."""
+        return "model_" not in self.__dict__ or len(self.classes_) == 2
+
+    def _calibrated(self):
+        return self.probability and self._binary()
 
     @available_if(_binary)
     def decision_function(self, X):
@@ -338,12 +484,27 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         scores, _ = model.score(indptr, indices, data, predict=False, columns=columns)
         return scores
 
+    @available_if(_calibrated)
+    def predict_proba(self, X):
+        """P(class | x) of every row, a column per class of classes_: Platt's sigmoid of
+        decision_function, fitted on held-out folds (probability=True, binary models). As with
+        SVC, the class of the higher probability may differ from predict's where the score is
+        near 0."""
+        check_is_fitted(self, "probA_")
+        positive = expit(-(self.probA_ * self.decision_function(X) + self.probB_))
+        return np.column_stack([1 - positive, positive])
+
+    @available_if(_calibrated)
+    def predict_log_proba(self, X):
+        """The log of predict_proba."""
+        return np.log(self.predict_proba(X))
+
     def predict(self, X):
         model = self._model()
         indptr, indices, data, columns = self._rows(X)
-        scores, raw = model.score(indptr, indices, data, predict=not self._binary(),
-                                  columns=columns)
-        if self._binary():
+        binary = len(self.classes_) == 2
+        scores, raw = model.score(indptr, indices, data, predict=not binary, columns=columns)
+        if binary:
             return self.classes_[(scores > 0).astype(int)]
         return self._to_classes(raw)
 
@@ -437,8 +598,9 @@ class TwinLDMClassifier(_Polymargin):
 @_takes_options
 class CMMClassifier(_Polymargin):
     """The Compact Margin Machine, semi-supervised (`polymargin train --algo cmm`): rows labelled
-    -1 are unlabelled, as in scikit-learn's semi-supervised estimators; the other two labels are
-    the classes. Data held in memory."""
+    -1 are unlabelled, as in scikit-learn's semi-supervised estimators, and the other two labels
+    are the classes; labels of two values only (-1 and 1, say) are two classes, every row
+    labelled. Data held in memory."""
 
     _algo = "cmm"
     _semi_supervised = True

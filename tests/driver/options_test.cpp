@@ -110,6 +110,24 @@ TEST(OptionTable, AKeyIsOneOptionOfALearner) {
   }
 }
 
+// scikit-learn's names (C, n_jobs, random_state, tol) are the Python estimators' second name of an
+// option: one option of a learner each, an estimator parameter, named like no key of that learner.
+TEST(OptionTable, AnEstimatorAliasNamesOneParameterOfALearner) {
+  for (const std::string& algo : learner_names()) {
+    std::set<std::string> aliases, names;
+    for (const TrainOption& o : train_options())
+      if (o.taken_by(learner_bit(algo))) names.insert(o.key);
+    for (const TrainOption& o : train_options())
+      if (o.applies_to(learner_bit(algo)) && !o.estimator_alias.empty()) {
+        EXPECT_TRUE((o.role & kEstimatorParam) != 0) << algo << " " << o.key;
+        EXPECT_TRUE(aliases.insert(o.estimator_alias).second) << algo << " " << o.estimator_alias;
+        EXPECT_EQ(names.count(o.estimator_alias), 0u) << algo << " " << o.estimator_alias;
+      }
+    EXPECT_TRUE(aliases.count("C") && aliases.count("n_jobs") && aliases.count("random_state"))
+        << algo;
+  }
+}
+
 TEST(OptionTable, EverySearchedKeyHasAGridThatStartsAtItsDefault) {
   for (const SearchPlan& plan : search_plans())
     for (const std::vector<std::string>& group : plan.groups)

@@ -19,7 +19,7 @@ from sklearn.preprocessing import MaxAbsScaler
 from sklearn.utils.estimator_checks import check_estimator
 
 import polymargin as pm
-from conftest import cli
+from conftest import ROOT, cli
 
 STREAMED = {"ldm": pm.LDMClassifier, "svm": pm.LinearSVMClassifier, "cpm": pm.CPMClassifier}
 
@@ -186,8 +186,10 @@ def test_sparse_and_dense_give_the_same_model(a9a):
 # the 50,000-step floor a side, a hundred fits that take minutes on a loaded machine; the
 # conventions checked do not depend on the number of steps.
 @pytest.mark.parametrize("make", [pm.LDMClassifier, pm.LinearSVMClassifier,
-                                  lambda: pm.CPMClassifier(epochs=10)],
-                         ids=["LDMClassifier", "LinearSVMClassifier", "CPMClassifier"])
+                                  lambda: pm.CPMClassifier(epochs=10), pm.KernelLDMClassifier,
+                                  pm.TwinLDMClassifier, pm.CMMClassifier],
+                         ids=["LDMClassifier", "LinearSVMClassifier", "CPMClassifier",
+                              "KernelLDMClassifier", "TwinLDMClassifier", "CMMClassifier"])
 def test_check_estimator(make):
     logging.getLogger("polymargin").setLevel(logging.WARNING)
     with warnings.catch_warnings():
@@ -235,6 +237,13 @@ def test_kernel_learners_and_semi_supervised(tmp_path):
     assert cmm.model_info_["config"]["unlabelled_rows"] == 150
     again = pm.CMMClassifier().fit(X[:200], partly)
     assert again.model_ == cmm.model_  # deterministic, whatever the temporary paths
+    # Labels of two values, -1 among them, are two classes (scikit-learn's check_classifiers_classes
+    # fits [-1, 1]): every row labelled, as the CMM with no unlabelled rows trains them.
+    signs = np.where(y[:200] > 0, 1, -1)
+    both = pm.CMMClassifier().fit(X[:200], signs)
+    np.testing.assert_array_equal(both.classes_, [-1, 1])
+    assert both.model_info_["config"]["unlabelled_rows"] == 0
+    assert both.score(X[200:], np.where(y[200:] > 0, 1, -1)) > 0.7
     # Classes other than 0 are stored as they are, as `train --algo cmm` stores them: the saved
     # model loads with them (it had -1 and 1, and refused the data's labels).
     cmm12 = pm.CMMClassifier().fit(X[:200], np.where(partly == -1, -1, partly + 1))
@@ -466,8 +475,8 @@ def test_unfitted_and_path_arguments_say_so(a9a, tmp_path):
     est = pm.LDMClassifier().fit(X[:300], y[:300])
     with pytest.raises(TypeError, match="take a matrix"):
         est.predict(str(tmp_path / "d.svm"))
-    with pytest.raises(ValueError, match="unlabelled rows"):
-        pm.CMMClassifier().fit(X[:300], np.where(y[:300] > 0, 1, -1))
+    with pytest.raises(ValueError, match="2 classes besides the unlabelled rows"):
+        pm.CMMClassifier().fit(X[:300], np.ones(300))
 
 
 def fit_interrupted(est, X, y):
@@ -547,3 +556,121 @@ def test_the_gil_is_released_while_training(a9a):
         ticker.join()
     # A thread that held the GIL for the whole fit would leave the ticker at one or two ticks.
     assert seconds < 0.05 or count >= 10, (seconds, count)
+
+
+# ---- scikit-learn's names, decision_function before fitting, predict_proba
+
+@pytest.mark.parametrize("cls", ALL)
+def test_scikit_learns_names_train_the_model_of_the_options(cls):
+    X, y = make_classification(n_samples=300, n_features=8, random_state=6)
+    cost = "c1" if cls is pm.CMMClassifier else "cost"
+    tol = "tol" if cls in (pm.LDMClassifier, pm.LinearSVMClassifier, pm.CPMClassifier) \
+        else "tolerance"
+    named = {cost: 2.0, "seed": 3, "threads": 1}
+    sklearn_named = {"C": 2.0, "random_state": 3, "n_jobs": 1}
+    if tol == "tolerance":
+        named[tol] = sklearn_named["tol"] = 0.005
+    assert cls(**sklearn_named).fit(X, y).model_ == cls(**named).fit(X, y).model_
+    assert set(sklearn_named) <= set(cls().get_params())
+    # A RandomState draws the fit's seed (check_estimator's set_random_state gives 0).
+    assert cls(random_state=np.random.RandomState(0)).fit(X, y).model_ == \
+        cls(random_state=np.random.RandomState(0)).fit(X, y).model_
+    with pytest.raises(ValueError, match=f"C=2.0 and {cost}=3.0 name one parameter"):
+        cls(C=2.0, **{cost: 3.0}).fit(X, y)
+    assert cls(C=2.0, **{cost: 2.0}).fit(X, y).model_ == cls(C=2.0).fit(X, y).model_
+    search = GridSearchCV(cls(), {"C": [0.5, 2.0]}, cv=2).fit(X, y)
+    assert search.best_params_["C"] in (0.5, 2.0)
+
+
+def test_n_jobs_counts_cores_as_joblib_does(monkeypatch):
+    from polymargin._estimators import _alias_value
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert _alias_value("n_jobs", -1) == 0  # all cores: --threads 0
+    assert _alias_value("n_jobs", -2) == 7
+    assert _alias_value("n_jobs", -20) == 1
+    assert _alias_value("n_jobs", 3) == 3
+    with pytest.raises(TypeError, match="random_state takes an int"):
+        _alias_value("random_state", True)
+
+
+def test_decision_function_is_there_before_fitting():
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.ensemble import StackingClassifier
+    from sklearn.exceptions import NotFittedError
+    from sklearn.linear_model import LogisticRegression
+    X, y = make_classification(n_samples=400, n_features=8, random_state=7)
+    for cls in ALL:
+        assert hasattr(cls(), "decision_function"), cls.__name__
+        with pytest.raises(NotFittedError):
+            cls().decision_function(X)
+    # Meta-estimators that ask before they fit: calibration on the scores, and stacking that uses
+    # them (it fell back to predict's labels).
+    calibrated = CalibratedClassifierCV(pm.LDMClassifier(), cv=3).fit(X, y)
+    assert calibrated.predict_proba(X).shape == (400, 2)
+    stack = StackingClassifier([("ldm", pm.LDMClassifier()), ("svm", pm.LinearSVMClassifier())],
+                               final_estimator=LogisticRegression(), cv=3).fit(X, y)
+    assert stack.stack_method_ == ["decision_function", "decision_function"]
+    assert stack.score(X, y) > 0.8
+
+
+@pytest.mark.parametrize("cls", [pm.LDMClassifier, pm.KernelLDMClassifier])
+def test_predict_proba_is_platts_sigmoid_on_held_out_folds(cls):
+    from sklearn.calibration import CalibratedClassifierCV
+    X, y = make_classification(n_samples=500, n_features=10, flip_y=0.1, random_state=8)
+    names = np.array(["no", "yes"])[y]
+    assert not hasattr(cls(), "predict_proba")  # probability=False, as SVC's default
+    est = cls(probability=True).fit(X, names)
+    proba = est.predict_proba(X)
+    assert proba.shape == (500, 2)
+    np.testing.assert_allclose(proba.sum(axis=1), 1)
+    # A monotone function of the score: P(yes) grows with decision_function.
+    order = np.argsort(est.decision_function(X))
+    assert (np.diff(proba[order, 1]) >= 0).all()
+    np.testing.assert_allclose(est.predict_log_proba(X), np.log(proba))
+    # scikit-learn's sigmoid calibration of the same scores, on the same 5 stratified folds,
+    # with the estimator refitted on every row: the same probabilities.
+    sklearn = CalibratedClassifierCV(cls(), method="sigmoid", cv=5, ensemble=False).fit(X, names)
+    np.testing.assert_allclose(proba, sklearn.predict_proba(X), atol=2e-3)
+    # The model is the one probability=False trains; the folds only place the sigmoid.
+    assert est.model_ == cls().fit(X, names).model_
+    assert est.probA_ < 0  # P(yes) rises with the score
+
+
+def test_predict_proba_refuses_what_it_cannot_calibrate(a9a_files):
+    X, y = make_classification(n_samples=300, n_features=8, n_classes=3, n_informative=5,
+                               random_state=9)
+    with pytest.raises(ValueError, match="calibrates binary models; got 3 classes"):
+        pm.CPMClassifier(probability=True).fit(X, y)
+    with pytest.raises(ValueError, match="held-out folds of a matrix"):
+        pm.LDMClassifier(probability=True).fit(a9a_files[0])
+    with pytest.raises(ValueError, match="at least 2 rows of each class"):
+        pm.LDMClassifier(probability=True).fit(X[:20], np.r_[np.zeros(19), 1])
+    with pytest.raises(TypeError, match="probability is True or False"):
+        pm.LDMClassifier(probability="yes").fit(X, y > 0)
+
+
+def test_load_svmlight_reads_what_polymargin_reads(a9a, a9a_files, tmp_path):
+    # The bundled zstd file, which scikit-learn's load_svmlight_file cannot read, gives its
+    # matrix: the same rows, values and labels.
+    X, y, _, _ = a9a
+    from_zstd, labels = pm.load_svmlight(os.path.join(ROOT, "data", "a9a.zst"))
+    assert from_zstd.shape == X.shape and from_zstd.dtype == np.float64
+    assert (from_zstd != X).nnz == 0
+    np.testing.assert_array_equal(labels, y)
+    test, _ = pm.load_svmlight(os.path.join(ROOT, "data", "a9a.t.zst"), n_features=123)
+    assert test.shape[1] == 123
+    with pytest.raises(ValueError, match="n_features=100: the data has 123 features"):
+        pm.load_svmlight(a9a_files[0], n_features=100)
+    # A shard directory reads the same, and a fit on the matrix is the command line's model.
+    cli("convert", a9a_files[0], "-o", tmp_path / "a9a.shards")
+    shards, shard_labels = pm.load_svmlight(tmp_path / "a9a.shards")
+    assert (shards != from_zstd).nnz == 0
+    np.testing.assert_array_equal(shard_labels, labels)
+    cli("train", a9a_files[0], "-o", tmp_path / "cli.model")
+    fitted = pm.LDMClassifier().fit(from_zstd, labels, data_name=a9a_files[0])
+    assert fitted.model_ == (tmp_path / "cli.model").read_bytes()
+    # Bad text is refused naming file and line, as the command line refuses it.
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:0.5\n-1 2:x\n")
+    with pytest.raises(ValueError, match=r"bad.svm:2"):
+        pm.load_svmlight(bad)
