@@ -11,6 +11,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "cli/signals.h"
@@ -220,9 +221,28 @@ std::vector<ConfigEntry> read_config_entries(const std::string& command, const s
     const std::size_t equals = line.find('=');
     if (equals == std::string::npos)
       throw UsageError(at + "'" + line + "' is not a 'key = value' line");
-    entries.push_back({number, trim(line.substr(0, equals)), trim(line.substr(equals + 1)), text});
+    ConfigEntry entry{number, trim(line.substr(0, equals)), trim(line.substr(equals + 1)), text};
+    if (config_path_key(entry.key) && !entry.value.empty()) {
+      entry.value = config_relative(path, entry.value);
+      entry.text = entry.key + " = " + entry.value;
+    }
+    entries.push_back(std::move(entry));
   }
   return entries;
+}
+
+std::string config_relative(const std::string& config, const std::string& value) {
+  const std::filesystem::path folder = std::filesystem::path(config).parent_path();
+  if (folder.empty() || value == "-" || std::filesystem::path(value).is_absolute()) return value;
+  return (folder / value).string();
+}
+
+bool config_path_key(const std::string& key) {
+  static const std::set<std::string> kFiles = {
+      "input",      "output",       "path",       "data",   "model",      "margins",
+      "plot",       "test-output",  "validation", "resume", "checkpoint", "metrics-json",
+      "warm-start", "unlabeled"};
+  return kFiles.count(key) > 0;
 }
 
 void refuse_empty_value(const std::string& command, const std::string& flag,

@@ -73,11 +73,20 @@ struct ConfigEntry {
 };
 
 /// The `key = value` lines of the --config file `path` (blank lines and `#` comments left out;
-/// the value trimmed, without a trailing comment). UsageError naming the file and line for a line
+/// the value trimmed, without a trailing comment; a file name relative to the file's folder, as
+/// config_relative makes it). UsageError naming the file and line for a line
 /// of another form: a `[section]` header (these files have none; `experiment`'s CONFIG, which has,
 /// is read by cli/experiment_config.h) or a line without '='; UsageError for a directory, IoError
 /// for a file that cannot be opened.
 std::vector<ConfigEntry> read_config_entries(const std::string& command, const std::string& path);
+
+/// A file name `value` read from the config file `config`, as the file means it: relative to the
+/// file's folder (an absolute name, `-` for a standard stream, and any name in a config file of
+/// the working folder stay as they are).
+std::string config_relative(const std::string& config, const std::string& value);
+/// Whether a config file's `key` names files (data, output, model, checkpoint, ...), which
+/// read_config_entries takes relative to the file's folder.
+bool config_path_key(const std::string& key);
 
 /// UsageError for an empty value given to an option: `flag` is its name on the command line
 /// ("--checkpoint"), or "" for a positional argument; `where` (" in FILE:LINE") names a --config

@@ -299,11 +299,17 @@ ExperimentConfig parse_config(const std::string& text, const std::string& path,
       }
     } else if (section == Section::kDataset) {
       DatasetSpec& d = config.datasets.back();
+      // Files relative to the config file's folder, as a --config file's.
+      const auto files = [&](const std::string& list) {
+        std::vector<std::string> named = split_list(list, ',');
+        for (std::string& f : named) f = config_relative(path, f);
+        return named;
+      };
       if (key == "data") {
-        d.data = split_list(value, ',');
+        d.data = files(value);
         d.data_line = line_number;
       } else if (key == "test") {
-        d.test = split_list(value, ',');
+        d.test = files(value);
         d.test_line = line_number;
       } else if (key == "generate") {
         d.generate = value;

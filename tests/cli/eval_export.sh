@@ -118,6 +118,31 @@ printf 'model = %s\nmodel = %s\ndata = %s\n' "$tmp/two.model" "$tmp/ldm.model" \
   "$tmp/part2.svm" > "$tmp/models.conf"
 "$bin" eval --config "$tmp/models.conf" --json > "$tmp/models.json" || fail "eval --config, two models"
 [ "$(grep -c '"accuracy"' "$tmp/models.json")" = 2 ] || fail "eval --config compared $(cat "$tmp/models.json")"
+# File names in a config file are relative to its folder, whatever the working folder: the
+# shipped configs/a9a-ldm.conf from another folder, and a config beside its data and outputs.
+(cd "$tmp" && "$bin" train --config "$OLDPWD/configs/a9a-ldm.conf" -o away.model --seed 3 \
+  > /dev/null 2>&1) || fail "train --config configs/a9a-ldm.conf from another folder"
+"$bin" export -m "$tmp/away.model" --format text | grep -v '^config' | cmp -s - "$tmp/cfg.txt" ||
+  fail "the config read from another folder trained another model"
+mkdir "$tmp/job"
+cp "$tmp/part1.svm" "$tmp/job/"
+printf 'data = part1.svm
+output = out/m.model
+metrics-json = out/m.json
+seed = 5
+' \
+  > "$tmp/job/job.conf"
+mkdir "$tmp/job/out"
+"$bin" train --config "$tmp/job/job.conf" > /dev/null 2>&1 || fail "train --config with names beside it"
+[ -s "$tmp/job/out/m.model" ] && [ -s "$tmp/job/out/m.json" ] ||
+  fail "a config's output names were not taken from its folder"
+"$bin" eval -m "$tmp/job/out/m.model" -d "$tmp/job/part1.svm" > /dev/null 2>&1 ||
+  fail "the model of a config with relative names"
+printf 'model = out/m.model
+data = part1.svm
+' > "$tmp/job/eval.conf"
+"$bin" eval --config "$tmp/job/eval.conf" --json | grep -q '"accuracy"' ||
+  fail "eval --config with names beside it"
 # Standard output that cannot take the output (a full disk under `> file`): exit 4, said.
 if [ -w /dev/full ]; then
   for cmd in "predict -m $tmp/ldm.model -d data/a9a.t.zst" "eval -m $tmp/ldm.model -d data/a9a.t.zst --json" \

@@ -124,6 +124,20 @@ std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
 
 // --- config --------------------------------------------------------------------------------------
 
+// A data set's files are relative to the config file's folder; absolute names, and every name of a
+// config in the working folder, stay as written.
+TEST(ExperimentConfig, DataFilesAreRelativeToTheConfigsFolder) {
+  const std::string text =
+      "[dataset a]\ndata = x.svm, ../up/y.svm, /abs/z.svm\ntest = t.svm\n[method m]\nalgo = ldm\n";
+  const ExperimentConfig there = parse_config(text, "/some/dir/c.conf");
+  EXPECT_EQ(there.datasets[0].data,
+            (std::vector<std::string>{"/some/dir/x.svm", "/some/dir/../up/y.svm", "/abs/z.svm"}));
+  EXPECT_EQ(there.datasets[0].test, std::vector<std::string>{"/some/dir/t.svm"});
+  const ExperimentConfig here = parse_config(text, "c.conf");
+  EXPECT_EQ(here.datasets[0].data,
+            (std::vector<std::string>{"x.svm", "../up/y.svm", "/abs/z.svm"}));
+}
+
 TEST(ExperimentConfig, ListsRangesAndSections) {
   const ExperimentConfig c = parse_config(
       "title = t\nrepeats = 3  # comment\nfolds = 4\n"
@@ -506,7 +520,7 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
   fs::remove_all(out);
 
   write(dir.path() / "unknown.conf",
-        "[dataset a]\ndata = data/a9a.t.zst\n[method cpm]\nalgo = nosuchlearner\ncost = 1, 2\n");
+        "[dataset a]\ndata = " + kSource + "/data/a9a.t.zst\n[method cpm]\nalgo = nosuchlearner\ncost = 1, 2\n");
   r = run("experiment '" + (dir.path() / "unknown.conf").string() + "' -o '" + out.string() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("unknown.conf:3: method cpm: algo 'nosuchlearner' is not a learner"),
@@ -515,7 +529,7 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
   EXPECT_NE(r.output.find("ldm"), std::string::npos) << "the message lists the learners";
 
   write(dir.path() / "badkey.conf",
-        "[dataset a]\ndata = data/a9a.t.zst\n[method ldm]\nalgo = ldm\nlambda9 = 1, 2\n");
+        "[dataset a]\ndata = " + kSource + "/data/a9a.t.zst\n[method ldm]\nalgo = ldm\nlambda9 = 1, 2\n");
   r = run("experiment '" + (dir.path() / "badkey.conf").string() + "' -o '" + out.string() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   // Named at the key's own line (5), not at its section's header (3).
@@ -531,7 +545,7 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
 
   // A missing test part is named at its own line.
   write(dir.path() / "test.conf",
-        "[dataset t]\ndata = data/a9a.t.zst\n\ntest = /nonexistent/t.svm\n"
+        "[dataset t]\ndata = " + kSource + "/data/a9a.t.zst\n\ntest = /nonexistent/t.svm\n"
         "[method svm]\nalgo = svm\n");
   r = run("experiment '" + (dir.path() / "test.conf").string() + "' -o '" + out.string() + "'");
   EXPECT_EQ(r.exit_code, 4) << r.output;
@@ -541,7 +555,7 @@ TEST(Experiment, MissingDataAndUnknownMethodsAreClearErrors) {
 
   // A switch takes true or false; checked before any work.
   write(dir.path() / "switch.conf",
-        "[dataset a]\ndata = data/a9a.t.zst\n[method svm]\nalgo = svm\n"
+        "[dataset a]\ndata = " + kSource + "/data/a9a.t.zst\n[method svm]\nalgo = svm\n"
         "no-final-pass = true, 3\n");
   r = run("experiment '" + (dir.path() / "switch.conf").string() + "' -o '" + out.string() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -609,7 +623,7 @@ TEST(Experiment, ASecondRunInTheSameDirectoryIsRefusedAndRemovesNothing) {
   }
   // A value flag given "true" gets it as its value, not as a bare flag: the cell fails naming it.
   write(dir.path() / "value.conf",
-        "repeats = 1\nfolds = 2\n[dataset a]\ndata = data/a9a.t.zst\n"
+        "repeats = 1\nfolds = 2\n[dataset a]\ndata = " + kSource + "/data/a9a.t.zst\n"
         "[method svm]\nalgo = svm\nepochs = true\nthreads = 1\n");
   // (Into a directory whose parents do not exist yet: made.)
   const Outcome r = run("experiment '" + (dir.path() / "value.conf").string() + "' -o '" +
