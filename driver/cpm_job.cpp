@@ -82,6 +82,31 @@ std::vector<double> parse_classes(const std::string& text) {
   return classes;
 }
 
+// The sides' step counters summed: steps made and to make, and the progressive estimates.
+struct PassTally {
+  std::uint64_t steps = 0, total = 0, mistakes = 0;
+  double hinge = 0;
+
+  PassTally operator-(const PassTally& earlier) const {
+    return {steps - earlier.steps, total, mistakes - earlier.mistakes, hinge - earlier.hinge};
+  }
+  double accuracy() const {
+    return 1.0 - static_cast<double>(mistakes) / static_cast<double>(steps);
+  }
+  double mean_hinge() const { return hinge / static_cast<double>(steps); }
+};
+
+PassTally tally(const std::vector<engine::CpmTrainer::SideStatus>& sides) {
+  PassTally t;
+  for (const auto& s : sides) {
+    t.steps += s.steps;
+    t.total += s.iterations;
+    t.mistakes += s.mistakes;
+    t.hinge += s.hinge;
+  }
+  return t;
+}
+
 // One cpm job, a step a method, in the order they happen. The members are the job's options and
 // the state the steps hand on to each other.
 struct CpmRun {
@@ -503,18 +528,28 @@ void CpmRun::train() {
   // A line for the first pass, the first to reach each further 5 % of the steps, and the last: a
   // small set that the step floor passes over thousands of times logs about 20 lines, not one a
   // pass.
+  // Each line also gives the pass's progressive estimates, over the steps since the pass before:
+  // the share of rows classified right before the step learnt from them, and their mean hinge.
   Twentieths logged;
+  PassTally before;
   learner.on_pass_end = [&](const Position& at, double seconds) {
-    std::uint64_t steps = 0, total = 0;
-    for (const auto& s : replicas.status()) {
-      steps += s.steps;
-      total += s.iterations;
+    const PassTally now = tally(replicas.status());
+    const PassTally pass = now - before;
+    before = now;
+    if (pass.steps > 0) {
+      report["progressive_accuracy"] = pass.accuracy();
+      report["progressive_hinge"] = pass.mean_hinge();
     }
-    const bool due = logged.due(steps, total);
+    const bool due = logged.due(now.steps, now.total);
     if (at.pass > 0 && !due) return;
-    events.note(strprintf(
-        "pass %llu: %.2f s, %llu of %llu steps", static_cast<unsigned long long>(at.pass + 1),
-        seconds, static_cast<unsigned long long>(steps), static_cast<unsigned long long>(total)));
+    events.note(strprintf("pass %llu: %.2f s, %llu of %llu steps%s",
+                          static_cast<unsigned long long>(at.pass + 1), seconds,
+                          static_cast<unsigned long long>(now.steps),
+                          static_cast<unsigned long long>(now.total),
+                          pass.steps > 0 ? strprintf(", progressive accuracy ≈ %.4f, hinge ≈ %.4g",
+                                                     pass.accuracy(), pass.mean_hinge())
+                                               .c_str()
+                                         : ""));
   };
   LoopOptions loop = loop_options(
       read, job, parallel, replicas.sync_bytes(),
@@ -660,6 +695,8 @@ TrainResult CpmRun::conclude() {
   summary.update(reading_json(trained));
   if (validated) summary["validation"] = validated->metrics;
   if (!step_floor.is_null()) summary["step_floor"] = report["step_floor"] = step_floor;
+  for (const char* key : {"progressive_accuracy", "progressive_hinge"})  // of the last pass
+    if (report.contains(key)) summary[key] = report[key];
   report["reading"] = reading_json(trained);
   if (!tune.is_null()) summary["tune"] = report["tune"] = tune;
   report["passes"] = passes;

@@ -124,6 +124,11 @@ class CpmTrainer {
     std::uint64_t assignments = 0;  // entries counted: distinct outer rows with an entropy floor
                                     // (its history), outer-row steps without one
     std::uint64_t adjusted = 0;     // ASSIGN picks that differed from the natural face
+    // Progressive estimates of the run (not of a checkpoint's steps before it): steps whose row
+    // was misclassified before the step learnt from it, and their hinge loss max(0, 1 − y·max_k
+    // s_k) summed. A replicated run's lead holds all replicas' after an average.
+    std::uint64_t mistakes = 0;
+    double hinge = 0;
   };
   std::vector<SideStatus> status() const;
 

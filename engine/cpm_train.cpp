@@ -118,6 +118,10 @@ struct alignas(64) CpmTrainer::Side {
   FeatureHash hash;
   std::uint64_t seed = 0;
   std::uint64_t iterations = 0, steps = 0, rows = 0, outer_rows = 0, updates = 0, adjusted = 0;
+  // Progressive estimates: steps whose row the side misclassified before learning from it, and
+  // the sum of its hinge loss max(0, 1 − y·max_k s_k) there (the polytope's own score).
+  std::uint64_t mistakes = 0;
+  double hinge = 0;
   std::uint64_t limit = 0;  // steps this learner makes: T, or a replica's share of what is left
   // A replica's: the steps of all replicas together and its own step count, at the last average,
   // and its number among the run's replicas.
@@ -370,7 +374,14 @@ struct SideOf : CpmTrainer::Side {
       for (std::size_t k = 0; k < K; ++k) acc[k] += v * static_cast<double>(w[k]);
     }
     const double s = sigma();
-    for (std::size_t k = 0; k < K; ++k) score[k] = acc[k] * s;
+    double top = acc[0] * s;
+    for (std::size_t k = 0; k < K; ++k) {
+      score[k] = acc[k] * s;
+      top = std::max(top, score[k]);
+    }
+    const double margin = y > 0 ? top : -top;
+    if (margin <= 0) ++mistakes;
+    hinge += std::max(0.0, 1.0 - margin);
     // η_t c / σ_t = c (t + 1) / (λ_s (t + 2)): the gradient step on W = σU, in U's units; the
     // shrink by (t + 1)/(t + 2) that follows is σ_{t+1} = 1/(t + 2), i.e. nothing to do.
     const double t = static_cast<double>(steps);
@@ -601,6 +612,8 @@ std::vector<CpmTrainer::SideStatus> CpmTrainer::status() const {
     st.assignment_entropy = s->counts.entropy();
     st.assignments = static_cast<std::uint64_t>(s->counts.total());
     st.adjusted = s->adjusted;
+    st.mistakes = s->mistakes;
+    st.hinge = s->hinge;
     out.push_back(st);
   }
   return out;
@@ -798,7 +811,7 @@ void CpmTrainer::average(const std::vector<CpmTrainer*>& local, bool holds_total
     Side& first = *sides.front();
     // The scalars: Σt, the counters, b = σB of every face, the face counts' increments and the
     // steps made since the last average.
-    enum : std::size_t { kSumT, kUpdates, kAdjusted, kSeconds, kFaces };
+    enum : std::size_t { kSumT, kUpdates, kAdjusted, kSeconds, kMistakes, kHinge, kFaces };
     const std::size_t b_at = kFaces, counts_at = kFaces + K, made_at = kFaces + 2 * K;
     std::vector<double> scalars(made_at + 1, 0.0);
     for (const Side* s : sides) {
@@ -806,6 +819,8 @@ void CpmTrainer::average(const std::vector<CpmTrainer*>& local, bool holds_total
       scalars[kUpdates] += static_cast<double>(s->updates);
       scalars[kAdjusted] += static_cast<double>(s->adjusted);
       scalars[kSeconds] += s->seconds;
+      scalars[kMistakes] += static_cast<double>(s->mistakes);
+      scalars[kHinge] += s->hinge;
       scalars[made_at] += static_cast<double>(s->steps - s->synced_steps);
       for (std::size_t k = 0; k < K; ++k) {
         scalars[b_at + k] += s->b(static_cast<int>(k)) * s->sigma();
@@ -876,6 +891,8 @@ void CpmTrainer::average(const std::vector<CpmTrainer*>& local, bool holds_total
       s.updates = totals ? static_cast<std::uint64_t>(scalars[kUpdates]) : 0;
       s.adjusted = totals ? static_cast<std::uint64_t>(scalars[kAdjusted]) : 0;
       s.seconds = totals ? scalars[kSeconds] : 0;
+      s.mistakes = totals ? static_cast<std::uint64_t>(scalars[kMistakes]) : 0;
+      s.hinge = totals ? scalars[kHinge] : 0;
     }
   }
 }
@@ -895,8 +912,8 @@ void CpmTrainer::take_state(const CpmTrainer& lead, bool with_totals) {
     s.synced = s.counts.counts();
     s.plan_interval(replicas_, lead.batches_);
     if (!with_totals) {
-      s.updates = s.adjusted = 0;
-      s.seconds = 0;
+      s.updates = s.adjusted = s.mistakes = 0;
+      s.seconds = s.hinge = 0;
     }
   }
   batches_ = lead.batches_;
