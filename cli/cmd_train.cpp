@@ -42,9 +42,26 @@ void print_convergence(const nlohmann::ordered_json& c) {
                gain, tol);
 }
 
+// Where --epochs auto stopped, and why.
+void print_epochs_auto(const nlohmann::ordered_json& a) {
+  const auto run = a["epochs_run"].get<unsigned long long>();
+  const char* why = a["stopped"].get<bool>() ? "stopped" : "ran to --max-epochs";
+  if (!a["early_stopping"].get<bool>()) {
+    out_printf("epochs auto: %s after epoch %llu (the training objective, --no-early-stopping)\n",
+               why, run);
+    return;
+  }
+  const auto best = a["best_epoch"].get<unsigned long long>();
+  out_printf("epochs auto: %s after epoch %llu; kept epoch %llu: held-out loss %.6g, accuracy "
+             "%.4f on %llu rows\n",
+             why, run, best, a["scores"][best - 1].get<double>(),
+             a["accuracies"][best - 1].get<double>(),
+             a["held_out_rows"].get<unsigned long long>());
+}
+
 // The run's summary on stdout (--json prints it as JSON instead).
 void print_summary(const nlohmann::ordered_json& s) {
-  // A resumed run's times are its own part's, which the line says.
+  // A resumed run's times are its own part's, which the line says, as it says the rows held out.
   std::string resumed;
   if (s.contains("resumed_from")) {
     const auto epoch = s["resumed_from"]["epoch"].get<unsigned long long>() + 1;
@@ -53,6 +70,9 @@ void print_summary(const nlohmann::ordered_json& s) {
                   ? strprintf(" (resumed after epoch %llu)", epoch)
                   : strprintf(" (resumed in epoch %llu, after its row %llu)", epoch, row);
   }
+  if (s.contains("epochs_auto") && s["epochs_auto"].contains("held_out_rows"))
+    resumed += strprintf(" (%llu of them held out)",
+                         s["epochs_auto"]["held_out_rows"].get<unsigned long long>());
   out_printf(
       "trained %s on %llu rows x %d epochs%s in %.2f s (%.2f M rows/s): learning %.2f s, "
       "waiting for data %.2f s; open/convert %.2f s, final pass %.2f s\n",
@@ -65,6 +85,7 @@ void print_summary(const nlohmann::ordered_json& s) {
              s["objective"].get<double>(), s["margin_mean"].get<double>(),
              s["margin_variance"].get<double>(), s["train_accuracy"].get<double>());
   print_convergence(s["convergence"]);
+  if (s.contains("epochs_auto")) print_epochs_auto(s["epochs_auto"]);
   if (s.contains("validation")) {
     const nlohmann::ordered_json& v = s["validation"];
     out_printf("validation: %llu rows, accuracy %.4f, AUC %.4f\n",

@@ -35,7 +35,8 @@ void CheckpointSchedule::written() {
 
 LoopResult run_passes(const io::ShardSet& shards, Learner& learner, const LoopOptions& options,
                       const Position& start, const std::string& resume_name) {
-  const std::uint64_t rows_per_pass = shards.manifest().rows;
+  const std::uint64_t rows_per_pass =
+      options.rows_per_pass ? options.rows_per_pass : shards.manifest().rows;
   CheckpointSchedule schedule(options.every);
   LoopResult result;
   const auto save = [&](const Position& at, bool pass_end) {

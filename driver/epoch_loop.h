@@ -103,6 +103,8 @@ struct LoopOptions {
                          // are the loop's
   /// Passes to make at most (the LDM's epochs); the CPM stops on done() instead.
   std::uint64_t passes = std::numeric_limits<std::uint64_t>::max();
+  /// The rows of a pass: 0 for the shards' rows; fewer when `read.blocks` leaves some blocks out.
+  std::uint64_t rows_per_pass = 0;
   bool checkpoints = false;  // the learner writes checkpoints (as `every` says)
   CheckpointEvery every;
   /// The passes the run is expected to make (0: `passes`): with more than 20, the pass-end

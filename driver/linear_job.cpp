@@ -2,6 +2,7 @@
 // (driver/train.h).
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/early_stopping.h"
 #include "driver/epoch_loop.h"
 #include "driver/job.h"
 #include "driver/learner_jobs.h"
@@ -158,6 +160,23 @@ struct LinearRun {
   bool warm_pending = false;
   engine::MarginStats margins;  // the last epoch's progressive margins, then the final pass's
   Convergence convergence;      // of the epochs' progressive objectives
+  // --epochs auto: the rows held out (with early stopping), when to stop, and the state of the
+  // best pass (kept by rank 0 when it is not the last).
+  std::optional<HeldOut> held;
+  std::optional<StoppingRule> stopping;
+  std::optional<engine::LdmState> best_state;
+  bool stop_now = false;
+  // The set trained on (the data's, or the held-out run's copy in smaller blocks) and the counts
+  // of its rows trained on.
+  const io::ShardSet& training_set() const {
+    return held ? held->set() : opened.dataset->shards();
+  }
+  const io::Manifest& training_manifest() const {
+    return held ? held->train_manifest() : opened.dataset->shards().manifest();
+  }
+  void score_held_out();
+  nlohmann::ordered_json auto_record() const;
+  std::uint64_t epochs_run() const { return trained.end.pass + (trained.end.pass_rows > 0); }
   LoopResult trained;
   engine::LinearModel model;
   double finish_seconds = 0, eval_seconds = 0, save_seconds = 0, objective = 0;
@@ -199,6 +218,26 @@ void LinearRun::check() {
     throw UsageError("train: --pairing must be next or permuted (got '" + pairing + "')");
   config.c = params.c;
   config.epochs = params.epochs.value_or(5);
+  if (params.epochs_auto) {
+    config.epochs = params.max_epochs.value_or(kDefaultMaxEpochs);
+    // The held-out run's best state and its stopping rule are not in a checkpoint yet.
+    if (!job.checkpoint.empty() || !job.resume.empty())
+      throw UsageError("train: --epochs auto takes no --checkpoint or --resume (yet): give "
+                       "--epochs N for a run that checkpoints");
+    stopping.emplace();
+    stopping->tol = params.tol;
+    stopping->patience = params.n_iter_no_change.value_or(kDefaultNoChangePasses);
+    stopping->max_passes = static_cast<std::uint64_t>(config.epochs);
+  } else {
+    for (const auto& [given, key] :
+         {std::pair{params.validation_fraction.has_value(), "--validation-fraction"},
+          std::pair{params.n_iter_no_change.has_value(), "--n-iter-no-change"},
+          std::pair{params.max_epochs.has_value(), "--max-epochs"},
+          std::pair{!params.early_stopping, "--no-early-stopping"}})
+      if (given)
+        events.note(std::string("warning: ") + key +
+                    " has no effect without --epochs auto (ignored)");
+  }
   config.bias = params.bias;
   config.seed = params.seed;
   config.pairing = pairing == "next" ? engine::Pairing::kNextRow : engine::Pairing::kPermutation;
@@ -233,12 +272,17 @@ void LinearRun::open() {
   opened = open_job_data(algo, inputs, shards, output, job, threads, report);
   threads = opened.threads;
   data = opened.data;
-  const io::ShardSet& shards = opened.dataset->shards();
-  const io::Manifest& manifest = shards.manifest();
+  const io::Manifest& manifest = opened.dataset->shards().manifest();
   labels = binary_labels(manifest, data);
   if (parallel.leader) validation = open_validation(job.validation, manifest, threads);
-  rows = static_cast<double>(manifest.rows);
-  if (!params.epochs) {
+  // Early stopping holds whole blocks out (every rank alike: seeded); the run trains on the rest.
+  if (params.epochs_auto && params.early_stopping)
+    held.emplace(opened.dataset->shards(),
+                 params.validation_fraction.value_or(kDefaultValidationFraction), config.seed,
+                 threads, data);
+  const io::ShardSet& shards = training_set();
+  rows = static_cast<double>(training_manifest().rows);
+  if (!params.epochs && !params.epochs_auto) {
     config.epochs = engine::ldm_default_epochs(manifest.rows, manifest.nnz);
     if (config.epochs > engine::kLdmDefaultEpochs)
       step_floor = {
@@ -271,7 +315,9 @@ void LinearRun::open() {
   // line a feature, for a look-up a non-zero in the reader (docs/performance.md, "Feature ids and
   // memory").
   const bool renumber = feature_order == "frequency" && manifest.nnz > 0;
+  // (And with early stopping, rank 0's copy of the best pass's W and A.)
   const std::uint64_t per_slot = 16 * static_cast<std::uint64_t>(parallel.workers) +
+                                 (held && parallel.leader ? 16 : 0) +
                                  (scale == "maxabs" ? 4 : 0) + (warm ? 8 : 0) +
                                  (renumber ? (scale == "maxabs" ? 8 : 4) : 0);
   // And 8 bytes a row for the exact AUCs: of the training rows with --metrics-json, of the
@@ -296,8 +342,8 @@ void LinearRun::open() {
     if (scale == "maxabs") maxabs_by_slot = io::renumbered_maxabs(shards, slot_of);
     feature_order_seconds = seconds_since(order_start);
   }
-  replicas.emplace(config, manifest.rows, max_index, labels, parallel.workers, parallel.total(),
-                   parallel.first());
+  replicas.emplace(config, training_manifest().rows, max_index, labels, parallel.workers,
+                   parallel.total(), parallel.first());
   if (!slot_of.empty()) replicas->set_feature_slots(slot_of);
   const engine::LdmConfig& used = trainer().config();
 
@@ -316,7 +362,16 @@ void LinearRun::open() {
                 {"pairing", pairing},
                 {"max_index", max_index},
                 {"warm_start", warm ? warm->record["model_checksum"] : nlohmann::json()}};
-  parallel.plan(manifest, window_blocks, run_config, events);
+  // A held-out run's copy in smaller blocks reads as many rows a window as the data's blocks.
+  const std::uint32_t read_window_blocks = window_blocks * (held ? held->parts() : 1);
+  parallel.plan(training_manifest(), read_window_blocks, run_config, events);
+  if (stopping) {
+    run_config["epochs"] = "auto";
+    run_config["max_epochs"] = used.epochs;
+    run_config["n_iter_no_change"] = stopping->patience;
+    run_config["tol"] = stopping->tol;
+    if (held) run_config["early_stopping"] = held->json();
+  }
   // Keys absent at their defaults, so that checkpoints written without them still resume.
   if (normalize == "l2") run_config["normalize"] = normalize;
   // A checkpoint holds the weights in slot order: it resumes only with the same table, which the
@@ -353,8 +408,9 @@ void LinearRun::open() {
         {"checkpoint", resume}, {"epoch", position.epoch}, {"rows", position.rows}};
   }
 
-  read = read_options(config.seed, threads, job, window_blocks, scale == "maxabs",
+  read = read_options(config.seed, threads, job, read_window_blocks, scale == "maxabs",
                       normalize == "l2", parallel);
+  if (held) read.blocks = held->train_blocks();
   read.renumber = slot_of;
   read.renumbered_maxabs = maxabs_by_slot;
   // With a replica per thread or more, the replicas keep every thread busy: a window is then read
@@ -387,6 +443,48 @@ void LinearRun::apply_warm_start() {
                         static_cast<unsigned long long>(max_index - warm->model.max_index)));
 }
 
+// The current averaged model's margins on the held-out rows (each rank scores its part of every
+// window, and the sums are everybody's), as a loss: the data terms of F (§1.1), lower is better.
+// The pass that lowers it most is kept (rank 0 copies its state).
+void LinearRun::score_held_out() {
+  io::ReadOptions scoring = read;
+  scoring.shuffle = false;
+  scoring.lockstep = false;
+  scoring.blocks = held->held_blocks();
+  engine::MarginStats m;
+  held->set().scan(scoring, [&](const CsrView& batch) { trainer().add_margins(batch, m); });
+  if (!parallel.peers.alone()) {
+    std::array<double, 5> sums = {static_cast<double>(m.rows), static_cast<double>(m.correct),
+                                  m.sum, m.sum_sq, m.hinge};
+    parallel.peers.sum(sums);
+    m.rows = static_cast<std::uint64_t>(sums[0]);
+    m.correct = static_cast<std::uint64_t>(sums[1]);
+    m.sum = sums[2];
+    m.sum_sq = sums[3];
+    m.hinge = sums[4];
+  }
+  const engine::LdmConfig& used = trainer().config();
+  const double mc = rows * used.c;  // λ' = λ/(mC), m the rows trained on
+  const double loss = m.hinge / static_cast<double>(std::max<std::uint64_t>(m.rows, 1)) +
+                      2 * (*used.lambda1 / mc) * m.variance() - (*used.lambda2 / mc) * m.mean();
+  if (stopping->pass_end(loss, m.accuracy()) && parallel.leader) best_state = trainer().state();
+}
+
+// What --epochs auto did, for the summary, the record and the model.
+nlohmann::ordered_json LinearRun::auto_record() const {
+  nlohmann::ordered_json r = {{"early_stopping", held.has_value()}};
+  if (held) r.update(held->json());
+  r["n_iter_no_change"] = stopping->patience;
+  r["tol"] = stopping->tol;
+  r["max_epochs"] = stopping->max_passes;
+  r["epochs_run"] = epochs_run();
+  r["best_epoch"] = held ? stopping->best_pass : epochs_run();
+  r["stopped"] = stopping->stopped_early();
+  r[held ? "scores" : "objectives"] = stopping->scores;
+  if (held) r["accuracies"] = stopping->accuracies;
+  return r;
+}
+
 void LinearRun::announce() {
   const io::Manifest& manifest = opened.dataset->shards().manifest();
   const engine::LdmConfig& used = trainer().config();
@@ -416,6 +514,19 @@ void LinearRun::announce() {
         step_floor["bounded_by_nnz"].get<bool>()
             ? (", bounded at " + number(engine::kFloorMaxNonZeros) + " non-zeros read").c_str()
             : ""));
+  if (held)
+    events.note(strprintf(
+        "epochs auto: %llu rows held out (%zu of %llu blocks%s, --validation-fraction %g); stop "
+        "after %d epochs without lowering their loss by more than --tol %g %%, at most %d",
+        static_cast<unsigned long long>(held->held_rows()), held->held_blocks().size(),
+        static_cast<unsigned long long>(held->set().manifest().total_blocks),
+        held->parts() > 1 ? ", the data re-blocked in memory" : "",
+        params.validation_fraction.value_or(kDefaultValidationFraction), stopping->patience,
+        100 * stopping->tol, used.epochs));
+  else if (stopping)
+    events.note(strprintf("epochs auto, no early stopping: stop after %d epochs without lowering "
+                          "the training objective by more than --tol %g %%, at most %d",
+                          stopping->patience, 100 * stopping->tol, used.epochs));
   if (!slot_of.empty())
     events.note(strprintf("feature order: weights laid out most frequent first (sampled in %.2f s)",
                           feature_order_seconds));
@@ -431,8 +542,8 @@ void LinearRun::announce() {
 }
 
 void LinearRun::train() {
-  const io::ShardSet& shards = opened.dataset->shards();
-  const io::Manifest& manifest = shards.manifest();
+  const io::ShardSet& shards = training_set();
+  const io::Manifest& manifest = training_manifest();
   const engine::LdmConfig& used = trainer().config();
   const std::string& checkpoint = job.checkpoint;
   engine::LdmReplicas& replicas = *this->replicas;
@@ -480,22 +591,36 @@ void LinearRun::train() {
     margins = replicas.take_progress();
     const double progressive = trainer().objective(margins);
     const std::optional<double> change = convergence.pass_end(at.pass, progressive);
-    const bool due = logged.due(at.pass + 1, static_cast<std::uint64_t>(used.epochs));
+    std::string held_out;  // the epoch line's held-out score
+    if (stopping) {
+      if (held) {
+        score_held_out();
+        held_out = strprintf(", held-out loss %.6g, accuracy %.4f%s", stopping->scores.back(),
+                             stopping->accuracies.back(),
+                             stopping->best_pass == at.pass + 1 ? " (best)" : "");
+      } else {
+        stopping->pass_end(progressive);  // the training objective's own test
+      }
+      stop_now = stopping->stop();
+    }
+    const bool due = logged.due(at.pass + 1, static_cast<std::uint64_t>(used.epochs)) || stop_now;
     // The rows this run learnt in the pass: a resumed run's first pass lacks those learnt before
     // its checkpoint, and one resumed at a pass's end learnt none of it (no line then).
     const double learnt =
         rows - (at.pass == position.epoch ? static_cast<double>(position.rows) : 0.0);
     if ((at.pass > 0 && !due) || learnt <= 0) return;
     const std::string changed = change ? strprintf(" (%+.2f %%)", 100 * *change) : "";
-    events.note(strprintf("epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g%s, accuracy ≈ %.4f",
-                          static_cast<int>(at.pass) + 1, used.epochs, seconds,
-                          learnt / 1e6 / std::max(seconds, 1e-9), progressive, changed.c_str(),
-                          margins.accuracy()));
+    events.note(strprintf(
+        "epoch %d/%d: %.2f s, %.2f M rows/s, objective ≈ %.6g%s, accuracy ≈ %.4f%s",
+        static_cast<int>(at.pass) + 1, used.epochs, seconds, learnt / 1e6 / std::max(seconds, 1e-9),
+        progressive, changed.c_str(), margins.accuracy(), held_out.c_str()));
   };
+  learner.on_done = [&] { return stop_now; };
   LoopOptions loop = loop_options(
       read, job, parallel, replicas.sync_bytes(),
       [&](std::uint64_t rows) { return stop_requested(events, rows, job.stop_after_rows); });
   loop.passes = static_cast<std::uint64_t>(used.epochs);
+  loop.rows_per_pass = manifest.rows;
   trained = run_passes(shards, learner, loop,
                        {position.epoch, position.windows, position.rows, run_rows}, job.resume);
 }
@@ -504,9 +629,12 @@ void LinearRun::finish() {
   // From here on a signal no longer stops the run: the model is a final pass and a write away.
   // Of an MPI job's ranks, rank 0 alone finishes the model and writes it.
   if (!parallel.leader) return;
-  const io::ShardSet& shards = opened.dataset->shards();
-  const io::Manifest& manifest = shards.manifest();
+  const io::ShardSet& shards = training_set();
+  const io::Manifest& manifest = training_manifest();
   const std::string& checkpoint = job.checkpoint;
+  // Early stopping keeps the model of the best pass.
+  if (best_state) trainer().restore(std::move(*best_state), {}, trainer().eta0_clamped());
+  best_state.reset();
   std::vector<float>().swap(maxabs_by_slot);  // read no more; the fold takes the data's order
   read.renumbered_maxabs = {};
   const std::vector<float>* fold = nullptr;
@@ -540,6 +668,7 @@ void LinearRun::finish() {
   if (warm) model.config["warm_start"] = warm->record;
   if (replicated()) model.config["data_parallel"] = parallel.model_record();
   if (!tune.is_null()) model.config["tune"] = tune;
+  if (stopping) model.config["epochs_auto"] = auto_record();
 
   // One unshuffled pass for F(w̄), the margin distribution and the training accuracy. The model
   // has the scaling folded in, so it reads the rows raw (no scaling work) with one dense dot each.
@@ -613,7 +742,8 @@ TrainResult LinearRun::conclude() {
   const double validation_seconds = seconds_since(validation_start);
   const double total_seconds = seconds_since(opened.start);
   // The rows this run learnt: a resumed run's train_seconds are its own, not the whole run's.
-  const double learnt_rows = rows * used.epochs - (static_cast<double>(position.epoch) * rows +
+  const int epochs = stopping ? static_cast<int>(epochs_run()) : used.epochs;
+  const double learnt_rows = rows * epochs - (static_cast<double>(position.epoch) * rows +
                                                    static_cast<double>(position.rows));
   const double rows_per_second = train_seconds > 0 ? learnt_rows / train_seconds : 0.0;
 
@@ -622,7 +752,7 @@ TrainResult LinearRun::conclude() {
       {"rows", manifest.rows},
       {"features", manifest.features},
       {"nnz", manifest.nnz},
-      {"epochs", used.epochs},
+      {"epochs", epochs},
       {"lambda1", *used.lambda1},
       {"lambda2", *used.lambda2},
       {"c", used.c},
@@ -657,6 +787,7 @@ TrainResult LinearRun::conclude() {
       {"model_path", output}};
   summary.update(reading_json(trained));
   summary["convergence"] = report["convergence"] = convergence.json();
+  if (stopping) summary["epochs_auto"] = report["epochs_auto"] = auto_record();
   if (validated) summary["validation"] = validated->metrics;
   // A resumed run's times and speed are its own part's: where that part began.
   if (!job.resume.empty())

@@ -101,11 +101,76 @@ std::vector<TrainOption> linear_options() {
        .apply = [](TrainJob& j, const OptionValue& v) { j.linear.c = real(v); }},
       {.key = "epochs",
        .learners = kLinear,
-       .type = T::kInt,
        .default_text = "5",
        .help = "passes over the data (T); by default also at least 50000 SGD steps (a small set "
-               "gets more passes)",
-       .apply = [](TrainJob& j, const OptionValue& v) { j.linear.epochs = integer(v); }},
+               "gets more passes); auto: until the held-out rows stop improving "
+               "(--validation-fraction, --n-iter-no-change, --max-epochs, --no-early-stopping)",
+       .apply =
+           [](TrainJob& j, const OptionValue& v) {
+             if (text(v) == "auto") {
+               j.linear.epochs_auto = true;
+               j.linear.epochs.reset();
+               return;
+             }
+             std::size_t used = 0;
+             int epochs = 0;
+             try {
+               epochs = std::stoi(text(v), &used);
+             } catch (const std::exception&) {
+               used = 0;
+             }
+             if (used == 0 || used != text(v).size())
+               throw UsageError("train: --epochs must be a whole number or auto (got '" +
+                                text(v) + "')");
+             j.linear.epochs_auto = false;
+             j.linear.epochs = epochs;
+           }},
+      {.key = "validation-fraction",
+       .learners = kLinear,
+       .type = T::kReal,
+       .default_text = "0.1",
+       .help = "--epochs auto: the share of the rows held out (whole blocks, seeded) to judge the "
+               "passes on; scikit-learn's default",
+       .apply =
+           [](TrainJob& j, const OptionValue& v) {
+             if (!(real(v) > 0 && real(v) < 1))
+               throw UsageError("train: --validation-fraction must lie between 0 and 1, both "
+                                "excluded (got " +
+                                number(real(v)) + ")");
+             j.linear.validation_fraction = real(v);
+           }},
+      {.key = "n-iter-no-change",
+       .learners = kLinear,
+       .type = T::kInt,
+       .default_text = "3",
+       .help = "--epochs auto: stop once this many passes in a row did not lower the held-out "
+               "loss (with --no-early-stopping: the training objective) by more than --tol",
+       .apply =
+           [](TrainJob& j, const OptionValue& v) {
+             if (integer(v) < 1)
+               throw UsageError("train: --n-iter-no-change must be at least 1 (got " +
+                                std::to_string(integer(v)) + ")");
+             j.linear.n_iter_no_change = integer(v);
+           }},
+      {.key = "max-epochs",
+       .learners = kLinear,
+       .type = T::kInt,
+       .default_text = "50",
+       .help = "--epochs auto: passes at most",
+       .apply =
+           [](TrainJob& j, const OptionValue& v) {
+             if (integer(v) < 1)
+               throw UsageError("train: --max-epochs must be at least 1 (got " +
+                                std::to_string(integer(v)) + ")");
+             j.linear.max_epochs = integer(v);
+           }},
+      {.key = "no-early-stopping",
+       .learners = kLinear,
+       .type = T::kSwitch,
+       .help = "--epochs auto: hold no rows out; pass until the training objective has not "
+               "fallen by more than --tol for --n-iter-no-change passes (or --max-epochs)",
+       .apply =
+           [](TrainJob& j, const OptionValue& v) { j.linear.early_stopping = !std::get<bool>(v); }},
       {.key = "avg-start-epochs",
        .learners = kLinear,
        .type = T::kInt,

@@ -61,6 +61,13 @@ struct LinearParams {
   std::string warm_start;  // a model of the same learner and labels to start from
   bool final_pass = true;  // the exact pass over the training rows at the end
   double tol = 1e-3;       // converged: the objective changes by less than this share a pass
+  // --epochs auto (driver/early_stopping.h): passes until the held-out rows stop improving (or,
+  // without early stopping, the training objective converges), at most max_epochs.
+  bool epochs_auto = false;
+  std::optional<double> validation_fraction;  // unset: kDefaultValidationFraction
+  std::optional<int> n_iter_no_change;        // unset: kDefaultNoChangePasses
+  std::optional<int> max_epochs;              // unset: kDefaultMaxEpochs
+  bool early_stopping = true;                 // false: --no-early-stopping
 };
 
 /// The CPM's passes by default (T = this × a side's rows), with at least

@@ -845,6 +845,13 @@ struct ShardSet::Impl {
     }
     std::vector<std::uint32_t> order(blocks.size());
     std::iota(order.begin(), order.end(), 0u);
+    if (!o.blocks.empty()) {
+      for (const std::uint32_t b : o.blocks)
+        if (b >= blocks.size())
+          throw std::invalid_argument("ReadOptions::blocks: block " + std::to_string(b) +
+                                      " of " + std::to_string(blocks.size()));
+      order.assign(o.blocks.begin(), o.blocks.end());
+    }
     if (o.shuffle) {
       SplitMix64 rng(derive_seed(o.seed, o.epoch, kBlockOrderStream));
       seeded_shuffle(order.data(), order.size(), rng);

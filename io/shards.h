@@ -185,6 +185,11 @@ struct ReadOptions {
   // features' maxima share cache lines (the table in the data's order would cost a second miss on
   // every non-zero).
   std::span<const float> renumbered_maxabs;
+  // Only these blocks (global block numbers, each once) make the epoch, in this order before the
+  // seeded permutation; windows are of them alone, numbered as if the others did not exist.
+  // Empty: every block. For a run that holds some blocks out of training (driver/early_stopping.h)
+  // and reads them alone to score on.
+  std::span<const std::uint32_t> blocks;
 };
 
 /// Reading a lockstep scan lends its sink while the sink has the window: each call does one piece

@@ -386,8 +386,17 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
 
     def _warn_unconverged(self):
         """ConvergenceWarning when the last epoch still lowered the objective by more than tol
-        (the summary's `convergence`, which the linear learners report), as scikit-learn's SGD
-        estimators warn when max_iter ends their run."""
+        (the summary's `convergence`, which the linear learners report), or, with epochs="auto",
+        when max_epochs ended the run, as scikit-learn's SGD estimators warn when max_iter ends
+        their run."""
+        auto = self.train_report_.get("epochs_auto")
+        if auto:  # epochs="auto": warned only when max_epochs ended the run
+            if not auto["stopped"]:
+                warnings.warn(
+                    f"{type(self).__name__}: epochs='auto' ran to max_epochs "
+                    f"({auto['max_epochs']}) without stopping; a larger max_epochs may give a "
+                    "better model", ConvergenceWarning)
+            return
         convergence = self.train_report_.get("convergence") or {}
         if convergence.get("converged") is False:
             warnings.warn(

@@ -285,6 +285,23 @@ def test_an_unconverged_fit_warns_and_a_converged_one_does_not(a9a):
         assert est.train_report_["convergence"]["converged"] is True
 
 
+def test_epochs_auto_stops_on_held_out_rows_and_warns_only_at_max_epochs(a9a):
+    X, y, Xt, yt = a9a
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = pm.LinearSVMClassifier(epochs="auto").fit(X, y)
+    auto = est.train_report_["epochs_auto"]
+    assert auto["early_stopping"] and auto["stopped"] and auto["epochs_run"] < auto["max_epochs"]
+    assert est.get_params()["epochs"] == "auto"
+    assert est.score(Xt, yt) > 0.84
+    with pytest.warns(ConvergenceWarning, match="ran to max_epochs"):
+        est = pm.LDMClassifier(epochs="auto", max_epochs=2, n_iter_no_change=3,
+                               validation_fraction=0.2).fit(X, y)
+    assert est.train_report_["epochs_auto"]["epochs_run"] == 2
+    with pytest.raises(ValueError, match="--validation-fraction must lie between 0 and 1"):
+        pm.LDMClassifier(epochs="auto", validation_fraction=1.5).fit(X, y)
+
+
 # ---- bad input
 
 def test_bad_inputs_raise_clear_errors(a9a, tmp_path):
