@@ -5,7 +5,9 @@
 # `train --epochs auto` (one column group per --n-iter-no-change value of PATIENCE), and of
 # `--epochs N` for N in FIXED; "best" is the best fixed count's accuracy (chosen looking at the
 # test set). "retrain" is the other way to finish an auto run: the model trained on all rows for
-# the best epoch's count (`--epochs BEST`), its time the auto run's plus its own. Targets: auto
+# the best epoch's count (`--epochs BEST`), its time the auto run's plus its own. "dflt" is train
+# without --epochs (5 epochs, or the step floor's on a small set), the default auto would replace,
+# "ep" its epochs. Targets: auto
 # within 0.2 points of best on every set, and at most 2x the wall time of 5 epochs.
 # Sets: a9a -> a9a.t, ijcnn1 -> ijcnn1.t, w8a (seeded half split), and the binary UCI sets of
 # $DATA/uci (seeded half splits, SEEDS of them; a UCI row is the mean over its seeds, its times
@@ -51,6 +53,7 @@ one() {
   for r in $(seq "$repeat"); do
     for p in $patience; do run "auto$p" "$algo" "$train" "$test" --epochs auto --n-iter-no-change "$p" || return 1; done
     for n in $fixed; do run "fixed$n" "$algo" "$train" "$test" --epochs "$n" || return 1; done
+    run default "$algo" "$train" "$test" || return 1
   done
   for p in $patience; do
     local best
@@ -66,6 +69,8 @@ one() {
   for n in $fixed; do
     echo "fixed$n $(head -1 "$work/fixed$n.runs" | cut -d' ' -f1) $(cut -d' ' -f2 "$work/fixed$n.runs" | median) $n $n"
   done
+  echo "default $(head -1 "$work/default.runs" | cut -d' ' -f1) $(cut -d' ' -f2 "$work/default.runs" | median)" \
+    "$(jq .epochs "$work/default.json") 0"
 }
 
 # Header: per patience p, auto's accuracy, its gap to best, epochs run/best, and time ratio to 5
@@ -73,7 +78,7 @@ one() {
 header="$(printf "%-24s %-4s %3s" set algo n)"
 for p in $patience; do header+="$(printf " %8s %7s %6s %6s %7s %7s %6s" "auto$p" "Δ" "ep" "×t5" "retr$p" "Δ" "×t5")"; done
 for n in $fixed; do header+="$(printf " %7s" "e$n")"; done
-header+="$(printf " %7s %7s  %s" best "t5 s" verdict)"
+header+="$(printf " %7s %7s %7s %6s %7s  %s" best dflt "Δdflt" "ep" "t5 s" verdict)"
 echo "$header"
 
 declare -A sum_gap=() sum_ratio=() worst_gap=() worst_ratio=() misses=()
@@ -106,7 +111,11 @@ report() {  # report NAME ALGO LINES (one() output of each split, concatenated)
       { misses[$p]=$(( ${misses[$p]:-0} + 1 )); verdict="miss(p=$p)"; }
   done
   for e in $fixed; do line+="$(printf " %7s" "$(mean "fixed$e" 2)")"; done
-  line+="$(printf " %7s %7s  %s" "$best" "$t5" "$verdict")"
+  local d
+  d=$(mean default 2)
+  line+="$(printf " %7s %7s %7s %6s %7s  %s" "$best" "$d" "$(awk -v a="$d" -v b="$best" 'BEGIN { printf "%+.2f", 100 * (a - b) }')" \
+    "$(mean default 4 | cut -d. -f1)" "$t5" "$verdict")"
+  dflt_sum=$(awk -v s="${dflt_sum:-0}" -v a="$d" -v b="$best" 'BEGIN { print s + 100 * (a - b) }')
   echo "$line"
   rows=$((rows + 1))
 }
@@ -151,6 +160,7 @@ for entry in "${sets[@]}"; do
   done
 done
 
+echo "default (no --epochs: 5, or the step floor's): mean gap to best $(awk -v s="${dflt_sum:-0}" -v n="$rows" 'BEGIN { printf "%+.3f", s / n }') points"
 for p in $patience; do
   echo "--n-iter-no-change $p: $rows rows, ${misses[$p]:-0} misses; mean gap to best $(awk -v s="${sum_gap[$p]}" -v n="$rows" 'BEGIN { printf "%+.3f", s / n }') points (worst ${worst_gap[$p]}), mean time ×$(awk -v s="${sum_ratio[$p]}" -v n="$rows" 'BEGIN { printf "%.2f", s / n }') of 5 epochs (worst ×${worst_ratio[$p]})"
 done

@@ -47,8 +47,9 @@ void print_epochs_auto(const nlohmann::ordered_json& a) {
   const auto run = a["epochs_run"].get<unsigned long long>();
   const char* why = a["stopped"].get<bool>() ? "stopped" : "ran to --max-epochs";
   if (!a["early_stopping"].get<bool>()) {
-    out_printf("epochs auto: %s after epoch %llu (the training objective, --no-early-stopping)\n",
-               why, run);
+    out_printf("epochs auto: %s after epoch %llu (nothing held out: judged on the training "
+               "objective from epoch %llu)\n",
+               why, run, a["judged_from_epoch"].get<unsigned long long>());
     return;
   }
   const auto best = a["best_epoch"].get<unsigned long long>();

@@ -106,6 +106,7 @@ bool StoppingRule::pass_end(double score, std::optional<double> accuracy) {
   ++passes;
   scores.push_back(score);
   if (accuracy) accuracies.push_back(*accuracy);
+  if (passes < first_judged) return false;
   const bool finite = std::isfinite(score);
   const bool improved = finite && (!best || score < *best - tol * std::abs(*best));
   const bool better = finite && (!best || score < *best);

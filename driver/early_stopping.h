@@ -65,14 +65,17 @@ class HeldOut {
 };
 
 /// When an auto run stops: after each pass, its score (a loss: lower is better) on the held-out
-/// rows, or with --no-early-stopping its training objective. A pass improves when it lowers the
-/// best score so far by more than `tol` of it; the run stops once `patience` passes in a row did
-/// not, or after `max_passes`. The best pass is the one of the lowest score (the first of equals),
-/// improving or not.
+/// rows, or with --no-early-stopping its training objective. From `first_judged` on, a pass
+/// improves when it lowers the best score so far by more than `tol` of it; the run stops once
+/// `patience` passes in a row did not, or after `max_passes`. The best pass is the judged one of
+/// the lowest score (the first of equals), improving or not.
 struct StoppingRule {
   double tol = 1e-3;
   int patience = kDefaultNoChangePasses;
   std::uint64_t max_passes = kDefaultMaxEpochs;
+  /// The first pass (1-based) judged: the passes before it are scored and recorded but are
+  /// neither the best nor counted without progress (the first averaged pass, or the step floor's).
+  std::uint64_t first_judged = 1;
 
   std::optional<double> best;     // the lowest score so far
   std::uint64_t best_pass = 0;    // its pass, 1-based (0: none yet)

@@ -275,8 +275,21 @@ void LinearRun::open() {
   const io::Manifest& manifest = opened.dataset->shards().manifest();
   labels = binary_labels(manifest, data);
   if (parallel.leader) validation = open_validation(job.validation, manifest, threads);
+  // --epochs auto judges the passes from the first averaged one (before it w̄ is w), and not
+  // before the step floor's passes: on a small set the floor's 50,000 steps come first (its
+  // held-out rows, a few dozen, cannot tell the passes apart: docs/accuracy.md, epochs auto).
+  // Where that reaches --max-epochs, nothing is held out: the run makes --max-epochs on all rows.
+  if (stopping) {
+    const std::uint64_t all = std::max<std::uint64_t>(manifest.rows, 1);
+    const std::uint64_t floor_passes =
+        (engine::floor_steps(engine::kLdmDefaultMinSteps, all, manifest.nnz) + all - 1) / all;
+    stopping->first_judged =
+        std::max<std::uint64_t>(static_cast<std::uint64_t>(config.avg_start_epochs) + 1,
+                                floor_passes);
+  }
   // Early stopping holds whole blocks out (every rank alike: seeded); the run trains on the rest.
-  if (params.epochs_auto && params.early_stopping)
+  if (params.epochs_auto && params.early_stopping &&
+      stopping->first_judged < stopping->max_passes)
     held.emplace(opened.dataset->shards(),
                  params.validation_fraction.value_or(kDefaultValidationFraction), config.seed,
                  threads, data);
@@ -474,6 +487,7 @@ void LinearRun::score_held_out() {
 nlohmann::ordered_json LinearRun::auto_record() const {
   nlohmann::ordered_json r = {{"early_stopping", held.has_value()}};
   if (held) r.update(held->json());
+  r["judged_from_epoch"] = stopping->first_judged;
   r["n_iter_no_change"] = stopping->patience;
   r["tol"] = stopping->tol;
   r["max_epochs"] = stopping->max_passes;
@@ -523,10 +537,21 @@ void LinearRun::announce() {
         held->parts() > 1 ? ", the data re-blocked in memory" : "",
         params.validation_fraction.value_or(kDefaultValidationFraction), stopping->patience,
         100 * stopping->tol, used.epochs));
+  else if (stopping && stopping->first_judged >= stopping->max_passes)
+    events.note(strprintf("epochs auto: the step floor's %llu epochs reach --max-epochs: %d "
+                          "epochs on all rows, nothing held out",
+                          static_cast<unsigned long long>(stopping->first_judged), used.epochs));
   else if (stopping)
     events.note(strprintf("epochs auto, no early stopping: stop after %d epochs without lowering "
                           "the training objective by more than --tol %g %%, at most %d",
                           stopping->patience, 100 * stopping->tol, used.epochs));
+  if (stopping && stopping->first_judged > 1 && stopping->first_judged < stopping->max_passes)
+    events.note(strprintf("epochs auto: epochs judged from epoch %llu (%s)",
+                          static_cast<unsigned long long>(stopping->first_judged),
+                          stopping->first_judged > static_cast<std::uint64_t>(
+                                                       used.avg_start_epochs) + 1
+                              ? "the step floor"
+                              : "the first averaged epoch"));
   if (!slot_of.empty())
     events.note(strprintf("feature order: weights laid out most frequent first (sampled in %.2f s)",
                           feature_order_seconds));

@@ -2,7 +2,8 @@
 # --epochs auto (issue 45, item 2) for ldm and svm: whole blocks held out, the run stops once the
 # held-out loss has not improved by more than --tol for --n-iter-no-change epochs (before
 # --max-epochs) and keeps the best epoch's model; a run that keeps improving goes to --max-epochs;
-# data of too few blocks are re-blocked in memory; the model does not depend on the threads, and two
+# data of too few blocks are re-blocked in memory; epochs are judged from the step floor's; a set
+# whose floor reaches --max-epochs holds nothing out; the model does not depend on the threads, and two
 # runs with 2 workers agree; --no-early-stopping stops on the training objective; a number of
 # epochs is trained as before, whatever the auto options say; bad values and --checkpoint are
 # refused (exit 2). Usage: tests/cli/epochs_auto.sh BUILD/polymargin (from the repository root)
@@ -58,13 +59,22 @@ jq -e '.epochs_auto | (.stopped | not) and .epochs_run == 3 and .max_epochs == 3
 cmp -s w2a.model w2b.model || fail "--workers 2: two runs differ"
 jq -e '.epochs_auto.stopped' w2.json > /dev/null || fail "--workers 2 did not stop"
 
-# Data of one block: re-blocked in memory, about 10 % of the rows held out.
+# Data of two blocks: re-blocked in memory, about 10 % of the rows held out; judged from the step
+# floor's 10th epoch (50,000 steps of 5000 rows).
 zstd -dcq "$data" > a9a.svm
-head -600 a9a.svm > small.svm
+head -5000 a9a.svm > small.svm
 "$bin" train -d small.svm -o small.model --epochs auto --json > small.json 2> small.err
-jq -e '.epochs_auto | .reblocked and .held_out_rows >= 40 and .held_out_rows <= 80' small.json \
-  > /dev/null || fail "one block: $(jq -c .epochs_auto small.json)"
+jq -e '.epochs_auto | .reblocked and .held_out_rows >= 400 and .held_out_rows <= 600
+       and .judged_from_epoch == 10 and .best_epoch >= 10 and .epochs_run >= 12' small.json \
+  > /dev/null || fail "two blocks: $(jq -c .epochs_auto small.json)"
 grep -q "the data re-blocked in memory" small.err || fail "no note of the re-blocking"
+# A set whose step floor reaches --max-epochs holds nothing out: it makes --max-epochs.
+head -700 a9a.svm > tiny.svm
+"$bin" train -d tiny.svm -o tiny.model --epochs auto --json > tiny.json 2> tiny.err
+jq -e '.epochs_auto | (.early_stopping | not) and .epochs_run == 50 and (.stopped | not)' \
+  tiny.json > /dev/null || fail "700 rows: $(jq -c .epochs_auto tiny.json)"
+grep -q "the step floor's 72 epochs reach --max-epochs: 50 epochs on all rows" tiny.err ||
+  fail "no note of the step floor: $(cat tiny.err)"
 
 # --no-early-stopping: nothing held out, stops when the training objective converges.
 "$bin" train -d a9a.shards -o noes.model --epochs auto --no-early-stopping --json > noes.json \
@@ -93,7 +103,22 @@ expect 2 "--n-iter-no-change must be at least 1" train -d a9a.shards -o x.model 
   --n-iter-no-change 0
 expect 2 "--epochs auto takes no --checkpoint or --resume" train -d a9a.shards -o x.model \
   --epochs auto --checkpoint x.ckpt
-sed -n 7,10p small.svm > tiny.svm  # 4 rows, both labels
-expect 2 "holds out no row" train -d tiny.svm -o x.model --epochs auto
+sed -n 7,10p small.svm > four.svm  # 4 rows, both labels
+expect 2 "holds out no row" train -d four.svm -o x.model --epochs auto --max-epochs 20000
 [ ! -e x.model ] || fail "a refused run wrote a model"
+
+# Two MPI ranks (each scores its part of the held-out blocks; the sums decide): they stop
+# together, and two runs give the same model. Not checked where mpirun or MPI is absent.
+if command -v mpirun > /dev/null && mpi_test_env &&
+   mpirun -np 1 "$bin" train -d a9a.shards -o probe.model --epochs 1 > /dev/null 2>&1; then
+  for run in a b; do
+    timeout 300 mpirun -np 2 "$bin" train -d a9a.shards -o mpi$run.model --epochs auto --json \
+      > mpi$run.json 2> mpi$run.err || fail "mpirun -np 2 --epochs auto: $(cat mpi$run.err)"
+  done
+  cmp -s mpia.model mpib.model || fail "mpirun -np 2 --epochs auto: two runs differ"
+  jq -e '.epochs_auto.stopped and .ranks == 2' mpia.json > /dev/null ||
+    fail "mpirun -np 2: $(jq -c .epochs_auto mpia.json)"
+else
+  echo "epochs_auto: MPI not checked here (no mpirun, or a build without MPI)"
+fi
 echo "epochs_auto: ok"

@@ -127,6 +127,21 @@ TEST(StoppingRule, RunsToMaxPassesWhileImproving) {
   EXPECT_EQ(rule.best_pass, 4u);
 }
 
+TEST(StoppingRule, PassesBeforeTheFirstJudgedAreNeitherBestNorCounted) {
+  StoppingRule rule;
+  rule.patience = 1;
+  rule.first_judged = 3;
+  EXPECT_FALSE(rule.pass_end(0.1));  // the lowest score, but not judged
+  EXPECT_FALSE(rule.pass_end(0.2));
+  EXPECT_FALSE(rule.stop());
+  EXPECT_TRUE(rule.pass_end(0.3));
+  EXPECT_EQ(rule.best_pass, 3u);
+  EXPECT_FALSE(rule.stop());
+  EXPECT_FALSE(rule.pass_end(0.3));
+  EXPECT_TRUE(rule.stop());
+  EXPECT_EQ(rule.scores.size(), 4u);
+}
+
 TEST(StoppingRule, ANonFiniteScoreIsNoProgress) {
   StoppingRule rule;
   rule.patience = 1;
