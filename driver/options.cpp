@@ -157,6 +157,7 @@ std::vector<TrainOption> linear_options() {
        .type = T::kInt,
        .default_text = "50",
        .help = "--epochs auto: passes at most",
+       .estimator_alias = "max_iter",
        .apply =
            [](TrainJob& j, const OptionValue& v) {
              if (integer(v) < 1)

@@ -382,6 +382,8 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
                               else _commands.train(args, rows, durable=False))
         with open(model, "rb") as f:
             self._set_model(f.read(), model)
+        if self._algo in ("ldm", "svm"):  # scikit-learn's count of the epochs run (max_iter)
+            self.n_iter_ = int(self.train_report_["epochs"])
         self._warn_unconverged()
 
     def _warn_unconverged(self):
@@ -390,8 +392,8 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
         when max_epochs ended the run, as scikit-learn's SGD estimators warn when max_iter ends
         their run."""
         auto = self.train_report_.get("epochs_auto")
-        if auto:  # epochs="auto": warned only when max_epochs ended the run
-            if not auto["stopped"]:
+        if auto:  # epochs="auto": warned only when max_epochs ended a run that judged epochs
+            if not auto["stopped"] and auto["judged_from_epoch"] < auto["max_epochs"]:
                 warnings.warn(
                     f"{type(self).__name__}: epochs='auto' ran to max_epochs "
                     f"({auto['max_epochs']}) without stopping; a larger max_epochs may give a "

@@ -295,9 +295,15 @@ def test_epochs_auto_stops_on_held_out_rows_and_warns_only_at_max_epochs(a9a):
     assert est.get_params()["epochs"] == "auto"
     assert est.score(Xt, yt) > 0.84
     with pytest.warns(ConvergenceWarning, match="ran to max_epochs"):
-        est = pm.LDMClassifier(epochs="auto", max_epochs=2, n_iter_no_change=3,
+        est = pm.LDMClassifier(epochs="auto", max_epochs=4, n_iter_no_change=3,
                                validation_fraction=0.2).fit(X, y)
-    assert est.train_report_["epochs_auto"]["epochs_run"] == 2
+    assert est.train_report_["epochs_auto"]["epochs_run"] == 4
+    # scikit-learn's name for the cap; a set under the step floor makes it without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = pm.LDMClassifier(epochs="auto", max_iter=7).fit(X[:500], y[:500])
+    assert est.train_report_["epochs_auto"]["epochs_run"] == est.n_iter_ == 7
+    assert not est.train_report_["epochs_auto"]["early_stopping"]
     with pytest.raises(ValueError, match="--validation-fraction must lie between 0 and 1"):
         pm.LDMClassifier(epochs="auto", validation_fraction=1.5).fit(X, y)
 
