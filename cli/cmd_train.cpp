@@ -112,7 +112,7 @@ int run_train(const std::vector<std::string>& args) {
   };
   const bool help = std::find(args.begin(), args.end(), "--help") != args.end() ||
                     std::find(args.begin(), args.end(), "-h") != args.end();
-  if (!help && tune_requested(args)) return run_tuned(args, algo, run);
+  if (!help && tune_requested(args)) return run_tuned(args, a);
   std::vector<std::string> plain = args;  // --help with --tune: the learner's help, then tune's
   std::erase(plain, std::string("--tune"));
   const int code = run(plain);

@@ -330,11 +330,7 @@ ExperimentConfig parse_config(const std::string& text, const std::string& path,
   return config;
 }
 
-Setting first_setting(const MethodSpec& method) {
-  Setting s;
-  for (const GridKey& g : method.grid) s.emplace_back(g.key, g.values.front());
-  return s;
-}
+Setting first_setting(const MethodSpec& method) { return driver::first_setting(method.grid); }
 
 std::vector<std::vector<std::string>> search_stages(const MethodSpec& method) {
   std::vector<std::vector<std::string>> stages;
@@ -352,39 +348,11 @@ std::vector<std::vector<std::string>> search_stages(const MethodSpec& method) {
 std::vector<Setting> settings_for_group(const MethodSpec& method,
                                         const std::vector<std::string>& group,
                                         const Setting& current) {
-  // Odometer over the group's keys, the last key fastest, so the order is the order written.
-  std::vector<const GridKey*> varying;
-  for (const GridKey& g : method.grid)
-    if (std::find(group.begin(), group.end(), g.key) != group.end()) varying.push_back(&g);
-  std::vector<std::size_t> at(varying.size(), 0);
-  std::vector<Setting> settings;
-  while (true) {
-    Setting s = method.fixed;
-    for (const GridKey& g : method.grid) {
-      const auto v = std::find(varying.begin(), varying.end(), &g);
-      if (v != varying.end()) {
-        s.emplace_back(g.key, g.values[at[v - varying.begin()]]);
-      } else {
-        const auto c = std::find_if(current.begin(), current.end(),
-                                    [&](const auto& kv) { return kv.first == g.key; });
-        s.emplace_back(g.key, c != current.end() ? c->second : g.values.front());
-      }
-    }
-    settings.push_back(std::move(s));
-    std::size_t k = varying.size();
-    while (k > 0 && ++at[k - 1] == varying[k - 1]->values.size()) at[--k] = 0;
-    if (k == 0) break;
-  }
-  return settings;
+  return driver::settings_for_group(method.grid, method.fixed, group, current);
 }
 
 std::string setting_text(const Setting& setting, const MethodSpec& method) {
-  std::string text;
-  for (const auto& [key, value] : setting)
-    if (std::any_of(method.grid.begin(), method.grid.end(),
-                    [&](const GridKey& g) { return g.key == key; }))
-      text += (text.empty() ? "" : " ") + key + "=" + value;
-  return text.empty() ? "(fixed)" : text;
+  return driver::setting_text(setting, method.grid);
 }
 
 }  // namespace polymargin::cli::experiment

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "driver/grid.h"
+
 namespace polymargin::cli::experiment {
 
 struct DatasetSpec {
@@ -22,14 +24,8 @@ struct DatasetSpec {
   int data_line = 0, test_line = 0;  // of the data = and test = keys
 };
 
-/// One grid dimension: a train flag and the values it takes, in the order written.
-struct GridKey {
-  std::string key;
-  std::vector<std::string> values;
-};
-
-/// A parameter setting: (key, value) pairs in the method's key order.
-using Setting = std::vector<std::pair<std::string, std::string>>;
+using driver::GridKey;
+using driver::Setting;
 
 struct MethodSpec {
   std::string name;

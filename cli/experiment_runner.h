@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/cell_cache.h"
 #include "io/text_reader.h"
 
 namespace polymargin::cli::experiment {
@@ -41,35 +42,13 @@ void set_self_executable(const std::string& path);
 /// self_executable() throws IoError with `message` (how to name it) instead of naming the host.
 void set_self_executable_missing(const std::string& message);
 
-/// Streams every row of `inputs` (LIBSVM text, or one shard directory) in data order. Returns their
-/// index base (text: 0 when some feature id is 0).
-int for_each_batch(const std::vector<std::string>& inputs, int threads, const io::RowSink& sink);
-
 /// The path of an executable named `name` in PATH, or "" when there is none.
 std::string find_in_path(const std::string& name);
 
-/// Hex XXH3-128 of a string.
-std::string hash_text(const std::string& text);
-/// Checksum of a data argument: the XXH3 of a text file's bytes, or of a shard directory's
-/// manifest.json (which holds the shards' checksums). Throws IoError when it cannot be read.
-std::string data_checksum(const std::string& path);
-
-/// Finished cells, one JSON file each under DIR/cells, named by the hash of the cell's key; the key
-/// is stored in the file too, so a hash collision is detected rather than served.
-class CellCache {
- public:
-  explicit CellCache(std::string directory);
-  /// The cached result of `key`, or null.
-  nlohmann::json find(const nlohmann::json& key) const;
-  /// Stores a finished cell atomically.
-  void store(const nlohmann::json& key, const nlohmann::json& result) const;
-  /// Path of an extra file belonging to the cell (e.g. its margin distribution).
-  std::string side_file(const nlohmann::json& key, const std::string& suffix) const;
-
- private:
-  std::string file_for(const nlohmann::json& key) const;
-  std::string directory_;
-};
+using io::CellCache;
+using io::data_checksum;
+using io::for_each_batch;
+using io::hash_text;
 
 /// A data set's files for one split: the training part as its k fold files (their union is the
 /// training part) and the test part.

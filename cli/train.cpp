@@ -8,7 +8,6 @@
 
 #include "cli/output.h"
 #include "cli/train_jobs.h"
-#include "cli/tune.h"
 #include "engine/errors.h"
 
 namespace polymargin::cli {
@@ -44,21 +43,26 @@ int run_train_algorithm(const TrainAlgorithm& a, const std::vector<std::string>&
     const std::optional<driver::TrainJob> job = parse_train_options(a, args, json);
     if (!job) return kHelpShown;
     return train_in_library(*job, metrics, [&](const nlohmann::ordered_json& summary) {
-      if (json) {
-        std::cout << summary.dump(2) << "\n";
-        return;
-      }
-      a.print(summary);
-      if (summary.contains("tune_check")) {
-        const nlohmann::ordered_json& c = summary["tune_check"];
-        out_printf("tuned: the chosen setting's %s accuracy %.4f, the final model's training "
-                   "accuracy %.4f%s\n",
-                   c["estimate"].get<std::string>().c_str(),
-                   c["validation_accuracy"].get<double>(), c["train_accuracy"].get<double>(),
-                   c["below"].get<bool>() ? " (more than 2 points below: see the warning)" : "");
-      }
+      print_train_summary(a, summary, json);
     });
   });
+}
+
+void print_train_summary(const TrainAlgorithm& a, const nlohmann::ordered_json& summary,
+                         bool json) {
+  if (json) {
+    std::cout << summary.dump(2) << "\n";
+    return;
+  }
+  a.print(summary);
+  if (summary.contains("tune_check")) {
+    const nlohmann::ordered_json& c = summary["tune_check"];
+    out_printf("tuned: the chosen setting's %s accuracy %.4f, the final model's training "
+               "accuracy %.4f%s\n",
+               c["estimate"].get<std::string>().c_str(), c["validation_accuracy"].get<double>(),
+               c["train_accuracy"].get<double>(),
+               c["below"].get<bool>() ? " (more than 2 points below: see the warning)" : "");
+  }
 }
 
 std::optional<driver::TrainJob> parse_train_job(const std::vector<std::string>& args) {
@@ -177,7 +181,6 @@ std::optional<driver::TrainJob> parse_train_options(const TrainAlgorithm& a,
   driver::TrainJob job;
   job.algo = a.name;
   apply_given_options(vm, job);
-  job.tune = tune_record();
   if (vm.count("config")) job.other_inputs.push_back({"--config", vm["config"].as<std::string>()});
   return job;
 }

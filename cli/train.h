@@ -50,6 +50,10 @@ const TrainAlgorithm& train_algorithm(const std::string& algo);
 /// as JSON), its outcome in --metrics-json; the exit code.
 int run_train_algorithm(const TrainAlgorithm& a, const std::vector<std::string>& args);
 
+/// A finished job's summary as `train` prints it: `a`'s text (and a tuned model's check), or with
+/// `json` the summary as JSON.
+void print_train_summary(const TrainAlgorithm& a, const nlohmann::ordered_json& summary, bool json);
+
 /// The job `train ARGS` would run (--algo from ARGS or their --config, ldm by default); nullopt
 /// when ARGS ask for --help (which is then printed). UsageError for an unknown learner or a bad
 /// option, as the command says it.

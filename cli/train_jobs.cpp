@@ -12,6 +12,7 @@
 #include "cli/output.h"
 #include "cli/train.h"
 #include "driver/mpi_job.h"
+#include "driver/tune.h"
 #include "engine/errors.h"
 #include "io/atomic_file.h"
 #include "io/file_lock.h"
@@ -97,6 +98,18 @@ int run_train_job(const std::vector<std::string>& args, const TrainEntry& job) {
     if (const std::string failed = stdout_error(); !failed.empty()) throw IoError(failed);
     if (leads) metrics.finish(code, "ok");
     return code;
+  } catch (const driver::SearchInterrupted& stop) {  // a --tune search's, before its final run
+    const int code = interrupted_exit_code(stop);
+    if (leads) {
+      err_printf("train --algo %s: %s\n", peek_option(args, "algo", "ldm").c_str(),
+                 stop.message.c_str());
+      metrics.finish(code, "interrupted", stop.message);
+    }
+    return code;
+  } catch (const driver::CellFailed& e) {  // every rank has its message and code
+    err_printf("%s\n", e.what());
+    if (leads) metrics.finish(e.code(), "error", e.what());
+    return e.code();
   } catch (const Interrupted& stop) {  // a kernel job's too (no checkpoint)
     return stopped(stop);
   } catch (const io::OutputPathError& e) {

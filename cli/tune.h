@@ -1,46 +1,32 @@
 // `train --tune`: hyper-parameters chosen by validation inside the training data, then the learner
-// trained on all of it with the chosen setting. The search is `experiment`'s machinery run inside
-// one `train`: the rows are written once into k seeded fold files (io::Splitter; above
-// kTuneSearchRows rows, a holdout of whole blocks and a seeded subsample of the others, as two
-// shard directories), each setting of the learner's grid is a `train` child per fold (the same
-// epoch loop as any run) scored on its held-out fold, settings are
-// visited by experiment's coordinate search, and the final run is the learner's own entry point
-// with the chosen flags added. docs/design.md, "Tuning", says why it is built this way.
+// trained on all of it with the chosen setting. The search is the training library's
+// (driver/tune.h: driver::tune); this is its command line: the arguments taken apart into a
+// driver::TuneJob, the search's notes on stderr, the final run's summary printed as `train`
+// prints it. docs/design.md, "Tuning", says why it is built this way.
 #pragma once
 
-#include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "cli/command.h"
+#include "cli/train.h"
+#include "driver/tune.h"
 
 namespace polymargin::cli {
-
-/// Rows the search trains on at most (the default of --tune-rows). Up to this many rows: k-fold
-/// cross-validation. Above: a holdout of whole blocks, kTuneHoldoutFraction of the rows but at
-/// most kTuneHoldoutRows, and a seeded subsample of about that many of the other rows; the final
-/// model is trained on all.
-inline constexpr std::uint64_t kTuneSearchRows = 200000;
-inline constexpr double kTuneHoldoutFraction = 0.1;
-inline constexpr std::uint64_t kTuneHoldoutRows = 100000;
-/// Text has no blocks: its holdout is of runs of this many rows (a shard block's default), or of
-/// 1/64 of the rows when that is fewer.
-inline constexpr std::uint64_t kTuneBlockRows = 4096;
 
 /// True when the arguments of `train` hold --tune. UsageError for --tune-folds, --tune-repeats,
 /// --tune-budget or --tune-rows without it.
 bool tune_requested(const std::vector<std::string>& args);
 
-/// The search for `algo` (ldm, svm, cpm, kldm, tldm; UsageError for another), a table of it on
-/// stderr, then `run` (the learner's entry point) on all the data with the chosen setting: its exit
-/// code. A failed cell stops the search with the cell's exit code and its error on stderr.
-int run_tuned(const std::vector<std::string>& args, const std::string& algo, const CommandFn& run);
+/// The search the arguments of `train --tune` ask for (--config's entries read as options given
+/// after the others): the final run's job, the options given, the search's own. `json` is set by
+/// --json. UsageError for a learner --tune does not take, an option that is not the learner's, or
+/// a bad value.
+driver::TuneJob parse_tune_job(const std::vector<std::string>& args, bool& json);
 
-/// While the final run of --tune trains: the search's record (folds, grid, every setting's
-/// validation accuracy, the choice), which the learner stores in its model's config ("tune") and in
-/// its --json and --metrics-json reports; null otherwise.
-const nlohmann::json& tune_record();
+/// `train --algo NAME --tune ...` of the learner `a`: the search (its table on stderr), then the
+/// final run, whose summary is printed; its outcome in --metrics-json. The exit code: a failed
+/// cell's, with its error on stderr; a stopped search's as a stopped run's.
+int run_tuned(const std::vector<std::string>& args, const TrainAlgorithm& a);
 
 /// The help of --tune: its options and the grid of every learner.
 std::string tune_help();

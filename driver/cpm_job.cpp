@@ -229,7 +229,7 @@ void CpmRun::check() {
   job.check();
   // Two jobs never write the same model or checkpoint: the second stops here, before any work.
   // Of an MPI job's ranks only rank 0 writes, and locks.
-  if (parallel.leader) locks.emplace(output, job.checkpoint, job.metrics);
+  if (parallel.leader && !job.locks_held) locks.emplace(output, job.checkpoint, job.metrics);
   if (!job.resume.empty()) {
     std::error_code ec;
     if (std::filesystem::is_regular_file(job.resume, ec)) {

@@ -34,8 +34,6 @@ std::string differences(const nlohmann::json& saved, const nlohmann::json& now) 
   return out;
 }
 
-const JobLocks* g_handed_down = nullptr;  // JobLocks::hand_down()'s
-
 }  // namespace
 
 void JobLearner::stop(int reason, const Position& at) {
@@ -325,22 +323,12 @@ nlohmann::ordered_json reading_json(const driver::LoopResult& trained) {
 }
 
 JobLocks::JobLocks(const std::string& output, const std::string& checkpoint_path,
-                   const std::string& metrics)
-    : output_(output), checkpoint_path_(checkpoint_path), metrics_path_(metrics) {
-  // Those the search before this run holds are its already.
-  const JobLocks* held = g_handed_down;
-  if (!metrics.empty() && (!held || held->metrics_path_ != metrics))
-    metrics_.emplace(metrics, "metrics file");
-  if (!held || held->output_ != output) model_.emplace(output, "model");
-  if (!checkpoint_path.empty() && (!held || held->checkpoint_path_ != checkpoint_path))
-    checkpoint_.emplace(checkpoint_path, "checkpoint");
+                   const std::string& metrics, bool held) {
+  if (held) return;  // the caller's
+  if (!metrics.empty()) metrics_.emplace(metrics, "metrics file");
+  model_.emplace(output, "model");
+  if (!checkpoint_path.empty()) checkpoint_.emplace(checkpoint_path, "checkpoint");
 }
-
-JobLocks::~JobLocks() {
-  if (g_handed_down == this) g_handed_down = nullptr;
-}
-
-void JobLocks::hand_down() { g_handed_down = this; }
 
 namespace {
 
@@ -623,6 +611,14 @@ void check_warm_model(const engine::LinearModel& m, const std::string& path,
 void check_job_paths(const std::vector<std::string>& inputs, const JobOptions& job,
                      const std::string& warm_start, const std::vector<io::NamedPath>& other_inputs,
                      const std::string& output, const std::vector<std::string>& unlabeled) {
+  check_train_paths(job_inputs(inputs, job, warm_start, other_inputs, unlabeled), output,
+                    job.checkpoint, job.metrics);
+}
+
+std::vector<io::NamedPath> job_inputs(const std::vector<std::string>& inputs, const JobOptions& job,
+                                      const std::string& warm_start,
+                                      const std::vector<io::NamedPath>& other_inputs,
+                                      const std::vector<std::string>& unlabeled) {
   std::vector<io::NamedPath> paths;
   for (const std::string& input : inputs) paths.push_back({"--data", input});
   for (const std::string& input : job.validation) paths.push_back({"--validation", input});
@@ -630,7 +626,7 @@ void check_job_paths(const std::vector<std::string>& inputs, const JobOptions& j
   if (!warm_start.empty()) paths.push_back({"--warm-start", warm_start});
   if (!job.resume.empty()) paths.push_back({"--resume", job.resume});
   paths.insert(paths.end(), other_inputs.begin(), other_inputs.end());
-  check_train_paths(paths, output, job.checkpoint, job.metrics);
+  return paths;
 }
 
 bool metrics_may_replace(const std::string& path) {

@@ -108,6 +108,9 @@ struct JobOptions {
   std::vector<std::string> validation;  // data to score the finished model on
   std::uint64_t read_ahead_mib = 64;    // io::ReadOptions::read_ahead_bytes, in MiB
   CheckpointEvery every;                // parsed from checkpoint_every by check()
+  /// The job's locks (JobLocks) are its caller's, taken before the job and held past its end (a
+  /// --tune search's, from before its search): the job takes none.
+  bool locks_held = false;
 
   /// UsageError for a combination that cannot be (checkpoint_every without checkpoint, ...);
   /// parses checkpoint_every.
@@ -254,6 +257,11 @@ void check_train_paths(const std::vector<io::NamedPath>& inputs, const std::stri
 void check_job_paths(const std::vector<std::string>& inputs, const JobOptions& job,
                      const std::string& warm_start, const std::vector<io::NamedPath>& other_inputs,
                      const std::string& output, const std::vector<std::string>& unlabeled = {});
+/// The files a job reads, each named by its option, as check_job_paths checks them.
+std::vector<io::NamedPath> job_inputs(const std::vector<std::string>& inputs, const JobOptions& job,
+                                      const std::string& warm_start,
+                                      const std::vector<io::NamedPath>& other_inputs,
+                                      const std::vector<std::string>& unlabeled = {});
 /// True when `path` may be written as a run's metrics: it does not exist, is written in place, is
 /// empty, or holds an earlier run's metrics (a JSON object with a "status").
 bool metrics_may_replace(const std::string& path);
@@ -316,21 +324,16 @@ nlohmann::ordered_json reading_json(const LoopResult& trained);
 /// The locks of a job: MODEL.lock and, with a checkpoint, CHECKPOINT.lock, taken at once (a second
 /// job writing either is refused before any work) and held until the job ends; with a metrics
 /// file, METRICS.lock first: a job refused for it (io::LockedError naming the metrics file) writes
-/// no metrics, the file being the other job's record.
+/// no metrics, the file being the other job's record. `held` (JobOptions::locks_held): the caller
+/// holds them, and these take nothing.
 class JobLocks {
  public:
   JobLocks(const std::string& output, const std::string& checkpoint,
-           const std::string& metrics = "");
-  ~JobLocks();
+           const std::string& metrics = "", bool held = false);
   JobLocks(const JobLocks&) = delete;
   JobLocks& operator=(const JobLocks&) = delete;
-  /// For --tune, which holds the locks from before its search: the job's final run, in this
-  /// process, takes them over instead of being refused by them. While these locks live, a
-  /// JobLocks of the same output and checkpoint takes nothing (these still hold them).
-  void hand_down();
 
  private:
-  std::string output_, checkpoint_path_, metrics_path_;
   std::optional<io::FileLock> metrics_, model_, checkpoint_;
 };
 

@@ -445,7 +445,7 @@ struct KernelJob {
         locks((check_job_paths(given.inputs, given.job, "", given.other_inputs, given.output,
                                unlabeled),
                given.output),
-              "", given.job.metrics),
+              "", given.job.metrics, given.job.locks_held),
         start(Clock::now()) {
     start_record(report, given.algo, given.inputs, given.job, given.output);
   }

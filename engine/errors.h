@@ -1,5 +1,5 @@
 // Typed errors of the polymargin library. Library code throws; only cli/ catches, prints and picks
-// the exit code (cli/exit_codes.h, and the README's "Exit codes" table).
+// the exit code (driver/failure.h, and the README's "Exit codes" table).
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,8 @@
 //   threads; its notes go to a Python callable, SIGINT stops it at its next window and then
 //   raises KeyboardInterrupt, and its summary comes back as JSON text. Its rows are files named
 //   in the arguments, or a matrix's rows in memory (Rows).
+// - tune(): the same for `train --tune` (driver::tune: the search, then the final run), with no
+//   executable; a matrix's rows in memory are what the search writes its folds from.
 // - Rows: the rows of an in-memory CSR matrix as a shard set held in memory (the blocks, scaling
 //   table and data checksum write_shards would write into a directory), for train(): no
 //   temporary files.
@@ -43,6 +45,7 @@
 #include "cli/command.h"
 #include "cli/exit_codes.h"
 #include "cli/train.h"
+#include "cli/tune.h"
 #include "driver/options.h"
 #include "driver/train.h"
 #include "cli/experiment_runner.h"
@@ -456,8 +459,9 @@ class PythonEvents final : public driver::Events {
   const SigintWatch& sigint_;
 };
 
-std::string train(const std::vector<std::string>& args, py::object log, const Rows* rows,
-                  bool durable) {
+// A job of the library run with the GIL released, its notes to `log`, stopped by SIGINT
+// (KeyboardInterrupt), its errors raised as the command's exit code says; `run` returns its summary.
+std::string run_job(py::object log, const std::function<std::string(driver::Events&)>& run) {
   std::optional<cli::Failure> failure;
   std::string summary;
   bool interrupted = false;
@@ -466,13 +470,8 @@ std::string train(const std::vector<std::string>& args, py::object log, const Ro
     const SigintWatch sigint;
     PythonEvents events(log, sigint);
     try {
-      std::optional<driver::TrainJob> job = cli::parse_train_job(args);
-      if (!job) throw UsageError("train: --help is not a training job");
-      if (rows) job->shards = rows->shards();
-      job->durable_output = durable;
-      nlohmann::ordered_json record;
-      summary = driver::train(*job, events, record).summary.dump();
-    } catch (const driver::Interrupted&) {
+      summary = run(events);
+    } catch (const driver::Interrupted&) {  // a search's too
       interrupted = true;
     } catch (...) {
       failure = cli::describe_failure(std::current_exception());
@@ -482,6 +481,32 @@ std::string train(const std::vector<std::string>& args, py::object log, const Ro
     raise(PyExc_KeyboardInterrupt, "polymargin train stopped by SIGINT; no model was written");
   if (failure) raise(*failure);
   return summary;
+}
+
+std::string train(const std::vector<std::string>& args, py::object log, const Rows* rows,
+                  bool durable) {
+  return run_job(std::move(log), [&](driver::Events& events) {
+    std::optional<driver::TrainJob> job = cli::parse_train_job(args);
+    if (!job) throw UsageError("train: --help is not a training job");
+    if (rows) job->shards = rows->shards();
+    job->durable_output = durable;
+    nlohmann::ordered_json record;
+    return driver::train(*job, events, record).summary.dump();
+  });
+}
+
+// `train --tune ARGS` as a job of the library (driver::tune): the search reads `rows` when given
+// (the fold files it writes come from them), no shard directory of the matrix is written.
+std::string tune(const std::vector<std::string>& args, py::object log, const Rows* rows,
+                 bool durable) {
+  return run_job(std::move(log), [&](driver::Events& events) {
+    bool json = false;
+    driver::TuneJob job = cli::parse_tune_job(args, json);
+    if (rows) job.train.shards = rows->shards();
+    job.train.durable_output = durable;
+    nlohmann::ordered_json record;
+    return driver::tune(job, events, record).final.summary.dump();
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -642,6 +667,11 @@ PYBIND11_MODULE(_core, m) {
         "The rows of LIBSVM text files (plain, gzip, bzip2, zstd) or a shard directory, in data "
         "order, as polymargin reads them: (indptr, columns, values, labels, features, "
         "index_base).");
+  m.def("tune", &tune, py::arg("args"), py::arg("log") = py::none(), py::arg("rows") = nullptr,
+        py::arg("durable") = true,
+        "Searches and trains the job of `polymargin train --tune ARGS` in this process (no "
+        "executable), the GIL released, on the data files it names or on `rows` (a Rows); "
+        "`durable` as train's. Returns the final run's summary as JSON text.");
   m.def("train_options", &train_options,
         "The options of `polymargin train` as JSON: key, learners, switch, several, default, "
         "help, estimator (a parameter of the Python estimators), alias (its scikit-learn name, "

@@ -87,6 +87,13 @@ def train(args, rows=None, durable=True):
     return json.loads(_core.train([_arg(a) for a in args], _log, rows, durable))
 
 
+def tune(args, rows=None, durable=True):
+    """The search and final run of `polymargin train --tune ARGS`, in this process by the training
+    library (no executable), with the GIL released; data and durable as train() takes them.
+    Returns the final run's summary (what `train --tune --json` prints) as a dict."""
+    return json.loads(_core.tune([_arg(a) for a in args], _log, rows, durable))
+
+
 def run_json(command, args):
     return json.loads(run(command, list(args) + ["--json"]))
 

@@ -184,11 +184,6 @@ class _Matrix:
         return _core.Rows(*self._parts, self._labels, threads=self._threads,
                           columns=self._columns, name=self._name)
 
-    def write_shards(self, directory):
-        """The same rows as a shard directory (for a --tune search, which reads files)."""
-        _core.write_shards(directory, *self._parts, self._labels, threads=self._threads,
-                           columns=self._columns)
-
 
 def _stored_label(value):
     """A label as a model file stores it (float32), as the text that wrote it read: the shortest
@@ -365,21 +360,14 @@ class _Polymargin(ClassifierMixin, BaseEstimator):
                 f.write(self.model_)
             args += ["--warm-start", start]
         args += _commands.flag_args(params, self._switches() - {"warm_start"})
-        # A search (tune=True) is the command's, which reads files: a matrix is written into a
-        # temporary shard directory for it. A plain fit is a job of the training library, on the
-        # matrix's rows in memory.
-        tune = "--tune" in args
-        rows = None
-        if matrix is not None and tune:
-            paths = [os.path.join(tmp, "train.shards")]
-            matrix.write_shards(paths[0])
-        elif matrix is not None:
-            rows = matrix.rows()
+        # A fit is a job of the training library, on the matrix's rows in memory; a search
+        # (tune=True) too: it writes its fold files from those rows.
+        rows = matrix.rows() if matrix is not None else None
         args = ["--algo", self._algo] + list(paths) + args
         # The model file lies in the temporary directory `tmp`, read back below and removed with
         # it: written without fsync.
-        self.train_report_ = (_commands.run_json("train", args) if tune
-                              else _commands.train(args, rows, durable=False))
+        run = _commands.tune if "--tune" in args else _commands.train
+        self.train_report_ = run(args, rows, durable=False)
         with open(model, "rb") as f:
             self._set_model(f.read(), model)
         if self._algo in ("ldm", "svm"):  # scikit-learn's count of the epochs run (max_iter)

@@ -264,6 +264,31 @@ def test_tune_chooses_and_records():
     assert est.score(X, y) > 0.8
 
 
+def test_a_matrix_tunes_in_memory_the_model_of_the_cli_on_its_shards(a9a, tmp_path):
+    # tune=True is the library's search on the matrix's rows in memory (no shard directory of the
+    # matrix, no command line): its choice and model are `polymargin train --tune`'s on the shards
+    # written from the same matrix, byte for byte.
+    X, y, _, _ = a9a
+    X, y = X[:1200], y[:1200]
+    written = []
+    real_write = pm._core.write_shards
+    pm._core.write_shards = lambda *a, **k: written.append(a) or real_write(*a, **k)
+    try:
+        est = pm.LinearSVMClassifier(tune=True, tune_folds=3, tune_repeats=1, tune_budget=4,
+                                     epochs=3).fit(X, y, data_name="matrix")
+    finally:
+        pm._core.write_shards = real_write
+    assert not written
+    indptr, indices, data = (np.asarray(a) for a in (X.indptr, X.indices, X.data))
+    real_write(str(tmp_path / "X.shards"), indptr.astype(np.int64), indices, data,
+               np.asarray(y, dtype=np.float64), columns=X.shape[1])
+    cli("train", "--algo", "svm", tmp_path / "X.shards", "-o", tmp_path / "cli.model", "--tune",
+        "--tune-folds", 3, "--tune-repeats", 1, "--tune-budget", 4, "--epochs", 3,
+        "--data-name", "matrix")
+    assert est.model_ == (tmp_path / "cli.model").read_bytes()
+    assert len(est.train_report_["tune"]["settings"]) == 4
+
+
 def test_progress_is_logged(a9a, caplog):
     X, y, _, _ = a9a
     with caplog.at_level(logging.INFO, logger="polymargin"):

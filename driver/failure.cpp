@@ -1,10 +1,10 @@
-#include "cli/exit_codes.h"
+#include "driver/failure.h"
 
 #include <new>
 
-#include "cli/command.h"
+#include "driver/config_check.h"
 
-namespace polymargin::cli {
+namespace polymargin::driver {
 
 Failure describe_failure(std::exception_ptr error) {
   try {
@@ -22,4 +22,4 @@ Failure describe_failure(std::exception_ptr error) {
   }
 }
 
-}  // namespace polymargin::cli
+}  // namespace polymargin::driver
