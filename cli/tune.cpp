@@ -1,7 +1,6 @@
 #include "cli/tune.h"
 
 #include <cctype>
-#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
