@@ -29,7 +29,7 @@ command -v jq > /dev/null || { echo "bench/epochs_auto.sh needs jq" >&2; exit 1;
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # shellcheck source=bench/common.bash
-source "$(dirname "${BASH_SOURCE[0]}")/common.bash"  # median
+source "$(dirname "${BASH_SOURCE[0]}")/common.bash"  # median, wanted, half_split_sets
 
 # run NAME ALGO TRAIN TEST FLAGS...: trains, appends "accuracy seconds" to $work/NAME.runs and
 # leaves the --json in $work/NAME.json.
@@ -120,7 +120,6 @@ report() {  # report NAME ALGO LINES (one() output of each split, concatenated)
   rows=$((rows + 1))
 }
 
-wanted() { [ -z "${SETS:-}" ] || [[ " $SETS " == *" $1 "* ]]; }
 
 shards() {  # shards TEXT DIR: converted once
   [ -d "$2" ] || "$bin" convert "$1" -o "$2" > /dev/null 2>&1
@@ -137,12 +136,7 @@ for pair in "a9a:a9a/a9a:a9a/a9a.t" "ijcnn1:ijcnn1/ijcnn1.trn.bz2:ijcnn1/ijcnn1.
   done
 done
 
-sets=()
-wanted w8a && [ -f "$data/w8a/w8a" ] && sets+=("w8a:$data/w8a/w8a:1")
-for f in "$data"/uci/*.libsvm; do
-  name=$(basename "$f" .libsvm)
-  wanted "$name" && sets+=("$name:$f:$seeds")
-done
+mapfile -t sets < <(half_split_sets "$data" "$seeds")
 for entry in "${sets[@]}"; do
   IFS=: read -r name file set_seeds <<< "$entry"
   labels=$(awk 'NF { print $1 }' "$file" | sort -u | wc -l)

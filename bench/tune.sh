@@ -61,7 +61,7 @@ noise() {
 }
 
 # shellcheck source=bench/common.bash
-source "$(dirname "${BASH_SOURCE[0]}")/common.bash"  # median
+source "$(dirname "${BASH_SOURCE[0]}")/common.bash"  # median, wanted, half_split_sets
 
 # timed BINARY JSON ARGS...: a train whose --json goes to JSON; prints its wall seconds.
 timed() {
@@ -137,7 +137,6 @@ report() {  # report NAME ALGO "tune best default seconds noise [base]" lines (o
   fi
 }
 
-wanted() { [ -z "${SETS:-}" ] || [[ " $SETS " == *" $1 "* ]]; }
 
 for pair in "a9a:a9a/a9a:a9a/a9a.t" "ijcnn1:ijcnn1/ijcnn1.trn.bz2:ijcnn1/ijcnn1.tst.bz2"; do
   IFS=: read -r name train test <<< "$pair"
@@ -151,12 +150,7 @@ half_split() {  # half_split FILE SEED: prints "TRAIN TEST"
   echo "$work/split.train.svm $work/split.test.svm"
 }
 
-sets=()
-wanted w8a && [ -f "$data/w8a/w8a" ] && sets+=("w8a:$data/w8a/w8a:1")
-for f in "$data"/uci/*.libsvm; do
-  name=$(basename "$f" .libsvm)
-  wanted "$name" && sets+=("$name:$f:$seeds")
-done
+mapfile -t sets < <(half_split_sets "$data" "$seeds")
 for entry in "${sets[@]}"; do
   IFS=: read -r name file set_seeds <<< "$entry"
   labels=$(awk 'NF { print $1 }' "$file" | sort -u | wc -l)  # blank lines (w8a ends in one) are no class
