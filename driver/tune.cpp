@@ -205,6 +205,18 @@ struct Cell {
   std::string error;
 };
 
+// The step of a setting's `n` cells from `first`: the lower median of those reported (an odd
+// count's middle one: a step one of its cells took), 0 when none was.
+double middle_step(std::vector<Cell>::const_iterator first, int n) {
+  std::vector<double> steps;
+  for (int f = 0; f < n; ++f)
+    if (first[f].eta0 > 0) steps.push_back(first[f].eta0);
+  if (steps.empty()) return 0;
+  const auto middle = steps.begin() + static_cast<std::ptrdiff_t>((steps.size() - 1) / 2);
+  std::nth_element(steps.begin(), middle, steps.end());
+  return *middle;
+}
+
 // CHECKPOINT.tune, the search's cells, is removed once the run ends well: it must not be or hold an
 // input, and a directory there must be a cell cache already (each entry a cell's file, named by the
 // 32 hex digits of its key's hash), not the user's (refused, exit 2, before any work).
@@ -313,7 +325,8 @@ class Search {
       if (static_cast<int>(accuracies.size()) != folds_.scored)
         continue;  // out of time: not counted
       results_[cells[i].setting] = accuracies;
-      eta0_[cells[i].setting] = cells[i].eta0;
+      eta0_[cells[i].setting] = middle_step(cells.begin() + static_cast<std::ptrdiff_t>(i),
+                                            folds_.scored);
       order_.push_back(cells[i].setting);
     }
     return true;
@@ -344,7 +357,8 @@ class Search {
   }
   const std::vector<Setting>& order() const { return order_; }
   const std::vector<double>& folds_of(const Setting& s) const { return results_.at(s); }
-  // The step of a setting's first cell (on a holdout its only one); 0 when none was reported.
+  // The step of a setting's cells (on a holdout its only one, in cross-validation the median of
+  // its folds'); 0 when none was reported.
   double eta0(const Setting& s) const { return eta0_.at(s); }
   const Cell& failed() const { return failed_; }
   // The cache of an MPI job's cells is shared as its checkpoint is: rank 0 removes it.
@@ -565,17 +579,16 @@ SearchOutcome search_stages(Search& search, const SearchGrid& grid, const Budget
   return outcome;
 }
 
-// On a holdout the LDM/SVM's final run takes the step (η0) that its setting's cell calibrated:
-// the step is part of what was validated, and the schedule is the same in epochs whatever the
-// rows (λη0t ≤ epochs·η0/C), while a calibration on another first window can land factors of 2
-// away. At KDD size (SVM, C = 10, --normalize l2, a bias) the calibration on all rows gives 0.016
-// and a model of the majority's accuracy, where η0 = 1 gives 0.859 (docs/design.md). 0: none.
-double carried_eta0(const Search& search, const Setting& chosen, const Folds& folds,
-                    const TrainJob& job) {
+// The LDM/SVM's final run takes the step (η0) its setting's cells calibrated (on a holdout its
+// cell's, in cross-validation the median of its folds'): the step is part of what was validated,
+// and the schedule is the same in epochs whatever the rows (λη0t ≤ epochs·η0/C), while a
+// calibration on another first window can land factors of 2 away. At KDD size (SVM, C = 10,
+// --normalize l2, a bias) the calibration on all rows gives 0.016 and a model of the majority's
+// accuracy, where η0 = 1 gives 0.859 (docs/design.md). 0: none.
+double carried_eta0(const Search& search, const Setting& chosen, const TrainJob& job) {
   const bool searched =
       std::find(search.order().begin(), search.order().end(), chosen) != search.order().end();
-  if (!folds.holdout.empty() && (job.algo == "ldm" || job.algo == "svm") && searched &&
-      job.linear.eta0 == "auto")
+  if ((job.algo == "ldm" || job.algo == "svm") && searched && job.linear.eta0 == "auto")
     return search.eta0(chosen);
   return 0;
 }
@@ -595,7 +608,7 @@ json report_search(const Search& search, const SearchGrid& grid, const SearchOut
     cells.push_back({{"setting", setting_json(s)},
                      {"accuracy", search.mean(s)},
                      {"fold_accuracies", search.folds_of(s)}});
-    if (!folds.holdout.empty() && search.eta0(s) > 0) cells.back()["eta0"] = search.eta0(s);
+    if (search.eta0(s) > 0) cells.back()["eta0"] = search.eta0(s);
   }
   json grid_json = json::object();
   for (const GridKey& k : grid.keys) grid_json[k.key] = k.values;
@@ -800,7 +813,7 @@ TrainResult train_final(const Prepared& p, const Setting& chosen, double eta0,
     char text[32];
     std::snprintf(text, sizeof text, "%.17g", eta0);
     apply_setting(final_job, {{"eta0", text}});
-    events.note(strprintf("tune %s: the final run takes the chosen cell's step, --eta0 %s",
+    events.note(strprintf("tune %s: the final run takes the chosen setting's step, --eta0 %s",
                           final_job.algo.c_str(), text));
   }
   final_job.tune = search_record;
@@ -874,7 +887,7 @@ TuneResult tune(const TuneJob& given, Events& events, nlohmann::ordered_json& re
       search_stages(search, p.method, p.budget, folds, job.job.checkpoint);
   TuneResult result;
   result.chosen = outcome.chosen;
-  const double eta0 = carried_eta0(search, result.chosen, folds, job);
+  const double eta0 = carried_eta0(search, result.chosen, job);
   result.search = report_search(search, p.method, outcome, p.job, seed, folds, eta0,
                                 seconds_since(start), events);
   // A stop request after the last stage's check.

@@ -211,8 +211,8 @@ for r in 2 3; do
   [ "$(grep -c -- '<- chosen' t$r.err)" = 1 ] || fail "-np $r --tune: not one table: $(cat t$r.err)"
   jq -e ".ranks == $r" t$r.json > /dev/null || fail "-np $r --tune: the final run: $(cat t$r.json)"
 done
-# The final run is the job's data-parallel run of the chosen setting.
-chosen=$(jq -r '.tune.chosen | to_entries | map("--\(.key) \(.value)") | join(" ")' t2.json)
+# The final run is the job's data-parallel run of the chosen setting, at the step its cells took.
+chosen="$(jq -r '.tune.chosen | to_entries | map("--\(.key) \(.value)") | join(" ")' t2.json) --eta0 $(jq .tune.eta0 t2.json)"
 # shellcheck disable=SC2086
 mpi 2 train -d a9a.shards --epochs 2 $chosen -o p2.bin > /dev/null 2>&1 || fail "-np 2 $chosen"
 "$bin" predict -m t2.bin -d a9a.t.shards -o t2.pred > /dev/null 2>&1

@@ -277,12 +277,25 @@ grep -q "200 held out (4 whole blocks of 40)" "$work/big.err" || fail "holdout l
 # calibrates 0.125 here, the chosen cell 0.5); one given on the command line is kept.
 jq -e '.tune.eta0 > 0 and .eta0 == .tune.eta0 and ([.tune.settings[] | has("eta0")] | all)' \
   "$work/big.json" > /dev/null || fail "the final run's step is not the cell's: $(jq -c '[.eta0, .tune.eta0]' "$work/big.json")"
-grep -q "the final run takes the chosen cell's step, --eta0 " "$work/big.err" || fail "no step line"
+grep -q "the final run takes the chosen setting's step, --eta0 " "$work/big.err" || fail "no step line"
 "$bin" train --algo svm -d "$work/angle.shards" -o "$work/big.e" --tune --tune-rows 1000 \
   --eta0 0.25 --tune-budget 2 --json > "$work/big.e.json" 2> /dev/null || fail "--tune --eta0"
 jq -e '(.tune | has("eta0") | not) and .eta0 == 0.25' "$work/big.e.json" > /dev/null \
   || fail "--eta0 0.25 given, the final run took $(jq .eta0 "$work/big.e.json")"
-jq -e '.tune | has("eta0") | not' "$work/tune.json" > /dev/null || fail "cross-validation carried a step"
+# In cross-validation too: the final run takes the median of the chosen setting's folds' steps,
+# the record says which, and retraining the chosen setting with that --eta0 gives the same bytes
+# (the final run is the setting validated, step included).
+jq -e '.tune.eta0 > 0 and .eta0 == .tune.eta0 and
+  ([.tune.settings[] | select(.setting == $c) | .eta0] == [.tune.eta0])' \
+  --argjson c "$(jq -c .tune.chosen "$work/tune.json")" "$work/tune.json" > /dev/null \
+  || fail "cross-validation's final step: $(jq -c '[.eta0, .tune.eta0]' "$work/tune.json")"
+chosen=$(jq -r '.tune.chosen | to_entries | map("--\(.key) \(.value)") | join(" ")' "$work/tune.json")
+# shellcheck disable=SC2086
+"$bin" train --algo svm -d "$work/threshold.svm" -o "$work/retrained" $chosen \
+  --eta0 "$(jq .tune.eta0 "$work/tune.json")" > /dev/null 2>&1 || fail "retrain $chosen"
+cmp -s <("$bin" export -m "$work/tuned" --format json | jq -S 'del(..|.tune?)') \
+  <("$bin" export -m "$work/retrained" --format json | jq -S 'del(..|.tune?)') \
+  || fail "the tuned model is not the chosen setting trained at the carried step"
 "$bin" train --algo svm -d "$work/angle.shards" -o "$work/big2" --tune --tune-rows 1000 \
   > /dev/null 2>&1 || fail "second holdout --tune"
 cmp -s "$work/big" "$work/big2" || fail "holdout --tune is not deterministic"
