@@ -22,26 +22,6 @@
 namespace polymargin::cli {
 namespace {
 
-// Whether the epochs converged (driver::Convergence): the last epoch's gain on the best objective
-// of the epochs before, against --tol.
-void print_convergence(const nlohmann::ordered_json& c) {
-  if (c["converged"].is_null()) {
-    out_printf("convergence not judged: one epoch made (--tol compares an epoch with those "
-               "before)\n");
-    return;
-  }
-  const double gain = 100 * c["objective_gain"].get<double>();
-  const double tol = 100 * c["tol"].get<double>();
-  if (c["converged"].get<bool>())
-    out_printf("converged: no epoch since epoch %llu lowered the objective by more than --tol "
-               "%.3g %% of its best\n",
-               c["converged_since_pass"].get<unsigned long long>(), tol);
-  else
-    out_printf("not converged: the last epoch still lowered the objective by %.3g %% (--tol %.3g "
-               "%%): more --epochs, or another --eta0, may give a better model\n",
-               gain, tol);
-}
-
 // Where --epochs auto stopped, and why.
 void print_epochs_auto(const nlohmann::ordered_json& a) {
   const auto run = a["epochs_run"].get<unsigned long long>();
@@ -85,7 +65,7 @@ void print_summary(const nlohmann::ordered_json& s) {
   out_printf("objective %.6g, margin mean %.4g, margin variance %.4g, training accuracy %.4f\n",
              s["objective"].get<double>(), s["margin_mean"].get<double>(),
              s["margin_variance"].get<double>(), s["train_accuracy"].get<double>());
-  print_convergence(s["convergence"]);
+  print_convergence(s["convergence"], "epoch", "more --epochs, or another --eta0");
   if (s.contains("epochs_auto")) print_epochs_auto(s["epochs_auto"]);
   if (s.contains("validation")) {
     const nlohmann::ordered_json& v = s["validation"];

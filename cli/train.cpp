@@ -48,6 +48,24 @@ int run_train_algorithm(const TrainAlgorithm& a, const std::vector<std::string>&
   });
 }
 
+void print_convergence(const nlohmann::ordered_json& c, const char* pass, const char* more) {
+  if (c["converged"].is_null()) {
+    out_printf("convergence not judged: one %s made (--tol compares each %s with those before)\n",
+               pass, pass);
+    return;
+  }
+  const double gain = 100 * c["objective_gain"].get<double>();
+  const double tol = 100 * c["tol"].get<double>();
+  if (c["converged"].get<bool>())
+    out_printf("converged: no %s since %s %llu lowered the objective by more than --tol %.3g %% "
+               "of its best\n",
+               pass, pass, c["converged_since_pass"].get<unsigned long long>(), tol);
+  else
+    out_printf("not converged: the last %s still lowered the objective by %.3g %% (--tol %.3g "
+               "%%): %s may give a better model\n",
+               pass, gain, tol, more);
+}
+
 void print_train_summary(const TrainAlgorithm& a, const nlohmann::ordered_json& summary,
                          bool json) {
   if (json) {

@@ -52,6 +52,9 @@ int run_train_algorithm(const TrainAlgorithm& a, const std::vector<std::string>&
 
 /// A finished job's summary as `train` prints it: `a`'s text (and a tuned model's check), or with
 /// `json` the summary as JSON.
+/// Whether the passes converged (driver::Convergence's json): the last `pass`'s gain on the best
+/// objective of those before, against --tol; `more` says what to give for a better model.
+void print_convergence(const nlohmann::ordered_json& c, const char* pass, const char* more);
 void print_train_summary(const TrainAlgorithm& a, const nlohmann::ordered_json& summary, bool json);
 
 /// The job `train ARGS` would run (--algo from ARGS or their --config, ldm by default); nullopt

@@ -43,6 +43,8 @@ void print_summary(const nlohmann::ordered_json& s) {
           side["steps_per_second"].get<double>() / 1e6, side["updates"].get<unsigned long long>(),
           side["assignment_perplexity"].get<double>(),
           side["adjusted_assignments"].get<unsigned long long>());
+  if (s.contains("convergence"))
+    print_convergence(s["convergence"], "pass", "more --epochs or --iterations");
   if (s.contains("validation")) {
     const nlohmann::ordered_json& v = s["validation"];
     out_printf("validation: %llu rows, accuracy %.4f", v["rows"].get<unsigned long long>(),

@@ -107,6 +107,33 @@ PassTally tally(const std::vector<engine::CpmTrainer::SideStatus>& sides) {
   return t;
 }
 
+// The progressive objective of a pass, the mean over the sides of each side's mean loss over its
+// steps in the pass (SideStatus::loss; a side done with its T keeps its last) plus its regulariser
+// at the pass's end (CpmTrainer::penalties): what the passes' convergence test compares. Unknown
+// until every side has made a step.
+class PassObjective {
+ public:
+  explicit PassObjective(const std::vector<engine::CpmTrainer::SideStatus>& start)
+      : before_(start), mean_(start.size(), -1) {}
+
+  std::optional<double> pass_end(const std::vector<engine::CpmTrainer::SideStatus>& now,
+                                 const std::vector<double>& penalties) {
+    double sum = 0;
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      const std::uint64_t steps = now[i].steps - before_[i].steps;
+      if (steps > 0) mean_[i] = (now[i].loss - before_[i].loss) / static_cast<double>(steps);
+      if (mean_[i] < 0) return std::nullopt;
+      sum += mean_[i] + penalties[i];
+    }
+    before_ = now;
+    return sum / static_cast<double>(std::max<std::size_t>(now.size(), 1));
+  }
+
+ private:
+  std::vector<engine::CpmTrainer::SideStatus> before_;
+  std::vector<double> mean_;  // per side, < 0 before its first step
+};
+
 // One cpm job, a step a method, in the order they happen. The members are the job's options and
 // the state the steps hand on to each other.
 struct CpmRun {
@@ -165,6 +192,7 @@ struct CpmRun {
   std::vector<std::pair<double, double>> machine_labels;
   std::size_t machines = 0;
   nlohmann::ordered_json step_floor;  // set when the step floor raised a side's steps
+  Convergence convergence;            // of the passes' progressive objectives
 };
 
 CpmRun::CpmRun(const TrainJob& given, Events& events, nlohmann::ordered_json& report)
@@ -530,26 +558,39 @@ void CpmRun::train() {
   // pass.
   // Each line also gives the pass's progressive estimates, over the steps since the pass before:
   // the share of rows classified right before the step learnt from them, and their mean hinge.
+  // The estimates count the steps of this run: a resumed one's from its checkpoint on.
   Twentieths logged;
-  PassTally before;
+  PassTally before = tally(replicas.status());
+  PassObjective objective(replicas.status());
+  convergence.tol = params.tol;
   learner.on_pass_end = [&](const Position& at, double seconds) {
-    const PassTally now = tally(replicas.status());
+    const std::vector<engine::CpmTrainer::SideStatus> status = replicas.status();
+    const PassTally now = tally(status);
     const PassTally pass = now - before;
     before = now;
     if (pass.steps > 0) {
       report["progressive_accuracy"] = pass.accuracy();
       report["progressive_hinge"] = pass.mean_hinge();
     }
+    const std::optional<double> f = objective.pass_end(status, trainer().penalties());
+    std::optional<double> change;
+    if (f) {
+      change = convergence.pass_end(at.pass, *f);
+      report["progressive_objective"] = *f;
+    }
     const bool due = logged.due(now.steps, now.total);
     if (at.pass > 0 && !due) return;
+    std::string estimates;
+    if (f)
+      estimates = strprintf(", objective ≈ %.6g%s", *f,
+                            change ? strprintf(" (%+.2f %%)", 100 * *change).c_str() : "");
+    if (pass.steps > 0)
+      estimates += strprintf(", progressive accuracy ≈ %.4f, hinge ≈ %.4g", pass.accuracy(),
+                             pass.mean_hinge());
     events.note(strprintf("pass %llu: %.2f s, %llu of %llu steps%s",
                           static_cast<unsigned long long>(at.pass + 1), seconds,
                           static_cast<unsigned long long>(now.steps),
-                          static_cast<unsigned long long>(now.total),
-                          pass.steps > 0 ? strprintf(", progressive accuracy ≈ %.4f, hinge ≈ %.4g",
-                                                     pass.accuracy(), pass.mean_hinge())
-                                               .c_str()
-                                         : ""));
+                          static_cast<unsigned long long>(now.total), estimates.c_str()));
   };
   LoopOptions loop = loop_options(
       read, job, parallel, replicas.sync_bytes(),
@@ -695,8 +736,9 @@ TrainResult CpmRun::conclude() {
   summary.update(reading_json(trained));
   if (validated) summary["validation"] = validated->metrics;
   if (!step_floor.is_null()) summary["step_floor"] = report["step_floor"] = step_floor;
-  for (const char* key : {"progressive_accuracy", "progressive_hinge"})  // of the last pass
-    if (report.contains(key)) summary[key] = report[key];
+  for (const char* key : {"progressive_accuracy", "progressive_hinge", "progressive_objective"})
+    if (report.contains(key)) summary[key] = report[key];  // of the last pass
+  summary["convergence"] = report["convergence"] = convergence.json();
   report["reading"] = reading_json(trained);
   if (!tune.is_null()) summary["tune"] = report["tune"] = tune;
   report["passes"] = passes;

@@ -107,6 +107,7 @@ struct LinearRun {
   void train();            // the epochs: run_passes
   void finish();           // the model, the final pass, the write
   TrainResult conclude();  // validation, report, summary
+  void check_majority(const io::Manifest& manifest, nlohmann::ordered_json& summary);
   void apply_warm_start();
   engine::LdmTrainer& trainer() { return replicas->lead(); }
   const engine::LdmTrainer& trainer() const { return replicas->lead(); }
@@ -747,6 +748,26 @@ void LinearRun::finish() {
   report["model_checksum"] = model_file_checksum(output);
 }
 
+// A model that classifies no more of its training rows right than the majority class does (most
+// often one that predicts that class for every row: a step too small for the weights of features
+// seen a few times to grow past the bias's, docs/design.md) is said, not left to be found in the
+// predictions. `majority_share` in the summary and the record.
+void LinearRun::check_majority(const io::Manifest& manifest, nlohmann::ordered_json& summary) {
+  double majority = 0, count = 0;
+  for (const auto& [label, rows] : manifest.label_counts) {
+    count += static_cast<double>(rows);
+    if (static_cast<double>(rows) > majority) majority = static_cast<double>(rows);
+  }
+  const double share = count > 0 ? majority / count : 0;
+  summary["majority_share"] = report["majority_share"] = share;
+  if (static_cast<double>(margins.correct) > majority) return;
+  events.note(strprintf(
+      "warning: the model is no better on its training rows than predicting the majority class "
+      "(accuracy %.4f, the majority's share %.4f): it may predict one class for every row. A "
+      "step too small for these rows does this (eta0 %g): try --eta0 1, --epochs auto or --tune",
+      margins.accuracy(), share, trainer().eta0()));
+}
+
 TrainResult LinearRun::conclude() {
   TrainResult result;
   result.leader = parallel.leader;
@@ -812,6 +833,7 @@ TrainResult LinearRun::conclude() {
       {"model_path", output}};
   summary.update(reading_json(trained));
   summary["convergence"] = report["convergence"] = convergence.json();
+  if (!no_final_pass) check_majority(manifest, summary);
   if (stopping) summary["epochs_auto"] = report["epochs_auto"] = auto_record();
   if (validated) summary["validation"] = validated->metrics;
   // A resumed run's times and speed are its own part's: where that part began.

@@ -373,7 +373,7 @@ std::vector<TrainOption> shared_options() {
        .apply =
            [](TrainJob& j, const OptionValue& v) { j.window_blocks = std::get<std::uint32_t>(v); }},
       {.key = "tol",
-       .learners = kLinear,
+       .learners = kStreamed,
        .type = T::kReal,
        .default_text = "0.001",
        .help = "the convergence test the summary reports: converged when the last epoch changed "
@@ -383,7 +383,7 @@ std::vector<TrainOption> shared_options() {
            [](TrainJob& j, const OptionValue& v) {
              if (!(real(v) >= 0) || !std::isfinite(real(v)))
                throw UsageError("train: --tol must be a number ≥ 0 (got " + number(real(v)) + ")");
-             j.linear.tol = real(v);
+             j.linear.tol = j.cpm.tol = real(v);
            }},
       {.key = "no-final-pass",
        .learners = kLinear,

@@ -90,6 +90,7 @@ struct CpmParams {
   int hash_bits = 0;                       // B: 2^B hashed slots a face; 0: none
   std::string precision = "auto";          // auto | double | float
   std::uint64_t seed = 1;                  // of shuffling and tie-breaking
+  double tol = 1e-3;  // converged: the progressive objective changes by less than this share a pass
   std::string warm_start;                  // refused: the CPM's state is more than its weights
 };
 

@@ -129,8 +129,15 @@ class CpmTrainer {
     // s_k) summed. A replicated run's lead holds all replicas' after an average.
     std::uint64_t mistakes = 0;
     double hinge = 0;
+    // The objective's data term at the same pre-step scores, summed over those steps: an outer
+    // row's c₊ [1 − s_z]_+ at the face ASSIGN gave it, an inner row's c₋ Σ_k [1 + s_k]_+.
+    double loss = 0;
   };
   std::vector<SideStatus> status() const;
+  /// Per side, the objective's regulariser at the current weights, (λ_s/2) ‖(W, b)‖²: kept up to
+  /// date by the steps from their scores (exact up to rounding and to hash collisions within a
+  /// row), counted afresh after an average or a restore.
+  std::vector<double> penalties() const;
 
   /// The current weights W = σ·U of a side (slots × K, feature-major) and its intercepts, in
   /// double: what the step-by-step tests compare.

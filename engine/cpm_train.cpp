@@ -122,6 +122,11 @@ struct alignas(64) CpmTrainer::Side {
   // the sum of its hinge loss max(0, 1 − y·max_k s_k) there (the polytope's own score).
   std::uint64_t mistakes = 0;
   double hinge = 0;
+  double loss = 0;  // the objective's data term at the same scores (SideStatus::loss)
+  // ‖U‖² + ‖B‖², kept by the steps from their scores (an update u += d·x adds 2d·u·x + d²‖x‖²,
+  // exact up to rounding, and to hash collisions within a row) and counted afresh where U or B is
+  // set whole (an average, a restore): the regulariser's, in O(1) (penalties()).
+  double squares = 0;
   std::uint64_t limit = 0;  // steps this learner makes: T, or a replica's share of what is left
   // A replica's: the steps of all replicas together and its own step count, at the last average,
   // and its number among the run's replicas.
@@ -144,6 +149,8 @@ struct alignas(64) CpmTrainer::Side {
   /// Asks for the cache lines of row r's weights (the next row's, while this one is computed).
   virtual void prefetch(const CsrView& rows, std::size_t r) const = 0;
   virtual double u(std::uint64_t i) const = 0;
+  /// ‖U‖² + ‖B‖², summed in slot order.
+  virtual double sum_squares() const = 0;
   virtual double b(int k) const = 0;
   virtual void release() = 0;
   /// out[i] = U[first + i] · scale, rounded to float.
@@ -332,6 +339,7 @@ struct SideOf : CpmTrainer::Side {
     if (!w.empty() && w.data() != reinterpret_cast<const char*>(weights.data()))
       std::memcpy(weights.data(), w.data(), w.size());
     for (std::size_t k = 0; k < b.size(); ++k) bias[k] = static_cast<Acc>(b[k]);
+    squares = sum_squares();
   }
 
   void add_represented(std::uint64_t first, std::span<double> out, bool add) const override {
@@ -359,6 +367,13 @@ struct SideOf : CpmTrainer::Side {
   }
 
   double u(std::uint64_t i) const override { return static_cast<double>(weights[i]); }
+  double sum_squares() const override {
+    double sum = 0;
+    for (std::size_t i = 0; i < weights.size(); ++i)
+      sum += static_cast<double>(weights[i]) * static_cast<double>(weights[i]);
+    for (const Acc b : bias) sum += static_cast<double>(b) * static_cast<double>(b);
+    return sum;
+  }
   double b(int k) const override { return static_cast<double>(bias[static_cast<std::size_t>(k)]); }
 
   void step(const CsrView& rows, std::size_t r, int y, std::uint64_t key) override {
@@ -366,10 +381,12 @@ struct SideOf : CpmTrainer::Side {
     const std::uint32_t begin = rows.offsets[r], end = rows.offsets[r + 1];
     // Scores s_k = σ (U_k·x + B_k), σ = 1/(t + 1).
     for (std::size_t k = 0; k < K; ++k) acc[k] = static_cast<double>(bias[k]);
+    double length = 0;  // ‖x‖², for the regulariser's bookkeeping (squares)
     for (std::uint32_t j = begin; j < end; ++j) {
       const std::uint32_t f = rows.indices[j];
       double v = rows.values ? rows.values[j] : 1.0;
       const std::uint64_t slot = hash.slot(f, v);
+      length += v * v;
       const Acc* w = &weights[slot * K];
       for (std::size_t k = 0; k < K; ++k) acc[k] += v * static_cast<double>(w[k]);
     }
@@ -394,11 +411,14 @@ struct SideOf : CpmTrainer::Side {
       entry = a.natural;
       if (a.adjusted != a.natural) ++adjusted;
       const std::size_t z = static_cast<std::size_t>(a.adjusted);
+      loss += cost_outer * std::max(0.0, 1.0 - score[z]);
       if (score[z] < 1) {
         // One face moves: write only its entries, so the other cache line of each face row
         // stays clean (half the write-back traffic of a full row).
         ++updates;
         const double d = g * cost_outer;
+        // (u + d·x)² − u² over U_z and B_z: 2d·(U_z·x + B_z) + d²(‖x‖² + 1).
+        squares += 2 * d * acc[z] + d * d * (length + 1);
         bias[z] = static_cast<Acc>(bias[z] + d);
         for (std::uint32_t j = begin; j < end; ++j) {
           const std::uint32_t f = rows.indices[j];
@@ -411,12 +431,22 @@ struct SideOf : CpmTrainer::Side {
       // Every face with s_k > −1 moves by the same −g c₋ x; the others are left unwritten
       // (adding 0 would change no value).
       hit.clear();
+      double over = 0;  // Σ_k [1 + s_k]_+
       for (std::size_t k = 0; k < K; ++k)
-        if (score[k] > -1) hit.push_back(static_cast<std::uint32_t>(k));
+        if (score[k] > -1) {
+          hit.push_back(static_cast<std::uint32_t>(k));
+          over += 1 + score[k];
+        }
+      loss += cost_inner * over;
       if (!hit.empty()) {
         ++updates;
         const double d = -g * cost_inner;
-        for (const std::uint32_t k : hit) bias[k] = static_cast<Acc>(bias[k] + d);
+        double hit_scores = 0;  // Σ_{k hit} (U_k·x + B_k)
+        for (const std::uint32_t k : hit) {
+          hit_scores += acc[k];
+          bias[k] = static_cast<Acc>(bias[k] + d);
+        }
+        squares += 2 * d * hit_scores + static_cast<double>(hit.size()) * d * d * (length + 1);
         for (std::uint32_t j = begin; j < end; ++j) {
           const std::uint32_t f = rows.indices[j];
           double v = rows.values ? rows.values[j] : 1.0;
@@ -614,8 +644,15 @@ std::vector<CpmTrainer::SideStatus> CpmTrainer::status() const {
     st.adjusted = s->adjusted;
     st.mistakes = s->mistakes;
     st.hinge = s->hinge;
+    st.loss = s->loss;
     out.push_back(st);
   }
+  return out;
+}
+
+std::vector<double> CpmTrainer::penalties() const {
+  std::vector<double> out;
+  for (const auto& s : sides_) out.push_back(s->lambda / 2 * s->sigma() * s->sigma() * s->squares);
   return out;
 }
 
@@ -811,7 +848,7 @@ void CpmTrainer::average(const std::vector<CpmTrainer*>& local, bool holds_total
     Side& first = *sides.front();
     // The scalars: Σt, the counters, b = σB of every face, the face counts' increments and the
     // steps made since the last average.
-    enum : std::size_t { kSumT, kUpdates, kAdjusted, kSeconds, kMistakes, kHinge, kFaces };
+    enum : std::size_t { kSumT, kUpdates, kAdjusted, kSeconds, kMistakes, kHinge, kLoss, kFaces };
     const std::size_t b_at = kFaces, counts_at = kFaces + K, made_at = kFaces + 2 * K;
     std::vector<double> scalars(made_at + 1, 0.0);
     for (const Side* s : sides) {
@@ -821,6 +858,7 @@ void CpmTrainer::average(const std::vector<CpmTrainer*>& local, bool holds_total
       scalars[kSeconds] += s->seconds;
       scalars[kMistakes] += static_cast<double>(s->mistakes);
       scalars[kHinge] += s->hinge;
+      scalars[kLoss] += s->loss;
       scalars[made_at] += static_cast<double>(s->steps - s->synced_steps);
       for (std::size_t k = 0; k < K; ++k) {
         scalars[b_at + k] += s->b(static_cast<int>(k)) * s->sigma();
@@ -893,7 +931,11 @@ void CpmTrainer::average(const std::vector<CpmTrainer*>& local, bool holds_total
       s.seconds = totals ? scalars[kSeconds] : 0;
       s.mistakes = totals ? static_cast<std::uint64_t>(scalars[kMistakes]) : 0;
       s.hinge = totals ? scalars[kHinge] : 0;
+      s.loss = totals ? scalars[kLoss] : 0;
     }
+    // Every replica holds the same mean now.
+    const double squares = first.sum_squares();
+    for (Side* s : sides) s->squares = squares;
   }
 }
 
@@ -913,7 +955,7 @@ void CpmTrainer::take_state(const CpmTrainer& lead, bool with_totals) {
     s.plan_interval(replicas_, lead.batches_);
     if (!with_totals) {
       s.updates = s.adjusted = s.mistakes = 0;
-      s.seconds = s.hinge = 0;
+      s.seconds = s.hinge = s.loss = 0;
     }
   }
   batches_ = lead.batches_;

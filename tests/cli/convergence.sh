@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Whether the epochs converged (issue 45, item 1): the summary of an ldm or svm run says whether the
+# Whether the epochs converged (issue 45, item 1): the summary of an ldm, svm or cpm run says whether the
 # last epoch still lowered the running estimate of the training objective by more than --tol of
 # the best of the epochs before (a run stopped while learning: "not converged", with what to do),
 # and --json and --metrics-json carry `convergence`. --tol only reports: the model is the same for
@@ -46,6 +46,40 @@ grep -q "^converged: no epoch since epoch [0-9]* lowered the objective by more t
 # One epoch has nothing to compare with.
 "$bin" train -d a9a.shards -o one.model --epochs 1 > one.out 2> /dev/null
 grep -q "^convergence not judged: one epoch made" one.out || fail "1 epoch: $(cat one.out)"
+
+# The CPM judges its passes the same way, on its progressive objective (each side's mean loss over
+# its steps in the pass plus its regulariser): a short run has not converged, a long one has, and
+# --tol changes no byte of the model. Its workers (replicas averaged each pass) report it too.
+"$bin" train --algo cpm -d a9a.shards -o cpm.short --iterations 40000 --json > cpm.short.json \
+  2> cpm.short.err || fail "cpm 40000 steps"
+jq -e '.convergence.converged == false and .progressive_objective > 0 and
+  .convergence.objective_change < 0' cpm.short.json > /dev/null \
+  || fail "cpm 40000 steps: $(jq -c '[.convergence, .progressive_objective]' cpm.short.json)"
+grep -qE "^pass 2: .*objective ≈ [0-9.e+-]+ \(-[0-9.]+ %\), progressive accuracy" cpm.short.err \
+  || fail "the cpm's pass line lacks the objective: $(cat cpm.short.err)"
+# (Its λ = 1/(C·T) is small at the default C: passes keep lowering the loss by a few tenths of a
+# percent; at C = 0.001 20 passes settle.)
+"$bin" train --algo cpm -d a9a.shards -o cpm.long --epochs 20 -c 0.001 > cpm.long.out 2> /dev/null \
+  || fail "cpm 20 epochs"
+grep -q "^converged: no pass since pass [0-9]* lowered the objective by more than --tol 0.1 % of its best" \
+  cpm.long.out || fail "cpm 20 epochs at C 0.001: no 'converged' line: $(cat cpm.long.out)"
+"$bin" train --algo cpm -d a9a.shards -o cpm.loose --iterations 40000 --tol 0.5 --json \
+  > cpm.loose.json 2> /dev/null || fail "cpm --tol 0.5"
+[ "$(jq -r .convergence.converged cpm.loose.json)" = true ] || fail "cpm --tol 0.5: not converged"
+cmp -s cpm.short cpm.loose || fail "--tol changed the cpm's model"
+"$bin" train --algo cpm -d a9a.shards -o cpm.w2 --iterations 40000 --workers 2 --json \
+  > cpm.w2.json 2> /dev/null || fail "cpm --workers 2"
+jq -e '.convergence.converged == false and .progressive_objective > 0' cpm.w2.json > /dev/null \
+  || fail "cpm --workers 2: $(jq -c '[.convergence, .progressive_objective]' cpm.w2.json)"
+
+# A model no better on its training rows than the majority class is said: a step far too small
+# (--eta0 1e-7) leaves a9a's at its majority's share, 24720 of 32561 rows; a plain run is not.
+"$bin" train --algo svm -d a9a.shards -o tiny.model --eta0 1e-7 --json > tiny.json 2> tiny.err
+jq -e '.majority_share == 24720 / 32561 and .train_accuracy <= .majority_share' tiny.json \
+  > /dev/null || fail "--eta0 1e-7: $(jq -c '[.train_accuracy, .majority_share]' tiny.json)"
+grep -q "^warning: the model is no better on its training rows than predicting the majority class" \
+  tiny.err || fail "--eta0 1e-7: no warning: $(cat tiny.err)"
+if grep -q "majority class" short.err; then fail "a plain run warned: $(cat short.err)"; fi
 
 expect 2 "train: --tol must be a number ≥ 0 (got -1)" train -d a9a.shards -o x.model --tol -1
 [ ! -e x.model ] || fail "a refused --tol wrote a model"

@@ -30,7 +30,7 @@ for run in "ldm --epochs 40" "svm --epochs 40" "cpm --epochs 40"; do
 done
 # The CPM's pass lines carry the pass's progressive estimates, --json the last pass's.
 "$bin" train --algo cpm -d a9a.shards -o est.model --epochs 5 --json 2> est.err > est.json
-grep -qE "^pass 5: .* steps, progressive accuracy ≈ 0\.[0-9]+, hinge ≈ [0-9.e+-]+$" est.err ||
+grep -qE "^pass 5: .* steps, objective ≈ [0-9.e+-]+ \(-[0-9.]+ %\), progressive accuracy ≈ 0\.[0-9]+, hinge ≈ [0-9.e+-]+$" est.err ||
   fail "cpm: no progressive estimates on the pass lines: $(cat est.err)"
 accuracy=$(jq -r .progressive_accuracy est.json)
 awk -v a="$accuracy" 'BEGIN { exit !(a > 0.8 && a < 0.9) }' ||

@@ -78,6 +78,7 @@ struct DensePegasos {
   std::vector<double> w;
   double b = 0, lambda, c_pos, c_neg;
   std::uint64_t t = 0;
+  double loss = 0;  // Σ over the steps of the cost-weighted hinge at the pre-step weights
   DensePegasos(std::size_t slots, double c, std::uint64_t T, double ratio)
       : w(slots, 0.0), lambda(1 / (c * double(T))), c_pos(1 / (1 + ratio)), c_neg(ratio / (1 + ratio)) {}
   void step(const CsrBuffer& rows, std::size_t r, int y) {
@@ -86,6 +87,7 @@ struct DensePegasos {
     for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j)
       s += w[rows.indices[j]] * double(rows.values[j]);
     const double g = y > 0 ? (s < 1 ? eta * c_pos : 0) : (s > -1 ? -eta * c_neg : 0);
+    loss += y > 0 ? c_pos * std::max(0.0, 1 - s) : c_neg * std::max(0.0, 1 + s);
     for (std::uint32_t j = rows.offsets[r]; j < rows.offsets[r + 1]; ++j)
       w[rows.indices[j]] += g * double(rows.values[j]);
     b += g;
@@ -93,6 +95,12 @@ struct DensePegasos {
     for (double& x : w) x *= shrink;
     b *= shrink;
     ++t;
+  }
+  // (λ/2) ‖(w, b)‖²
+  double penalty() const {
+    double sum = b * b;
+    for (const double x : w) sum += x * x;
+    return lambda / 2 * sum;
   }
 };
 
@@ -131,7 +139,16 @@ TEST(Cpm, OneFaceIsPegasosStepByStep) {
     ASSERT_NEAR(trainer.intercepts(0)[0], plus.b, 1e-12 * scale) << "step " << t;
     ASSERT_LE(max_abs_diff(trainer.weights(1), minus.w), 1e-12 * scale) << "step " << t;
     ASSERT_NEAR(trainer.intercepts(1)[0], minus.b, 1e-12 * scale) << "step " << t;
+    // The progressive loss and the regulariser of the passes' convergence test.
+    const std::vector<CpmTrainer::SideStatus> status = trainer.status();
+    ASSERT_NEAR(status[0].loss, plus.loss, 1e-12 * std::max(1.0, plus.loss)) << "step " << t;
+    ASSERT_NEAR(status[1].loss, minus.loss, 1e-12 * std::max(1.0, minus.loss)) << "step " << t;
+    const std::vector<double> penalties = trainer.penalties();
+    ASSERT_NEAR(penalties[0], plus.penalty(), 1e-12 * std::max(1.0, plus.penalty()));
+    ASSERT_NEAR(penalties[1], minus.penalty(), 1e-12 * std::max(1.0, minus.penalty()));
   }
+  EXPECT_GT(trainer.status()[0].loss, 0);
+  EXPECT_GT(trainer.penalties()[0], 0);
   EXPECT_TRUE(trainer.done());
   EXPECT_GT(max_abs(plus.w), 0.01);  // it learnt something
   // The model: D = F₊ − F₋ from the float weights, on every row.
@@ -651,6 +668,14 @@ void check_average(CpmPrecision precision, double tolerance) {
     }
     EXPECT_EQ(a.status()[side].updates, sa[side].updates + sb[side].updates);
     EXPECT_EQ(b.status()[side].updates, 0u);
+    EXPECT_DOUBLE_EQ(a.status()[side].loss, sa[side].loss + sb[side].loss);
+    // The regulariser of the mean, (λ/2) ‖(W, b)‖² with λ = 1/(C·T), in every replica.
+    double squares = 0;
+    for (const double x : a.weights(side)) squares += x * x;
+    for (const double x : a.intercepts(side)) squares += x * x;
+    const double penalty = squares / (2 * config.c * static_cast<double>(config.iterations));
+    for (const CpmTrainer* r : {&a, &b})
+      EXPECT_NEAR(r->penalties()[side], penalty, 1e-12 * penalty) << side;
   }
   // The next interval counts only the increments since this average.
   const auto before = a.side_state(0).face_counts;
