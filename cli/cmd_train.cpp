@@ -65,7 +65,7 @@ void print_summary(const nlohmann::ordered_json& s) {
   out_printf("objective %.6g, margin mean %.4g, margin variance %.4g, training accuracy %.4f\n",
              s["objective"].get<double>(), s["margin_mean"].get<double>(),
              s["margin_variance"].get<double>(), s["train_accuracy"].get<double>());
-  print_convergence(s["convergence"], "epoch", "more --epochs, or another --eta0");
+  print_convergence(s["convergence"], "epoch", "more --epochs, or another --eta0,");
   if (s.contains("epochs_auto")) print_epochs_auto(s["epochs_auto"]);
   if (s.contains("validation")) {
     const nlohmann::ordered_json& v = s["validation"];
